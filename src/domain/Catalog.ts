@@ -1,0 +1,101 @@
+import { Schema } from "effect"
+
+/** Layer types the platform knows. Requests use versioned/volatile/stream; responses add the rest. */
+export const LayerType = Schema.Literal("versioned", "volatile", "stream", "index", "objectstore", "interactivemap")
+export type LayerType = typeof LayerType.Type
+
+export const PartitioningScheme = Schema.Literal("generic", "heretile")
+export type PartitioningScheme = typeof PartitioningScheme.Type
+
+export const Partitioning = Schema.Struct({
+  scheme: Schema.String,
+  tileLevels: Schema.optional(Schema.Array(Schema.Number))
+})
+export type Partitioning = typeof Partitioning.Type
+
+export const Owner = Schema.Struct({
+  creator: Schema.optional(Schema.Struct({ id: Schema.String })),
+  organisation: Schema.optional(Schema.Struct({ id: Schema.String }))
+})
+
+export const Coverage = Schema.Struct({ adminAreas: Schema.optional(Schema.Array(Schema.String)) })
+
+export const Volume = Schema.Struct({
+  volumeType: Schema.optional(Schema.String),
+  maxMemoryPolicy: Schema.optional(Schema.String)
+})
+
+export const Digest = Schema.Literal("MD5", "SHA-1", "SHA-256")
+export type Digest = typeof Digest.Type
+
+/** A layer as GET returns it. Only `id` and `layerType` are needed to export; the rest is tolerated when absent. */
+export const Layer = Schema.Struct({
+  id: Schema.String,
+  hrn: Schema.optional(Schema.String),
+  name: Schema.optional(Schema.String),
+  summary: Schema.optional(Schema.String),
+  description: Schema.optional(Schema.String),
+  coverage: Schema.optional(Coverage),
+  owner: Schema.optional(Owner),
+  schema: Schema.optional(Schema.Struct({ hrn: Schema.String })),
+  partitioningScheme: Schema.optional(Schema.String),
+  partitioning: Schema.optional(Partitioning),
+  contentType: Schema.optional(Schema.String),
+  contentEncoding: Schema.optional(Schema.String),
+  digest: Schema.optional(Schema.String),
+  crc: Schema.optional(Schema.String),
+  volume: Schema.optional(Volume),
+  tags: Schema.optional(Schema.Array(Schema.String)),
+  billingTags: Schema.optional(Schema.Array(Schema.String)),
+  created: Schema.optional(Schema.String),
+  layerType: Schema.String,
+  ttl: Schema.optional(Schema.Number)
+})
+export type Layer = typeof Layer.Type
+
+export const AutomaticVersionDeletion = Schema.Struct({
+  numberOfVersionsToKeep: Schema.optional(Schema.Number)
+})
+
+export const Catalog = Schema.Struct({
+  id: Schema.String,
+  hrn: Schema.String,
+  name: Schema.optional(Schema.String),
+  summary: Schema.optional(Schema.String),
+  description: Schema.optional(Schema.String),
+  coverage: Schema.optional(Coverage),
+  owner: Schema.optional(Owner),
+  tags: Schema.optional(Schema.Array(Schema.String)),
+  billingTags: Schema.optional(Schema.Array(Schema.String)),
+  created: Schema.optional(Schema.String),
+  layers: Schema.Array(Layer),
+  version: Schema.optional(Schema.Number),
+  notifications: Schema.optional(Schema.Struct({ enabled: Schema.Boolean })),
+  replication: Schema.optional(Schema.Unknown),
+  automaticVersionDeletion: Schema.optional(AutomaticVersionDeletion)
+})
+export type Catalog = typeof Catalog.Type
+
+/** `GET /catalogs` summary item. */
+export const CatalogSummary = Schema.Struct({
+  href: Schema.String,
+  hrn: Schema.String,
+  title: Schema.optional(Schema.String),
+  type: Schema.optional(Schema.String)
+})
+export type CatalogSummary = typeof CatalogSummary.Type
+
+export const CatalogList = <A, I>(item: Schema.Schema<A, I>) =>
+  Schema.Struct({
+    results: Schema.Struct({
+      items: Schema.Array(item),
+      next: Schema.optional(Schema.String),
+      previous: Schema.optional(Schema.String)
+    })
+  })
+
+/** The partitioning scheme of a layer: `partitioning.scheme` first, then the deprecated `partitioningScheme`. */
+export const partitioningOf = (layer: Layer): string =>
+  layer.partitioning?.scheme ?? layer.partitioningScheme ?? "generic"
+
+export const isHereTile = (layer: Layer): boolean => partitioningOf(layer) === "heretile"
