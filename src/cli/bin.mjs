@@ -1,5 +1,46 @@
 #!/usr/bin/env node
-// The package runs from its TypeScript sources through tsx, so there is no build step to forget.
-import { register } from "tsx/esm/api"
-register()
-await import("./main.ts")
+// Runs the CLI from one bundle of the TypeScript sources. The bundle is rebuilt with esbuild
+// (a fraction of a second) whenever a source file is newer, so there is no build step to forget,
+// and Node loads Effect natively instead of through a TypeScript loader (seconds faster to start).
+import { existsSync, mkdirSync, readdirSync, renameSync, statSync, writeFileSync } from "node:fs"
+import { dirname, join } from "node:path"
+import { fileURLToPath, pathToFileURL } from "node:url"
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..")
+const bundle = join(root, "dist", "catalog-export.mjs")
+
+const newestSource = (dir) => {
+  let newest = 0
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name)
+    newest = Math.max(newest, entry.isDirectory() ? newestSource(path) : statSync(path).mtimeMs)
+  }
+  return newest
+}
+
+const sources = [join(root, "src"), join(root, "pipelines")].filter(existsSync)
+const stale = !existsSync(bundle) ||
+  statSync(bundle).mtimeMs < Math.max(statSync(join(root, "package.json")).mtimeMs, ...sources.map(newestSource))
+
+if (stale) {
+  const { build } = await import("esbuild")
+  const result = await build({
+    entryPoints: [join(root, "src", "cli", "main.ts")],
+    outfile: bundle,
+    write: false,
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node20",
+    packages: "external",
+    sourcemap: "inline",
+    logLevel: "error"
+  })
+  // Written under a private name and renamed, so concurrent starts never load a half-written file.
+  const temp = `${bundle}.${process.pid}.tmp`
+  mkdirSync(dirname(bundle), { recursive: true })
+  writeFileSync(temp, result.outputFiles[0].contents)
+  renameSync(temp, bundle)
+}
+
+await import(pathToFileURL(bundle).href)

@@ -21,8 +21,11 @@ export const baseString = (method: string, url: string, params: ReadonlyArray<re
   return [method.toUpperCase(), percentEncode(base), percentEncode(normalized)].join("&")
 }
 
-export const sign = (base: string, secret: string): string =>
-  createHmac("sha256", `${percentEncode(secret)}&`).update(base).digest("base64")
+export const signWithKey = (base: string, key: string): string =>
+  createHmac("sha256", key).update(base).digest("base64")
+
+/** RFC 5849 signing: the key is the percent-encoded secret plus `&` (empty token secret). */
+export const sign = (base: string, secret: string): string => signWithKey(base, `${percentEncode(secret)}&`)
 
 export interface OAuthParams {
   readonly oauth_consumer_key: string
@@ -55,7 +58,10 @@ export const parseAuthorizationHeader = (header: string): Record<string, string>
   return out
 }
 
-/** Builds the signed header for a token request. `formParams` only when the body is form-encoded. */
+/**
+ * Builds the signed header for a token request. `formParams` only when the body is form-encoded.
+ * Signs with the unencoded `<secret>&` as the HERE SDKs do (the same as RFC 5849 for the usual secrets).
+ */
 export const signRequest = (opts: {
   readonly url: string
   readonly keyId: string
@@ -72,5 +78,5 @@ export const signRequest = (opts: {
     oauth_version: "1.0"
   }
   const base = baseString("POST", opts.url, [...Object.entries(params), ...(opts.formParams ?? [])])
-  return authorizationHeader(params, sign(base, opts.secret))
+  return authorizationHeader(params, signWithKey(base, `${opts.secret}&`))
 }

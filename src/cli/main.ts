@@ -1,0 +1,35 @@
+import * as Command from "@effect/cli/Command"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import { Cause, Console, Effect, Exit } from "effect"
+import { TOOL } from "../domain/Tool.ts"
+import { ExitCode, exitCodeOf, sentenceOf } from "./Exit.ts"
+import { serve } from "./serve.ts"
+
+const root = Command.make("catalog-export").pipe(
+  Command.withDescription("Export data catalogs to Parquet and Arrow, and run a local catalog service to develop against."),
+  Command.withSubcommands([serve])
+)
+
+const cli = Command.run(root, { name: TOOL.name, version: TOOL.version })
+
+let exitCode = 0
+
+const program = cli(process.argv).pipe(
+  Effect.catchAll((error) =>
+    Effect.gen(function*() {
+      exitCode = exitCodeOf(error)
+      // @effect/cli has already printed its own message for parse errors.
+      if (!(error as { _tag?: string })._tag?.match(/^(CommandMismatch|CorrectedFlag|HelpRequested|InvalidArgument|InvalidValue|MissingFlag|MissingValue|MissingSubcommand|MultipleValuesDetected|NoBuiltInMatch|UnclusteredFlag)$/)) {
+        yield* Console.error(`catalog-export: ${sentenceOf(error)}`)
+      }
+    })
+  ),
+  Effect.provide(NodeContext.layer)
+)
+
+NodeRuntime.runMain(program, {
+  disableErrorReporting: false,
+  teardown: (exit, onExit) =>
+    onExit(Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause) && exitCode === 0 ? ExitCode.failure : exitCode)
+})

@@ -1,0 +1,51 @@
+import * as HttpServer from "@effect/platform/HttpServer"
+import * as fs from "node:fs"
+import { Effect, Layer, type Scope } from "effect"
+import { DEMO_APP } from "./Seed.ts"
+import * as Server from "./Server.ts"
+import { Store } from "./Store.ts"
+
+export interface RunningService {
+  readonly url: string
+  readonly lookupUrl: string
+  readonly tokenUrl: string
+  /** credentials.properties text for an application (the demo application by default). */
+  readonly credentialsFor: (appId?: string) => Effect.Effect<string>
+}
+
+export const listeningLine = (service: RunningService) =>
+  JSON.stringify({ event: "listening", url: service.url, lookupUrl: service.lookupUrl, tokenUrl: service.tokenUrl })
+
+/** Starts the service for the lifetime of the scope. */
+export const start = (options: Server.ServiceOptions): Effect.Effect<RunningService, unknown, Scope.Scope> =>
+  Effect.gen(function*() {
+    const context = yield* Layer.build(Server.layer(options))
+    const server = Layer.succeedContext(context)
+    const address = (yield* Effect.provide(HttpServer.HttpServer, server)).address
+    const host = address._tag === "TcpAddress" ? (address.hostname.includes(":") ? `[${address.hostname}]` : address.hostname) : "127.0.0.1"
+    const port = address._tag === "TcpAddress" ? address.port : 0
+    const url = `http://${host === "0.0.0.0" || host === "[::]" ? "127.0.0.1" : host}:${port}`
+    const store = yield* Effect.provide(Store, server)
+    const tokenUrl = `${url}/oauth2/token`
+    return {
+      url,
+      lookupUrl: `${url}/lookup/v1`,
+      tokenUrl,
+      credentialsFor: (appId = DEMO_APP) =>
+        Effect.map(store.appById(appId).pipe(Effect.orDie), (app) => {
+          if (app === undefined) throw new Error(`no application ${appId}`)
+          return [
+            `here.user.id = ${app.user_id}`,
+            `here.client.id = ${app.id}`,
+            `here.access.key.id = ${app.key_id}`,
+            `here.access.key.secret = ${app.key_secret}`,
+            `here.token.endpoint.url = ${tokenUrl}`,
+            ""
+          ].join("\n")
+        }).pipe(Effect.orDie)
+    }
+  })
+
+/** Writes credentials.properties readable only by the owner: it holds a key secret. */
+export const writeCredentials = (file: string, text: string) =>
+  Effect.sync(() => fs.writeFileSync(file, text, { mode: 0o600 }))

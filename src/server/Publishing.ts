@@ -1,0 +1,143 @@
+import { createHash } from "node:crypto"
+import { Effect } from "effect"
+import { BlobFiles } from "./BlobFiles.ts"
+import { badRequest, conflict, notFound } from "./Reply.ts"
+import { contentEncodingOf } from "./Views.ts"
+import { type CatalogRow, type LayerRow, type PublicationRow, type StagedPartition, Store } from "./Store.ts"
+
+/** Partition ids: the platform's character set, at most 500 characters. Nothing that could name a path. */
+export const PARTITION_ID = /^[A-Za-z0-9_\-.:]{1,500}$/
+/** Data handles: `[0-9a-zA-Z.-]`, at most 600 characters (blob API v1.0.8). */
+export const DATA_HANDLE = /^[0-9A-Za-z.\-]{1,600}$/
+
+const PUBLICATION_LIFETIME_MS = 48 * 3600_000
+/** Rows per multi-row INSERT: well under SQLite's bound-variable limit. */
+export const STAGE_BATCH = 2000
+
+export const publicationView = (row: PublicationRow, catalog: CatalogRow) => ({
+  id: row.id,
+  catalogId: catalog.id,
+  catalogVersion: row.catalog_version,
+  layerIds: JSON.parse(row.layer_ids) as Array<string>,
+  details: { state: row.state, message: row.message, started: row.started, modified: row.modified, expires: row.expires }
+})
+
+/** Starts a publication; an older one of the same kind that was never submitted is cancelled, as on the platform. */
+export const initPublication = (catalog: CatalogRow, layers: ReadonlyArray<LayerRow>, appId: string, dependencies: unknown) =>
+  Effect.gen(function*() {
+    const store = yield* Store
+    const kinds = new Set(layers.map((l) => l.layer_type))
+    if (kinds.size !== 1) return yield* badRequest("layerIds", "all layers of one publication must be of the same type")
+    const kind = layers[0]!.layer_type
+    if (kind !== "versioned" && kind !== "volatile") {
+      return yield* badRequest("layerIds", `layers of type ${kind} are not published through publications; publish versioned or volatile layers`)
+    }
+    const now = Date.now()
+    for (const active of yield* store.activePublications(catalog.hrn, kind).pipe(Effect.orDie)) {
+      if (active.state === "submitted") return yield* conflict("publication", `publication ${active.id} is still being processed`)
+      yield* store.setPublicationState(active.id, "cancelled", "Publication was cancelled by a newer publication", now).pipe(Effect.orDie)
+      yield* store.deleteStaged(active.id).pipe(Effect.orDie)
+    }
+    const row: PublicationRow = {
+      id: `v2-${crypto.randomUUID()}`,
+      catalog_hrn: catalog.hrn,
+      app_id: appId,
+      layer_ids: JSON.stringify(layers.map((l) => l.id)),
+      kind,
+      state: "initialized",
+      message: "Publication has been initialized",
+      catalog_version: catalog.latest_version,
+      dependencies: JSON.stringify(dependencies ?? []),
+      started: now,
+      modified: now,
+      expires: now + PUBLICATION_LIFETIME_MS
+    }
+    yield* store.insertPublication(row).pipe(Effect.orDie)
+    return row
+  })
+
+export interface IncomingPartition {
+  readonly partition: string
+  readonly dataHandle?: string | undefined
+  readonly checksum?: string | undefined
+  readonly dataSize?: number | undefined
+  readonly compressedDataSize?: number | undefined
+  readonly crc?: string | undefined
+  /** Base64 of a small blob to store inline; a data handle is derived when none is given. */
+  readonly data?: string | undefined
+}
+
+export const stagePartitions = (publication: PublicationRow, layer: LayerRow, incoming: ReadonlyArray<IncomingPartition>) =>
+  Effect.gen(function*() {
+    const store = yield* Store
+    const files = yield* BlobFiles
+    if (publication.state !== "initialized") {
+      return yield* conflict("publication", `publication ${publication.id} is ${publication.state}; partitions can only be added while it is initialized`)
+    }
+    if (!(JSON.parse(publication.layer_ids) as Array<string>).includes(layer.id)) {
+      return yield* badRequest("layer", `layer '${layer.id}' is not part of publication ${publication.id}`)
+    }
+    const staged: Array<StagedPartition> = []
+    for (const p of incoming) {
+      if (typeof p.partition !== "string" || !PARTITION_ID.test(p.partition)) {
+        return yield* badRequest("partition", `invalid partition id ${JSON.stringify(p.partition)}: use 1-500 characters of [A-Za-z0-9_-.:]`)
+      }
+      let dataHandle = p.dataHandle
+      if (p.data !== undefined) {
+        const bytes = Buffer.from(p.data, "base64")
+        dataHandle ??= createHash("sha1").update(bytes).update(p.partition).digest("hex")
+        const stored = yield* files.put(bytes)
+        yield* store.putBlob(layer.pk, dataHandle, stored.sha256, stored.size, contentEncodingOf(layer)).pipe(Effect.orDie)
+      }
+      if (dataHandle === undefined) return yield* badRequest("dataHandle", `partition '${p.partition}' has neither dataHandle nor data`)
+      if (dataHandle !== "" && !DATA_HANDLE.test(dataHandle)) {
+        return yield* badRequest("dataHandle", `invalid data handle ${JSON.stringify(dataHandle)}: use 1-600 characters of [0-9a-zA-Z.-]`)
+      }
+      staged.push({
+        layerPk: layer.pk,
+        partition: p.partition,
+        dataHandle,
+        checksum: p.checksum ?? null,
+        dataSize: p.dataSize ?? null,
+        compressedDataSize: p.compressedDataSize ?? null,
+        crc: p.crc ?? null
+      })
+    }
+    for (let i = 0; i < staged.length; i += STAGE_BATCH) {
+      yield* store.stagePartitions(publication.id, staged.slice(i, i + STAGE_BATCH)).pipe(Effect.orDie)
+    }
+  })
+
+/** Submits a publication: a versioned one becomes the next catalog version, a volatile one overwrites. */
+export const submitPublication = (publication: PublicationRow) =>
+  Effect.gen(function*() {
+    const store = yield* Store
+    if (publication.state !== "initialized") {
+      return yield* conflict("publication", `publication ${publication.id} is ${publication.state}; only an initialized publication can be submitted`)
+    }
+    const now = Date.now()
+    const version = yield* store.withTransaction(
+      Effect.gen(function*() {
+        const catalog = (yield* store.catalog(publication.catalog_hrn))!
+        if (publication.kind === "volatile") {
+          yield* store.commitVolatile(publication.id, now)
+          yield* store.setPublicationState(publication.id, "succeeded", "Publication succeeded", now)
+          return catalog.latest_version
+        }
+        const version = catalog.latest_version + 1
+        yield* store.commitVersioned(publication.id, version, now)
+        yield* store.insertVersion(catalog.hrn, version, now, publication.dependencies)
+        yield* store.setVersions(catalog.hrn, version, catalog.latest_version < 0 ? version : catalog.min_version)
+        yield* store.setPublicationState(publication.id, "succeeded", "Publication succeeded", now, version)
+        return version
+      })
+    ).pipe(Effect.orDie)
+    return version
+  })
+
+export const publicationOf = (catalog: CatalogRow, id: string) =>
+  Effect.gen(function*() {
+    const row = yield* (yield* Store).publication(id).pipe(Effect.orDie)
+    if (row === undefined || row.catalog_hrn !== catalog.hrn) return yield* notFound("publicationId", `publication ${id} not found`)
+    return row
+  })

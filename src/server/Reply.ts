@@ -1,0 +1,37 @@
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import { Data } from "effect"
+import { accountError, dataApiError, type DetailEntry, gatewayError } from "../domain/ErrorBody.ts"
+
+/** A finished error response. Handlers fail with it; the router turns it into the response. */
+export class Reply extends Data.TaggedError("Reply")<{ readonly response: HttpServerResponse.HttpServerResponse }> {}
+
+export const json = (status: number, body: unknown, headers: Record<string, string> = {}) =>
+  HttpServerResponse.unsafeJson(body, { status, headers })
+
+/** metadata/query/lookup/publish style error body. */
+export const dataError = (status: number, title: string, detail: ReadonlyArray<DetailEntry> = []) =>
+  new Reply({ response: json(status, dataApiError(status, title, detail)) })
+
+export const badRequest = (name: string, error: string) => dataError(400, "Bad Request", [{ name, error }])
+export const notFound = (name: string, error: string) => dataError(404, "Not Found", [{ name, error }])
+export const conflict = (name: string, error: string) => dataError(409, "Conflict", [{ name, error }])
+
+export const unauthorized = (description: string) =>
+  new Reply({
+    response: json(401, gatewayError("Unauthorized", description), { "www-authenticate": "Bearer" })
+  })
+
+export const forbidden = () =>
+  new Reply({ response: json(403, gatewayError("Forbidden", "These credentials do not authorize access to this resource.")) })
+
+/** The config API answers a missing or forbidden catalog with 403 and this plain text. */
+export const catalogForbidden = () =>
+  new Reply({
+    response: HttpServerResponse.text(
+      "Forbidden - A catalog with the specified HRN doesn't exist or access to this catalog is forbidden",
+      { status: 403 }
+    )
+  })
+
+export const accountFailure = (httpStatus: number, errorCode: number, message: string) =>
+  new Reply({ response: json(httpStatus, accountError(httpStatus, errorCode, message, `ERROR-${crypto.randomUUID()}`)) })

@@ -1,0 +1,352 @@
+import { createHash, randomBytes } from "node:crypto"
+import { gzipSync } from "node:zlib"
+import { Effect } from "effect"
+import * as HereTile from "../domain/HereTile.ts"
+import { BlobFiles } from "./BlobFiles.ts"
+import { prng } from "./Faults.ts"
+import { initPublication, STAGE_BATCH, submitPublication } from "./Publishing.ts"
+import { contentEncodingOf } from "./Views.ts"
+import { type AppRow, type LayerRow, type StagedPartition, Store } from "./Store.ts"
+
+/**
+ * The demo seed: deterministic data (a seeded PRNG) that looks like a real catalog. Application keys
+ * are random per data directory; everything else is the same on every machine.
+ */
+export interface SeedOptions {
+  readonly demo: boolean
+  /** Partitions of the versioned generic layer `places` at version 0. */
+  readonly partitions: number
+  /** Catalog versions to create (at least 1). */
+  readonly versions: number
+  /** Bytes of each `places` blob. */
+  readonly blobBytes: number
+  readonly seed: number
+}
+
+export const defaultSeed: SeedOptions = { demo: true, partitions: 2000, versions: 12, blobBytes: 1024, seed: 42 }
+export const noSeed: SeedOptions = { ...defaultSeed, demo: false }
+
+export const DEMO_CATALOG = "hrn:local:data:::demo"
+export const RESTRICTED_CATALOG = "hrn:local:data:::restricted"
+export const DEMO_APP = "demo-app"
+export const OTHER_APP = "other-app"
+
+/** Berlin, as in the HERE tile examples; the heretile layer covers a square of level-12 tiles around it. */
+const CENTER = { lat: 52.52, lon: 13.405 }
+const TILE_LEVEL = 12
+const TILE_GRID = 16
+
+const ensureApp = (id: string) =>
+  Effect.gen(function*() {
+    const store = yield* Store
+    const existing = yield* store.appById(id)
+    if (existing !== undefined) return existing
+    const app: AppRow = {
+      id,
+      key_id: randomBytes(16).toString("base64url"),
+      key_secret: randomBytes(48).toString("base64url"),
+      user_id: `HERE-${crypto.randomUUID()}`,
+      realm: "local"
+    }
+    yield* store.insertApp(app)
+    return app
+  })
+
+const layerConfig = (config: Record<string, unknown>) => ({
+  summary: "",
+  description: "",
+  tags: [],
+  billingTags: [],
+  ...config
+})
+
+const catalogConfig = (name: string, summary: string, owner: AppRow) => ({
+  name,
+  summary,
+  description: `${summary} Seeded by catalog-export serve.`,
+  tags: ["demo"],
+  notifications: { enabled: false },
+  owner: { creator: { id: owner.id }, organisation: { id: "olp-local" } }
+})
+
+const createCatalog = (
+  hrn: string,
+  id: string,
+  owner: AppRow,
+  config: Record<string, unknown>,
+  layers: ReadonlyArray<{ id: string; layerType: string; config: Record<string, unknown> }>
+) =>
+  Effect.gen(function*() {
+    const store = yield* Store
+    const created = new Date().toISOString()
+    yield* store.insertCatalog({ hrn, id, owner_app: owner.id, config: JSON.stringify(config), created })
+    const rows: Array<LayerRow> = []
+    for (const layer of layers) {
+      const row = { catalog_hrn: hrn, id: layer.id, layer_type: layer.layerType, config: JSON.stringify(layerConfig(layer.config)), created }
+      rows.push({ ...row, pk: yield* store.insertLayer(row) })
+    }
+    return rows
+  })
+
+const handleFrom = (random: () => number) => {
+  const hex = (n: number) => Array.from({ length: n }, () => Math.floor(random() * 16).toString(16)).join("")
+  return `${hex(8)}-${hex(4)}-4${hex(3)}-a${hex(3)}-${hex(12)}`
+}
+
+const sha1 = (bytes: Uint8Array) => createHash("sha1").update(bytes).digest("hex")
+
+/** Deterministic printable filler so blobs have the requested size. */
+const filler = (random: () => number, length: number) => {
+  const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789 "
+  let out = ""
+  for (let i = 0; i < length; i++) out += alphabet[Math.floor(random() * alphabet.length)]
+  return out
+}
+
+const placeBlob = (random: () => number, id: number, version: number, bytes: number) => {
+  const head = JSON.stringify({
+    id: `place-${id}`,
+    version,
+    name: `Place ${id}`,
+    lat: Number((CENTER.lat + (random() - 0.5)).toFixed(6)),
+    lon: Number((CENTER.lon + (random() - 0.5)).toFixed(6)),
+    pad: ""
+  })
+  return new TextEncoder().encode(head.replace(`"pad":""`, `"pad":"${filler(random, Math.max(0, bytes - head.length))}"`))
+}
+
+const tileBlob = (random: () => number, tileId: number, version: number) => {
+  const box = HereTile.boundingBox(tileId)
+  const features = Array.from({ length: 1 + Math.floor(random() * 4) }, (_, i) => ({
+    type: "Feature",
+    id: `${tileId}-${i}`,
+    geometry: {
+      type: "Point",
+      coordinates: [
+        Number((box.west + random() * (box.east - box.west)).toFixed(7)),
+        Number((box.south + random() * (box.north - box.south)).toFixed(7))
+      ]
+    },
+    properties: { kind: ["cafe", "park", "station", "museum"][i % 4], version }
+  }))
+  return new TextEncoder().encode(JSON.stringify({ type: "FeatureCollection", tile: tileId, features }))
+}
+
+interface Content {
+  readonly bytes: Uint8Array
+  readonly stored: Uint8Array
+}
+
+/** Stores blobs and stages their partitions in one publication, batch by batch. */
+const publishBatch = (publicationId: string, layer: LayerRow, items: ReadonlyArray<{ partition: string; handle: string; content?: Content }>) =>
+  Effect.gen(function*() {
+    const store = yield* Store
+    const files = yield* BlobFiles
+    const gzip = contentEncodingOf(layer) === "gzip"
+    const staged: Array<StagedPartition> = []
+    const blobs: Array<{ handle: string; sha256: string; size: number }> = []
+    for (const item of items) {
+      if (item.content === undefined) {
+        staged.push({ layerPk: layer.pk, partition: item.partition, dataHandle: "", checksum: null, dataSize: null, compressedDataSize: null, crc: null })
+        continue
+      }
+      const { bytes, stored } = item.content
+      const file = yield* files.put(stored)
+      blobs.push({ handle: item.handle, sha256: file.sha256, size: file.size })
+      staged.push({
+        layerPk: layer.pk,
+        partition: item.partition,
+        dataHandle: item.handle,
+        checksum: sha1(bytes),
+        dataSize: bytes.byteLength,
+        compressedDataSize: gzip ? stored.byteLength : null,
+        crc: null
+      })
+    }
+    yield* store.putBlobs(layer.pk, blobs, gzip ? "gzip" : null)
+    yield* store.stagePartitions(publicationId, staged)
+  }).pipe(Effect.orDie)
+
+interface LayerPlan {
+  readonly layer: LayerRow
+  /** Partition ids at version 0, and the next id to add. */
+  readonly initial: number
+  readonly idOf: (n: number) => string
+  readonly contentOf: (random: () => number, n: number, version: number) => Content
+  /** Ids that may be added later (tiles stay inside their grid). */
+  readonly capacity: number
+}
+
+const evolve = (plans: ReadonlyArray<LayerPlan>, versions: number, random: () => number, owner: AppRow, catalog: { hrn: string; id: string }) =>
+  Effect.gen(function*() {
+    const store = yield* Store
+    const live = plans.map((p) => {
+      const bits = new Uint8Array(p.capacity)
+      bits.fill(1, 0, p.initial)
+      return { plan: p, bits, next: p.initial }
+    })
+    for (let version = 0; version < versions; version++) {
+      const current = (yield* store.catalog(catalog.hrn).pipe(Effect.orDie))!
+      const publication = yield* initPublication(current, plans.map((p) => p.layer), owner.id, []).pipe(Effect.orDie)
+      for (const state of live) {
+        const { plan, bits } = state
+        const changes: Array<{ partition: string; handle: string; content?: Content }> = []
+        const flush = Effect.suspend(() => {
+          const batch = changes.splice(0, changes.length)
+          return batch.length === 0 ? Effect.void : publishBatch(publication.id, plan.layer, batch)
+        })
+        const add = (n: number) => changes.push({ partition: plan.idOf(n), handle: handleFrom(random), content: plan.contentOf(random, n, version) })
+        if (version === 0) {
+          for (let n = 0; n < plan.initial; n++) {
+            add(n)
+            if (changes.length >= STAGE_BATCH) yield* flush
+          }
+        } else {
+          const touched = Math.max(1, Math.floor(state.next * 0.06))
+          for (let i = 0; i < touched; i++) {
+            const n = Math.floor(random() * state.next)
+            const roll = random()
+            if (bits[n] === 1 && roll < 0.15) {
+              bits[n] = 0
+              changes.push({ partition: plan.idOf(n), handle: "" })
+            } else if (bits[n] === 1) {
+              add(n)
+            } else if (state.next < plan.capacity && roll < 0.5) {
+              bits[state.next] = 1
+              add(state.next++)
+            }
+            if (changes.length >= STAGE_BATCH) yield* flush
+          }
+        }
+        yield* flush
+      }
+      yield* submitPublication(publication)
+    }
+  })
+
+const seedDemo = (options: SeedOptions, demo: AppRow, other: AppRow) =>
+  Effect.gen(function*() {
+    const random = prng(options.seed)
+    const [tiles, places, traffic] = yield* createCatalog(
+      DEMO_CATALOG,
+      "demo",
+      demo,
+      catalogConfig("Demo catalog", "Berlin points of interest, places and live traffic.", demo),
+      [
+        {
+          id: "tiles",
+          layerType: "versioned",
+          config: {
+            name: "Berlin tiles",
+            summary: "Points of interest per HERE tile, level 12",
+            contentType: "application/geo+json",
+            contentEncoding: "gzip",
+            digest: "SHA-1",
+            partitioning: { scheme: "heretile", tileLevels: [TILE_LEVEL] },
+            volume: { volumeType: "durable" }
+          }
+        },
+        {
+          id: "places",
+          layerType: "versioned",
+          config: {
+            name: "Places",
+            summary: "Places as JSON documents",
+            contentType: "application/json",
+            digest: "SHA-1",
+            partitioning: { scheme: "generic" },
+            volume: { volumeType: "durable" }
+          }
+        },
+        {
+          id: "traffic",
+          layerType: "volatile",
+          config: {
+            name: "Live traffic",
+            summary: "Current traffic flow per road segment",
+            contentType: "application/json",
+            digest: "SHA-1",
+            partitioning: { scheme: "generic" },
+            volume: { volumeType: "durable", maxMemoryPolicy: "failOnWrite" },
+            ttl: 3_600_000
+          }
+        },
+        {
+          id: "events",
+          layerType: "stream",
+          config: {
+            name: "Events",
+            summary: "Change notifications",
+            contentType: "application/json",
+            partitioning: { scheme: "generic" },
+            volume: { volumeType: "durable" }
+          }
+        }
+      ]
+    )
+    const center = HereTile.toAddress(HereTile.fromCoordinates(CENTER.lat, CENTER.lon, TILE_LEVEL))
+    const tileOf = (n: number) =>
+      HereTile.fromAddress({
+        level: TILE_LEVEL,
+        column: center.column - TILE_GRID / 2 + (n % TILE_GRID),
+        row: center.row - TILE_GRID / 2 + Math.floor(n / TILE_GRID)
+      })
+    const tilesPlan: LayerPlan = {
+      layer: tiles!,
+      initial: (TILE_GRID * TILE_GRID * 3) / 4,
+      capacity: TILE_GRID * TILE_GRID,
+      idOf: (n) => String(tileOf(n)),
+      contentOf: (random, n, version) => {
+        const bytes = tileBlob(random, tileOf(n), version)
+        return { bytes, stored: gzipSync(bytes) }
+      }
+    }
+    const placesPlan: LayerPlan = {
+      layer: places!,
+      initial: options.partitions,
+      capacity: Math.ceil(options.partitions * 1.5) + 16,
+      idOf: (n) => `place-${String(n).padStart(7, "0")}`,
+      contentOf: (random, n, version) => {
+        const bytes = placeBlob(random, n, version, options.blobBytes)
+        return { bytes, stored: bytes }
+      }
+    }
+    yield* evolve([tilesPlan, placesPlan], Math.max(1, options.versions), random, demo, { hrn: DEMO_CATALOG, id: "demo" })
+
+    // The volatile layer: published twice, the second time overwriting part of the first.
+    const segments = 100
+    for (let round = 0; round < 2; round++) {
+      const current = (yield* (yield* Store).catalog(DEMO_CATALOG).pipe(Effect.orDie))!
+      const publication = yield* initPublication(current, [traffic!], demo.id, []).pipe(Effect.orDie)
+      const items = Array.from({ length: round === 0 ? segments : segments / 4 }, (_, n) => {
+        const bytes = new TextEncoder().encode(JSON.stringify({ segment: `segment-${n}`, speedKmh: Math.round(10 + random() * 90), round }))
+        return { partition: `segment-${String(n).padStart(4, "0")}`, handle: `traffic-${n}-${round}`, content: { bytes, stored: bytes } }
+      })
+      yield* publishBatch(publication.id, traffic!, items)
+      yield* submitPublication(publication)
+    }
+
+    // A catalog the demo application may not read: it must be invisible to it.
+    const [secret] = yield* createCatalog(
+      RESTRICTED_CATALOG,
+      "restricted",
+      other,
+      catalogConfig("Restricted catalog", "Owned by another application.", other),
+      [{ id: "private", layerType: "versioned", config: { name: "Private", contentType: "application/json", partitioning: { scheme: "generic" } } }]
+    )
+    const restricted = (yield* (yield* Store).catalog(RESTRICTED_CATALOG).pipe(Effect.orDie))!
+    const publication = yield* initPublication(restricted, [secret!], other.id, []).pipe(Effect.orDie)
+    const bytes = new TextEncoder().encode(`{"secret":true}`)
+    yield* publishBatch(publication.id, secret!, [{ partition: "p1", handle: "restricted-1", content: { bytes, stored: bytes } }])
+    yield* submitPublication(publication)
+  })
+
+/** Creates the applications (always) and, when asked and not yet there, the demo catalogs. */
+export const seed = (options: SeedOptions) =>
+  Effect.gen(function*() {
+    const store = yield* Store
+    const demo = yield* ensureApp(DEMO_APP)
+    const other = yield* ensureApp(OTHER_APP)
+    if (!options.demo || (yield* store.catalog(DEMO_CATALOG)) !== undefined) return
+    yield* seedDemo(options, demo, other)
+  }).pipe(Effect.orDie)

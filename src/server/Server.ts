@@ -1,0 +1,107 @@
+import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
+import * as HttpRouter from "@effect/platform/HttpRouter"
+import * as HttpServer from "@effect/platform/HttpServer"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import * as fs from "node:fs"
+import { createServer } from "node:http"
+import * as os from "node:os"
+import * as path from "node:path"
+import { Effect, Layer, Option } from "effect"
+import { AuthConfig, type AuthOptions, tokenEndpoint } from "./Auth.ts"
+import { BlobFiles } from "./BlobFiles.ts"
+import * as Faults from "./Faults.ts"
+import { json } from "./Reply.ts"
+import * as Blob from "./routes/Blob.ts"
+import * as Config from "./routes/Config.ts"
+import * as Lookup from "./routes/Lookup.ts"
+import * as Metadata from "./routes/Metadata.ts"
+import * as Publish from "./routes/Publish.ts"
+import * as Query from "./routes/Query.ts"
+import { noSeed, seed, type SeedOptions } from "./Seed.ts"
+import { Store } from "./Store.ts"
+
+export interface ServiceOptions {
+  readonly port: number
+  readonly host: string
+  /** Where SQLite and blob files live; a temporary directory (removed on shutdown) when absent. */
+  readonly dataDir?: string | undefined
+  readonly seed: SeedOptions | undefined
+  readonly faults: Faults.FaultOptions
+  readonly auth: Partial<AuthOptions>
+  /** Largest request body accepted, in bytes. */
+  readonly maxBodyBytes: number
+}
+
+export const defaultServiceOptions: ServiceOptions = {
+  port: 31005,
+  host: "127.0.0.1",
+  seed: undefined,
+  faults: Faults.noFaults,
+  auth: {},
+  maxBodyBytes: 64 * 1024 * 1024
+}
+
+const router = HttpRouter.concatAll(
+  HttpRouter.empty.pipe(HttpRouter.post("/oauth2/token", tokenEndpoint)),
+  Lookup.routes,
+  Config.routes,
+  Metadata.routes,
+  Query.routes,
+  Blob.routes,
+  Publish.routes
+)
+
+const app = (maxBodyBytes: number) =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const length = Number(request.headers["content-length"] ?? 0)
+    if (length > maxBodyBytes) {
+      return json(413, { title: "Payload Too Large", status: 413, detail: [{ name: "body", error: `request bodies are limited to ${maxBodyBytes} bytes` }] })
+    }
+    return yield* router
+  }).pipe(
+    Effect.catchTags({
+      Reply: (e) => Effect.succeed(e.response),
+      RouteNotFound: () => Effect.succeed(json(404, { title: "Not Found", status: 404, detail: [{ name: "path", error: "no such endpoint" }] }))
+    }),
+    Effect.catchAllDefect((defect) =>
+      Effect.logError("local catalog service: unexpected failure", defect).pipe(
+        Effect.as(json(500, { title: "Internal Server Error", status: 500 }))
+      )
+    ),
+    Effect.catchAll((error) =>
+      Effect.succeed(HttpServerResponse.unsafeJson({ title: "Bad Request", status: 400, detail: [{ name: "request", error: String(error) }] }, { status: 400 }))
+    )
+  )
+
+const dataDirectory = (dataDir: string | undefined) =>
+  dataDir !== undefined
+    ? Effect.sync(() => {
+      fs.mkdirSync(dataDir, { recursive: true })
+      return dataDir
+    })
+    : Effect.acquireRelease(
+      Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "catalog-service-"))),
+      (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
+    )
+
+/** The whole local service as a layer: storage, seed, routes, and the HTTP server listening. */
+export const layer = (options: ServiceOptions) =>
+  Layer.unwrapScoped(
+    Effect.map(dataDirectory(options.dataDir), (dataDir) => {
+      const storage = Layer.mergeAll(Store.layer, BlobFiles.layer(dataDir), AuthConfig.layer(options.auth)).pipe(
+        Layer.provideMerge(SqliteClient.layer({ filename: path.join(dataDir, "catalog.db") }))
+      )
+      const seeded = Layer.effectDiscard(seed(options.seed ?? noSeed))
+      const limited = app(options.maxBodyBytes).pipe(HttpIncomingMessage.withMaxBodySize(Option.some(options.maxBodyBytes)))
+      const served = Faults.isActive(options.faults) ? Faults.middleware(options.faults)(limited) : limited
+      return HttpServer.serve(served).pipe(
+        Layer.provide(seeded),
+        Layer.provideMerge(storage),
+        Layer.provideMerge(NodeHttpServer.layer(createServer, { port: options.port, host: options.host }))
+      )
+    })
+  )

@@ -1,0 +1,281 @@
+import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Context, Effect, Layer } from "effect"
+import { statements } from "./Schema.ts"
+
+export interface AppRow {
+  readonly id: string
+  readonly key_id: string
+  readonly key_secret: string
+  readonly user_id: string
+  readonly realm: string
+}
+
+export interface CatalogRow {
+  readonly hrn: string
+  readonly id: string
+  readonly owner_app: string
+  readonly config: string
+  readonly created: string
+  readonly latest_version: number
+  readonly min_version: number
+}
+
+export interface LayerRow {
+  readonly pk: number
+  readonly catalog_hrn: string
+  readonly id: string
+  readonly layer_type: string
+  readonly config: string
+  readonly created: string
+}
+
+export interface PartitionRow {
+  readonly partition: string
+  readonly vfrom: number
+  readonly data_handle: string
+  readonly checksum: string | null
+  readonly data_size: number | null
+  readonly compressed_data_size: number | null
+  readonly crc: string | null
+}
+
+export interface BlobRow {
+  readonly sha256: string
+  readonly size: number
+  readonly content_encoding: string | null
+}
+
+export interface VersionRow {
+  readonly version: number
+  readonly timestamp: number
+  readonly dependencies: string
+}
+
+export interface PublicationRow {
+  readonly id: string
+  readonly catalog_hrn: string
+  readonly app_id: string
+  readonly layer_ids: string
+  readonly kind: string
+  readonly state: string
+  readonly message: string
+  readonly catalog_version: number
+  readonly dependencies: string
+  readonly started: number
+  readonly modified: number
+  readonly expires: number
+}
+
+/** Which rows a listing reads: one catalog version, a range of versions (changes), or volatile data. */
+export type Selection =
+  | { readonly _tag: "AtVersion"; readonly version: number }
+  | { readonly _tag: "Changes"; readonly startVersion: number; readonly endVersion: number }
+  | { readonly _tag: "Volatile" }
+  | { readonly _tag: "VolatileSince"; readonly sinceTime: number }
+
+export interface StagedPartition {
+  readonly layerPk: number
+  readonly partition: string
+  readonly dataHandle: string
+  readonly checksum: string | null
+  readonly dataSize: number | null
+  readonly compressedDataSize: number | null
+  readonly crc: string | null
+}
+
+const PARTITION_COLUMNS = "partition, vfrom, data_handle, checksum, data_size, compressed_data_size, crc"
+
+export const make = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql.unsafe("PRAGMA synchronous = NORMAL")
+  yield* sql.unsafe("PRAGMA foreign_keys = OFF")
+  for (const statement of statements) yield* sql.unsafe(statement)
+
+  const first = <A>(rows: ReadonlyArray<A>): A | undefined => rows[0]
+
+  const selectionFilter = (selection: Selection) => {
+    switch (selection._tag) {
+      case "AtVersion":
+        return sql`vfrom <= ${selection.version} AND (vto IS NULL OR vto > ${selection.version}) AND data_handle <> ''`
+      case "Changes":
+        return sql`vfrom > ${selection.startVersion} AND vfrom <= ${selection.endVersion} AND (vto IS NULL OR vto > ${selection.endVersion})`
+      case "Volatile":
+        return sql`vto IS NULL AND data_handle <> ''`
+      case "VolatileSince":
+        return sql`vto IS NULL AND modified >= ${selection.sinceTime}`
+    }
+  }
+
+  return {
+    withTransaction: sql.withTransaction,
+
+    // --- applications and tokens -----------------------------------------------------------
+    insertApp: (app: AppRow) =>
+      sql`INSERT INTO apps ${sql.insert(app as any)} ON CONFLICT (id) DO UPDATE SET key_id = excluded.key_id, key_secret = excluded.key_secret`.pipe(Effect.asVoid),
+    appById: (id: string) => sql<AppRow>`SELECT * FROM apps WHERE id = ${id}`.pipe(Effect.map(first)),
+    appByKeyId: (keyId: string) =>
+      sql<AppRow>`SELECT * FROM apps WHERE key_id = ${keyId}`.pipe(Effect.map(first)),
+    insertToken: (tokenHash: string, appId: string, expiresAt: number) =>
+      sql`INSERT INTO tokens (token_hash, app_id, expires_at) VALUES (${tokenHash}, ${appId}, ${expiresAt})`.pipe(Effect.asVoid),
+    tokenByHash: (tokenHash: string) =>
+      sql<{ app_id: string; expires_at: number }>`SELECT app_id, expires_at FROM tokens WHERE token_hash = ${tokenHash}`.pipe(Effect.map(first)),
+    deleteExpiredTokens: (now: number) => sql`DELETE FROM tokens WHERE expires_at < ${now}`.pipe(Effect.asVoid),
+
+    // --- catalogs, layers, grants ----------------------------------------------------------
+    insertCatalog: (row: Omit<CatalogRow, "latest_version" | "min_version">) =>
+      sql`INSERT INTO catalogs ${sql.insert(row as any)}`.pipe(Effect.asVoid),
+    updateCatalogConfig: (hrn: string, config: string) =>
+      sql`UPDATE catalogs SET config = ${config} WHERE hrn = ${hrn}`.pipe(Effect.asVoid),
+    catalog: (hrn: string) => sql<CatalogRow>`SELECT * FROM catalogs WHERE hrn = ${hrn}`.pipe(Effect.map(first)),
+    catalogById: (id: string) => sql<CatalogRow>`SELECT * FROM catalogs WHERE id = ${id} ORDER BY hrn LIMIT 1`.pipe(Effect.map(first)),
+    /** Catalogs the application created or was granted read on. */
+    readableCatalogs: (appId: string) =>
+      sql<CatalogRow>`SELECT c.* FROM catalogs c WHERE c.owner_app = ${appId}
+        OR EXISTS (SELECT 1 FROM grants g WHERE g.catalog_hrn = c.hrn AND g.app_id = ${appId} AND g.can_read = 1)
+        ORDER BY c.hrn`,
+    grant: (catalogHrn: string, appId: string, read: boolean, write: boolean) =>
+      sql`INSERT INTO grants (catalog_hrn, app_id, can_read, can_write) VALUES (${catalogHrn}, ${appId}, ${read ? 1 : 0}, ${write ? 1 : 0})
+        ON CONFLICT (catalog_hrn, app_id) DO UPDATE SET can_read = excluded.can_read, can_write = excluded.can_write`.pipe(Effect.asVoid),
+    grantOf: (catalogHrn: string, appId: string) =>
+      sql<{ can_read: number; can_write: number }>`SELECT can_read, can_write FROM grants WHERE catalog_hrn = ${catalogHrn} AND app_id = ${appId}`.pipe(
+        Effect.map(first)
+      ),
+    insertLayer: (row: Omit<LayerRow, "pk">) =>
+      sql<{ pk: number }>`INSERT INTO layers ${sql.insert(row as any)} RETURNING pk`.pipe(Effect.map((rows) => rows[0]!.pk)),
+    layers: (catalogHrn: string) => sql<LayerRow>`SELECT * FROM layers WHERE catalog_hrn = ${catalogHrn} ORDER BY pk`,
+    layer: (catalogHrn: string, layerId: string) =>
+      sql<LayerRow>`SELECT * FROM layers WHERE catalog_hrn = ${catalogHrn} AND id = ${layerId}`.pipe(Effect.map(first)),
+
+    // --- versions ---------------------------------------------------------------------------
+    setVersions: (hrn: string, latest: number, minimum: number) =>
+      sql`UPDATE catalogs SET latest_version = ${latest}, min_version = ${minimum} WHERE hrn = ${hrn}`.pipe(Effect.asVoid),
+    insertVersion: (hrn: string, version: number, timestamp: number, dependencies: string) =>
+      sql`INSERT INTO versions (catalog_hrn, version, timestamp, dependencies) VALUES (${hrn}, ${version}, ${timestamp}, ${dependencies})`.pipe(Effect.asVoid),
+    versions: (hrn: string, fromExclusive: number, toInclusive: number) =>
+      sql<VersionRow>`SELECT version, timestamp, dependencies FROM versions
+        WHERE catalog_hrn = ${hrn} AND version > ${fromExclusive} AND version <= ${toInclusive} ORDER BY version`,
+    versionsIn: (hrn: string, list: ReadonlyArray<number>) =>
+      sql<VersionRow>`SELECT version, timestamp, dependencies FROM versions WHERE catalog_hrn = ${hrn} AND ${sql.in("version", list)} ORDER BY version`,
+    markLayerVersion: (layerPk: number, version: number, timestamp: number) =>
+      sql`INSERT OR REPLACE INTO layer_versions (layer_pk, version, timestamp) VALUES (${layerPk}, ${version}, ${timestamp})`.pipe(Effect.asVoid),
+    /** Per layer of the catalog, the last version at or below `version` in which it changed. */
+    layerVersionsAt: (hrn: string, version: number) =>
+      sql<{ layer: string; version: number; timestamp: number }>`
+        SELECT l.id AS layer, lv.version AS version, lv.timestamp AS timestamp
+        FROM layers l JOIN layer_versions lv ON lv.layer_pk = l.pk
+        WHERE l.catalog_hrn = ${hrn} AND lv.version = (SELECT MAX(version) FROM layer_versions WHERE layer_pk = l.pk AND version <= ${version})
+        ORDER BY l.id`,
+
+    // --- partitions --------------------------------------------------------------------------
+    /** One page of a listing, ordered by partition id, strictly after `after` and at most `upTo`. */
+    partitionsPage: (layerPk: number, selection: Selection, after: string, upTo: string | null, limit: number) =>
+      sql<PartitionRow>`SELECT ${sql.unsafe(PARTITION_COLUMNS)} FROM partitions
+        WHERE layer_pk = ${layerPk} AND partition > ${after} ${upTo === null ? sql`` : sql`AND partition <= ${upTo}`}
+        AND ${selectionFilter(selection)}
+        ORDER BY partition LIMIT ${limit}`,
+    partitionsByIds: (layerPk: number, selection: Selection, ids: ReadonlyArray<string>) =>
+      sql<PartitionRow>`SELECT ${sql.unsafe(PARTITION_COLUMNS)} FROM partitions
+        WHERE layer_pk = ${layerPk} AND ${sql.in("partition", ids)} AND ${selectionFilter(selection)} ORDER BY partition`,
+    /** Ids at fixed ranks of the layer's distinct partition ids; used to cut a listing into parts. */
+    partitionIdAtRank: (layerPk: number, rank: number) =>
+      sql<{ partition: string }>`SELECT partition FROM partitions WHERE layer_pk = ${layerPk} AND vto IS NULL
+        ORDER BY partition LIMIT 1 OFFSET ${rank}`.pipe(Effect.map((rows) => rows[0]?.partition)),
+    countCurrentPartitions: (layerPk: number) =>
+      sql<{ n: number }>`SELECT COUNT(*) AS n FROM partitions WHERE layer_pk = ${layerPk} AND vto IS NULL`.pipe(Effect.map((rows) => rows[0]!.n)),
+    currentPartition: (layerPk: number, partition: string) =>
+      sql<PartitionRow>`SELECT ${sql.unsafe(PARTITION_COLUMNS)} FROM partitions WHERE layer_pk = ${layerPk} AND partition = ${partition} AND vto IS NULL`.pipe(
+        Effect.map(first)
+      ),
+    /**
+     * Commits a versioned publication as catalog version `version`: ends the current row of every
+     * staged partition and starts a new one (a deletion only where there was data to delete).
+     */
+    commitVersioned: (publicationId: string, version: number, now: number) =>
+      Effect.gen(function*() {
+        yield* sql`UPDATE partitions SET vto = ${version}
+          WHERE vto IS NULL AND (layer_pk, partition) IN (SELECT layer_pk, partition FROM publication_partitions WHERE publication_id = ${publicationId})`
+        yield* sql`INSERT INTO partitions (layer_pk, partition, vfrom, vto, data_handle, checksum, data_size, compressed_data_size, crc, modified)
+          SELECT s.layer_pk, s.partition, ${version}, NULL, s.data_handle, s.checksum, s.data_size, s.compressed_data_size, s.crc, ${now}
+          FROM publication_partitions s
+          WHERE s.publication_id = ${publicationId} AND (s.data_handle <> '' OR EXISTS (
+            SELECT 1 FROM partitions p WHERE p.layer_pk = s.layer_pk AND p.partition = s.partition AND p.vto = ${version} AND p.data_handle <> ''))`
+        yield* sql`UPDATE blobs SET owner_version = ${version} WHERE owner_version IS NULL
+          AND (layer_pk, data_handle) IN (SELECT layer_pk, data_handle FROM publication_partitions WHERE publication_id = ${publicationId})`
+        yield* sql`INSERT OR REPLACE INTO layer_versions (layer_pk, version, timestamp)
+          SELECT DISTINCT layer_pk, ${version}, ${now} FROM publication_partitions WHERE publication_id = ${publicationId}`
+        yield* sql`DELETE FROM publication_partitions WHERE publication_id = ${publicationId}`
+      }),
+    /** Volatile layers keep one row per partition, overwritten in place. */
+    commitVolatile: (publicationId: string, now: number) =>
+      Effect.gen(function*() {
+        yield* sql`INSERT INTO partitions (layer_pk, partition, vfrom, vto, data_handle, checksum, data_size, compressed_data_size, crc, modified)
+          SELECT layer_pk, partition, 0, NULL, data_handle, checksum, data_size, compressed_data_size, crc, ${now}
+          FROM publication_partitions WHERE publication_id = ${publicationId} AND true
+          ON CONFLICT (layer_pk, partition, vfrom) DO UPDATE SET data_handle = excluded.data_handle, checksum = excluded.checksum,
+            data_size = excluded.data_size, compressed_data_size = excluded.compressed_data_size, crc = excluded.crc, modified = excluded.modified`
+        yield* sql`DELETE FROM publication_partitions WHERE publication_id = ${publicationId}`
+      }),
+
+    // --- blobs -------------------------------------------------------------------------------
+    blob: (layerPk: number, dataHandle: string) =>
+      sql<BlobRow>`SELECT sha256, size, content_encoding FROM blobs WHERE layer_pk = ${layerPk} AND data_handle = ${dataHandle}`.pipe(Effect.map(first)),
+    putBlob: (layerPk: number, dataHandle: string, sha256: string, size: number, contentEncoding: string | null) =>
+      sql`INSERT INTO blobs (layer_pk, data_handle, sha256, size, content_encoding, owner_version)
+        VALUES (${layerPk}, ${dataHandle}, ${sha256}, ${size}, ${contentEncoding}, NULL)
+        ON CONFLICT (layer_pk, data_handle) DO UPDATE SET sha256 = excluded.sha256, size = excluded.size, content_encoding = excluded.content_encoding`.pipe(
+        Effect.asVoid
+      ),
+    putBlobs: (layerPk: number, blobs: ReadonlyArray<{ handle: string; sha256: string; size: number }>, contentEncoding: string | null) =>
+      blobs.length === 0
+        ? Effect.void
+        : sql`INSERT OR REPLACE INTO blobs ${
+          sql.insert(blobs.map((b) => ({
+            layer_pk: layerPk,
+            data_handle: b.handle,
+            sha256: b.sha256,
+            size: b.size,
+            content_encoding: contentEncoding,
+            owner_version: null
+          })) as any)
+        }`.pipe(Effect.asVoid),
+    deleteBlob: (layerPk: number, dataHandle: string) =>
+      sql`DELETE FROM blobs WHERE layer_pk = ${layerPk} AND data_handle = ${dataHandle}`.pipe(Effect.asVoid),
+    contentInUse: (sha256: string) =>
+      sql<{ n: number }>`SELECT COUNT(*) AS n FROM blobs WHERE sha256 = ${sha256}`.pipe(Effect.map((rows) => rows[0]!.n > 0)),
+
+    // --- publications ------------------------------------------------------------------------
+    insertPublication: (row: PublicationRow) => sql`INSERT INTO publications ${sql.insert(row as any)}`.pipe(Effect.asVoid),
+    publication: (id: string) => sql<PublicationRow>`SELECT * FROM publications WHERE id = ${id}`.pipe(Effect.map(first)),
+    activePublications: (catalogHrn: string, kind: string) =>
+      sql<PublicationRow>`SELECT * FROM publications WHERE catalog_hrn = ${catalogHrn} AND kind = ${kind} AND state IN ('initialized', 'submitted')`,
+    setPublicationState: (id: string, state: string, message: string, modified: number, catalogVersion?: number) =>
+      catalogVersion === undefined
+        ? sql`UPDATE publications SET state = ${state}, message = ${message}, modified = ${modified} WHERE id = ${id}`.pipe(Effect.asVoid)
+        : sql`UPDATE publications SET state = ${state}, message = ${message}, modified = ${modified}, catalog_version = ${catalogVersion} WHERE id = ${id}`.pipe(
+          Effect.asVoid
+        ),
+    stagePartitions: (publicationId: string, staged: ReadonlyArray<StagedPartition>) =>
+      staged.length === 0
+        ? Effect.void
+        : sql`INSERT OR REPLACE INTO publication_partitions ${
+          sql.insert(staged.map((p) => ({
+            publication_id: publicationId,
+            layer_pk: p.layerPk,
+            partition: p.partition,
+            data_handle: p.dataHandle,
+            checksum: p.checksum,
+            data_size: p.dataSize,
+            compressed_data_size: p.compressedDataSize,
+            crc: p.crc
+          })) as any)
+        }`.pipe(Effect.asVoid),
+    deleteStaged: (publicationId: string) => sql`DELETE FROM publication_partitions WHERE publication_id = ${publicationId}`.pipe(Effect.asVoid)
+  }
+})
+
+export type StoreShape = Effect.Effect.Success<typeof make>
+
+export class Store extends Context.Tag("catalog-export/server/Store")<Store, StoreShape>() {
+  static readonly layer: Layer.Layer<Store, SqlError, SqlClient.SqlClient> = Layer.effect(Store, make)
+}

@@ -1,0 +1,89 @@
+import * as HttpRouter from "@effect/platform/HttpRouter"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import { Effect, Schema } from "effect"
+import { PublishPartitions } from "../../domain/Publish.ts"
+import { decodeSegment, layerOf, routeCatalog } from "../Access.ts"
+import { Caller, withCaller } from "../Auth.ts"
+import { initPublication, publicationOf, publicationView, stagePartitions, submitPublication } from "../Publishing.ts"
+import { badRequest, conflict, json } from "../Reply.ts"
+import { Store } from "../Store.ts"
+import { originOf } from "../Views.ts"
+
+const MAX_PARTITIONS_PER_REQUEST = 10_000
+
+const InitBody = Schema.Struct({
+  layerIds: Schema.Array(Schema.String),
+  versionDependencies: Schema.optional(Schema.Array(Schema.Struct({ hrn: Schema.String, version: Schema.Number, direct: Schema.Boolean })))
+})
+
+const body = <A, I>(schema: Schema.Schema<A, I>) =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const raw = yield* request.json.pipe(Effect.catchAll(() => badRequest("body", "the request body is not valid JSON")))
+    return yield* Schema.decodeUnknown(schema)(raw).pipe(Effect.catchAll((e) => badRequest("body", e.message)))
+  })
+
+const init = Effect.gen(function*() {
+  const catalog = yield* routeCatalog("write")
+  const { appId } = yield* Caller
+  const { layerIds, versionDependencies } = yield* body(InitBody)
+  if (layerIds.length === 0) return yield* badRequest("layerIds", "at least one layer id is required")
+  const layers = yield* Effect.forEach(layerIds, (id) => layerOf(catalog, id))
+  const row = yield* initPublication(catalog, layers, appId, versionDependencies)
+  const request = yield* HttpServerRequest.HttpServerRequest
+  return json(200, publicationView(row, catalog), {
+    location: `${originOf(request.headers)}/publish/v2/catalogs/${catalog.hrn}/publications/${row.id}`
+  })
+})
+
+const routePublication = Effect.gen(function*() {
+  const catalog = yield* routeCatalog("write")
+  const params = yield* HttpRouter.params
+  const publication = yield* publicationOf(catalog, decodeSegment(params.publication))
+  return { catalog, publication }
+})
+
+const get = Effect.gen(function*() {
+  const { catalog, publication } = yield* routePublication
+  return json(200, publicationView(publication, catalog))
+})
+
+const submit = Effect.gen(function*() {
+  const { publication } = yield* routePublication
+  yield* submitPublication(publication)
+  return HttpServerResponse.empty({ status: 204 })
+})
+
+const cancel = Effect.gen(function*() {
+  const { publication } = yield* routePublication
+  if (publication.state !== "initialized") {
+    return yield* conflict("publication", `publication ${publication.id} is ${publication.state}; only an initialized publication can be cancelled`)
+  }
+  const store = yield* Store
+  yield* store.setPublicationState(publication.id, "cancelled", "Publication was cancelled", Date.now()).pipe(Effect.orDie)
+  yield* store.deleteStaged(publication.id).pipe(Effect.orDie)
+  return HttpServerResponse.empty({ status: 204 })
+})
+
+const upload = Effect.gen(function*() {
+  const { catalog, publication } = yield* routePublication
+  const params = yield* HttpRouter.params
+  const layer = yield* layerOf(catalog, decodeSegment(params.layer))
+  const { partitions } = yield* body(PublishPartitions)
+  if (partitions.length > MAX_PARTITIONS_PER_REQUEST) {
+    return yield* badRequest("partitions", `at most ${MAX_PARTITIONS_PER_REQUEST} partitions per request; send several requests`)
+  }
+  yield* stagePartitions(publication, layer, partitions)
+  return HttpServerResponse.empty({ status: 204 })
+})
+
+const base = "/publish/v2/catalogs/:catalog"
+
+export const routes = HttpRouter.empty.pipe(
+  HttpRouter.post(`${base}/publications`, withCaller(init)),
+  HttpRouter.get(`${base}/publications/:publication`, withCaller(get)),
+  HttpRouter.put(`${base}/publications/:publication`, withCaller(submit)),
+  HttpRouter.del(`${base}/publications/:publication`, withCaller(cancel)),
+  HttpRouter.post(`${base}/layers/:layer/publications/:publication/partitions`, withCaller(upload))
+)

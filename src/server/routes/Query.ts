@@ -1,0 +1,59 @@
+import * as HttpRouter from "@effect/platform/HttpRouter"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import { Effect } from "effect"
+import { routeLayer } from "../Access.ts"
+import { withCaller } from "../Auth.ts"
+import { encodePartition } from "../Listing.ts"
+import { badRequest, json } from "../Reply.ts"
+import { type Selection, Store } from "../Store.ts"
+import { additionalFields, checkVersion } from "./Metadata.ts"
+
+const MAX_IDS = 100
+
+/** `partition` may be repeated or, as the TS SDK's changes-by-id sends it, comma-joined. */
+const partitionIds = (raw: string | ReadonlyArray<string> | undefined) =>
+  [...new Set((typeof raw === "string" ? [raw] : raw ?? []).flatMap((v) => v.split(",")).filter((v) => v !== ""))]
+
+const byIds = (changes: boolean) =>
+  Effect.gen(function*() {
+    const { catalog, layer } = yield* routeLayer("read")
+    const params = yield* HttpServerRequest.ParsedSearchParams
+    const ids = partitionIds(params.partition)
+    if (ids.length < 1 || ids.length > MAX_IDS) {
+      return yield* badRequest("partition", `between 1 and ${MAX_IDS} partition ids are required, got ${ids.length}`)
+    }
+    const fields = yield* additionalFields(params)
+    const int = (name: string) => {
+      const v = params[name]
+      return typeof v === "string" && /^-?\d+$/.test(v) ? Number(v) : undefined
+    }
+    let selection: Selection
+    if (layer.layer_type === "volatile") {
+      selection = changes ? { _tag: "VolatileSince", sinceTime: int("sinceTime") ?? 0 } : { _tag: "Volatile" }
+    } else if (layer.layer_type === "versioned") {
+      if (changes) {
+        const start = int("startVersion")
+        if (start === undefined) return yield* badRequest("startVersion", "startVersion is required")
+        const end = int("endVersion") ?? catalog.latest_version
+        yield* checkVersion(catalog, end, "endVersion")
+        selection = { _tag: "Changes", startVersion: start, endVersion: end }
+      } else {
+        const version = int("version") ?? catalog.latest_version
+        yield* checkVersion(catalog, version)
+        selection = { _tag: "AtVersion", version }
+      }
+    } else {
+      return yield* badRequest("layer", `Layer '${layer.id}' is a ${layer.layer_type} layer; the query API serves versioned and volatile layers.`)
+    }
+    const rows = yield* (yield* Store).partitionsByIds(layer.pk, selection, ids).pipe(Effect.orDie)
+    const fixedVersion = layer.layer_type === "volatile" ? -1 : null
+    const partitions = rows.map((row) => JSON.parse(encodePartition(row, layer.id, fields, fixedVersion)))
+    return json(200, { partitions })
+  })
+
+const base = "/query/v1/catalogs/:catalog"
+
+export const routes = HttpRouter.empty.pipe(
+  HttpRouter.get(`${base}/layers/:layer/partitions`, withCaller(byIds(false))),
+  HttpRouter.get(`${base}/layers/:layer/changes`, withCaller(byIds(true)))
+)
