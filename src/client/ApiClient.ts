@@ -1,0 +1,217 @@
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
+import { Context, Effect, Layer, ParseResult, Redacted, Schema, Stream } from "effect"
+import { Auth } from "./Auth.ts"
+import { ApiError, type RequestFailure, redactUrl, ResponseDecodeError, TransportError } from "./Errors.ts"
+import { bodyStream, Http, isTransient, readBytes, readText, requestUrl, type SendOptions } from "./Http.ts"
+
+/**
+ * Authorized requests to the Data APIs: bearer token on every request, retries per the policy,
+ * and on a 401 one retry with a freshly issued token.
+ */
+
+export interface ResumeOptions {
+  /** First byte wanted (default 0) and last byte, inclusive (default: to the end). */
+  readonly range?: { readonly start: number; readonly end?: number }
+  /**
+   * Where to continue after a cut connection (absolute offset). Defaults to the bytes delivered so
+   * far; a parser that can only restart at element boundaries rewinds itself here.
+   */
+  readonly resumeAt?: () => number
+  /** Whether the bytes seen form the whole document; a clean end of an incomplete body is a cut too. */
+  readonly isComplete?: () => boolean
+}
+
+export interface ApiClientShape {
+  /** Sends the request authorized and retried, then runs `use` on the response; `use` is part of each attempt. */
+  readonly use: <A, E>(
+    request: HttpClientRequest.HttpClientRequest,
+    use: (response: HttpClientResponse.HttpClientResponse) => Effect.Effect<A, E>,
+    options?: SendOptions
+  ) => Effect.Effect<A, E | RequestFailure>
+  /** Sends the request authorized and retried; the body is left for the caller. */
+  readonly execute: (
+    request: HttpClientRequest.HttpClientRequest,
+    options?: SendOptions
+  ) => Effect.Effect<HttpClientResponse.HttpClientResponse, RequestFailure>
+  /** Sends the request and decodes the JSON answer (reading the body is part of each attempt). */
+  readonly json: <A, I>(
+    request: HttpClientRequest.HttpClientRequest,
+    schema: Schema.Schema<A, I>,
+    options?: SendOptions
+  ) => Effect.Effect<A, RequestFailure | ResponseDecodeError>
+  /** Sends the request and returns the whole body. */
+  readonly bytes: (
+    request: HttpClientRequest.HttpClientRequest,
+    options?: SendOptions
+  ) => Effect.Effect<{ readonly response: HttpClientResponse.HttpClientResponse; readonly bytes: Uint8Array }, RequestFailure>
+  /** Sends the request and drops the body; for 204-style answers. */
+  readonly discard: (
+    request: HttpClientRequest.HttpClientRequest,
+    options?: SendOptions
+  ) => Effect.Effect<HttpClientResponse.HttpClientResponse, RequestFailure>
+  /** Streams the body of a GET; a cut connection continues with `Range: bytes=N-` (206, or 200 with N bytes skipped). */
+  readonly resumable: (
+    request: HttpClientRequest.HttpClientRequest,
+    options?: ResumeOptions
+  ) => Stream.Stream<Uint8Array, RequestFailure | ResponseDecodeError>
+}
+
+export class ApiClient extends Context.Tag("catalog-export/client/ApiClient")<ApiClient, ApiClientShape>() {
+  static readonly layer: Layer.Layer<ApiClient, never, Http | Auth> = Layer.effect(
+    ApiClient,
+    Effect.gen(function* () {
+      const http = yield* Http
+      const auth = yield* Auth
+
+      const use = <A, E>(
+        request: HttpClientRequest.HttpClientRequest,
+        f: (response: HttpClientResponse.HttpClientResponse) => Effect.Effect<A, E>,
+        options?: SendOptions
+      ): Effect.Effect<A, E | RequestFailure> => {
+        const attempt = (token: Redacted.Redacted<string>) =>
+          http.retrying(Effect.flatMap(http.send(HttpClientRequest.bearerToken(request, token), options), f))
+        return Effect.flatMap(auth.token, (token) =>
+          Effect.catchIf(attempt(token), isUnauthorized, () =>
+            Effect.zipRight(auth.invalidate(token), Effect.flatMap(auth.token, attempt))
+          )
+        )
+      }
+
+      const execute = (request: HttpClientRequest.HttpClientRequest, options?: SendOptions) =>
+        use(request, Effect.succeed, options)
+
+      const json = <A, I>(request: HttpClientRequest.HttpClientRequest, schema: Schema.Schema<A, I>, options?: SendOptions) => {
+        const decode = Schema.decodeUnknown(schema, { onExcessProperty: "ignore" })
+        const read = (response: HttpClientResponse.HttpClientResponse) =>
+          Effect.gen(function* () {
+            const text = yield* readText(response)
+            const decodeError = (reason: string) =>
+              new ResponseDecodeError({
+                method: response.request.method,
+                url: redactUrl(requestUrl(response.request)),
+                status: response.status,
+                reason
+              })
+            let body: unknown
+            try {
+              body = text === "" ? undefined : JSON.parse(text)
+            } catch (e) {
+              return yield* decodeError(`invalid JSON (${e instanceof Error ? e.message : String(e)})`)
+            }
+            return yield* Effect.mapError(decode(body), (e) => decodeError(ParseResult.TreeFormatter.formatErrorSync(e)))
+          })
+        return use(HttpClientRequest.acceptJson(request), read, options)
+      }
+
+      const bytes = (request: HttpClientRequest.HttpClientRequest, options?: SendOptions) =>
+        use(request, (response) => Effect.map(readBytes(response), (bytes) => ({ response, bytes })), options)
+
+      const discard = (request: HttpClientRequest.HttpClientRequest, options?: SendOptions) =>
+        use(request, (response) => Effect.as(Effect.ignore(response.arrayBuffer), response), options)
+
+      const resumable = (request: HttpClientRequest.HttpClientRequest, options: ResumeOptions = {}) =>
+        Stream.unwrap(
+          Effect.gen(function* () {
+            const session = yield* http.retrySession
+            const first = options.range?.start ?? 0
+            const last = options.range?.end
+            let delivered = first
+            let expectedEnd: number | undefined // exclusive
+            let lastResumeAt = -1
+            const resumeAt = options.resumeAt ?? (() => delivered)
+            const isComplete = options.isComplete ?? (() => expectedEnd === undefined || delivered >= expectedEnd)
+
+            const from = (offset: number): Stream.Stream<Uint8Array, RequestFailure | ResponseDecodeError> =>
+              Stream.unwrap(
+                Effect.gen(function* () {
+                  const ranged =
+                    offset > 0 || last !== undefined
+                      ? HttpClientRequest.setHeader(request, "range", `bytes=${offset}-${last ?? ""}`)
+                      : request
+                  const response = yield* execute(ranged)
+                  const start = response.status === 206 ? contentRangeStart(response.headers["content-range"]) : 0
+                  if (start === undefined || start > offset) {
+                    yield* Effect.ignore(response.arrayBuffer)
+                    return yield* new ResponseDecodeError({
+                      method: ranged.method,
+                      url: redactUrl(requestUrl(ranged)),
+                      status: response.status,
+                      reason: `asked for bytes from ${offset}, got Content-Range "${response.headers["content-range"] ?? ""}"`
+                    })
+                  }
+                  expectedEnd = expectedEndOf(response, start, last)
+                  delivered = offset
+                  let skip = offset - start
+                  const body = bodyStream(response).pipe(
+                    Stream.map((chunk) => {
+                      if (skip > 0) {
+                        const dropped = Math.min(skip, chunk.length)
+                        skip -= dropped
+                        chunk = chunk.subarray(dropped)
+                      }
+                      if (expectedEnd !== undefined && delivered + chunk.length > expectedEnd) {
+                        chunk = chunk.subarray(0, Math.max(0, expectedEnd - delivered))
+                      }
+                      delivered += chunk.length
+                      return chunk
+                    }),
+                    Stream.filter((chunk) => chunk.length > 0)
+                  )
+                  return body.pipe(
+                    Stream.concat(
+                      Stream.suspend(() =>
+                        isComplete() ? Stream.empty : Stream.fail(transportCut(ranged, "the response ended before the document was complete"))
+                      )
+                    ),
+                    Stream.catchAll((error) =>
+                      Stream.unwrap(
+                        Effect.gen(function* () {
+                          if (!isTransient(error)) return yield* Effect.fail(error)
+                          const next = resumeAt()
+                          if (next > lastResumeAt) {
+                            lastResumeAt = next
+                            yield* session.reset
+                          }
+                          yield* session.backoff(error)
+                          yield* Effect.logDebug("resuming a cut download").pipe(Effect.annotateLogs({ url: error.url, offset: next }))
+                          return from(next)
+                        })
+                      )
+                    )
+                  )
+                })
+              )
+            return from(first)
+          })
+        )
+
+      return ApiClient.of({ use, execute, json, bytes, discard, resumable })
+    })
+  )
+}
+
+const isUnauthorized = (e: unknown): e is ApiError => e instanceof ApiError && e.status === 401
+
+const transportCut = (request: HttpClientRequest.HttpClientRequest, reason: string) =>
+  new TransportError({ method: request.method, url: redactUrl(requestUrl(request)), reason, retriable: true })
+
+const contentRangeStart = (value: string | undefined): number | undefined => {
+  const m = value === undefined ? null : /^\s*bytes\s+(\d+)-\d+\/(\d+|\*)\s*$/i.exec(value)
+  return m === null ? undefined : Number(m[1])
+}
+
+/** Exclusive end offset of the wanted bytes, when the response says how long it is. */
+const expectedEndOf = (response: HttpClientResponse.HttpClientResponse, start: number, last: number | undefined) => {
+  const length = Number(response.headers["content-length"])
+  const fromHeaders = Number.isFinite(length) && response.headers["content-length"] !== undefined ? start + length : undefined
+  const wanted = last === undefined ? undefined : last + 1
+  if (fromHeaders === undefined) return wanted
+  return wanted === undefined ? fromHeaders : Math.min(wanted, fromHeaders)
+}
+
+/** Joins an opaque base URL (from lookup) and an API path. */
+export const joinUrl = (base: string, path: string) => base.replace(/\/+$/, "") + path
+
+/** A path segment (layer id, data handle, publication id). HRNs in paths stay raw, as the SDKs send them. */
+export const segment = (value: string) => encodeURIComponent(value)

@@ -1,0 +1,123 @@
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import { Context, Effect, Layer, Stream } from "effect"
+import { ApiClient, joinUrl, segment } from "./ApiClient.ts"
+import { ApiError, type ResponseDecodeError } from "./Errors.ts"
+import { Lookup, type LookupFailure } from "./Lookup.ts"
+
+/**
+ * Blob API v1 (`blob`) and Volatile Blob API v1 (`volatile-blob`): two services with the same
+ * paths under different base URLs. Bytes are returned as stored (no Content-Encoding decoding).
+ */
+
+export type BlobFailure = LookupFailure | ResponseDecodeError
+
+/** Inclusive byte range; `end` omitted = to the end. */
+export interface ByteRange {
+  readonly start: number
+  readonly end?: number
+}
+
+export interface BlobInfo {
+  readonly exists: boolean
+  readonly contentLength: number | undefined
+  readonly contentType: string | undefined
+  readonly contentEncoding: string | undefined
+  readonly etag: string | undefined
+}
+
+export interface PutOptions {
+  readonly contentType: string
+  readonly contentEncoding?: string
+}
+
+export interface BlobShape {
+  /** The whole blob (or range); 204 gives empty bytes. */
+  readonly get: (hrn: string, layer: string, dataHandle: string, range?: ByteRange) => Effect.Effect<Uint8Array, BlobFailure>
+  /** The blob as a stream; a cut connection continues where it stopped. */
+  readonly getStream: (hrn: string, layer: string, dataHandle: string, range?: ByteRange) => Stream.Stream<Uint8Array, BlobFailure>
+  readonly head: (hrn: string, layer: string, dataHandle: string) => Effect.Effect<BlobInfo, BlobFailure>
+  readonly put: (hrn: string, layer: string, dataHandle: string, data: Uint8Array, options: PutOptions) => Effect.Effect<void, BlobFailure>
+}
+
+export interface VolatileBlobShape extends BlobShape {
+  readonly delete: (hrn: string, layer: string, dataHandle: string) => Effect.Effect<void, BlobFailure>
+}
+
+const makeBlobApi = (apiName: "blob" | "volatile-blob") =>
+  Effect.gen(function* () {
+    const api = yield* ApiClient
+    const lookup = yield* Lookup
+    const url = (hrn: string, layer: string, dataHandle: string) =>
+      Effect.map(lookup.baseUrl({ api: apiName, version: "v1", hrn }), (root) =>
+        joinUrl(root, `/layers/${segment(layer)}/data/${segment(dataHandle)}`)
+      )
+
+    const get = (hrn: string, layer: string, dataHandle: string, range?: ByteRange) =>
+      Effect.gen(function* () {
+        let request = HttpClientRequest.get(yield* url(hrn, layer, dataHandle))
+        if (range !== undefined) request = HttpClientRequest.setHeader(request, "range", `bytes=${range.start}-${range.end ?? ""}`)
+        const { response, bytes } = yield* api.bytes(request)
+        // A server that ignores Range sends everything.
+        if (range !== undefined && response.status === 200) return bytes.slice(range.start, range.end === undefined ? undefined : range.end + 1)
+        return bytes
+      })
+
+    const getStream = (hrn: string, layer: string, dataHandle: string, range?: ByteRange) =>
+      Stream.unwrap(
+        Effect.map(url(hrn, layer, dataHandle), (target) =>
+          api.resumable(HttpClientRequest.get(target), range === undefined ? {} : { range })
+        )
+      )
+
+    const head = (hrn: string, layer: string, dataHandle: string) =>
+      Effect.gen(function* () {
+        const response = yield* api
+          .discard(HttpClientRequest.head(yield* url(hrn, layer, dataHandle)))
+          .pipe(Effect.catchIf((e): e is ApiError => e instanceof ApiError && e.status === 404, () => Effect.succeed(undefined)))
+        if (response === undefined) {
+          return { exists: false, contentLength: undefined, contentType: undefined, contentEncoding: undefined, etag: undefined }
+        }
+        const length = response.headers["content-length"]
+        return {
+          exists: true,
+          contentLength: length === undefined ? (response.status === 204 ? 0 : undefined) : Number(length),
+          contentType: response.headers["content-type"],
+          contentEncoding: response.headers["content-encoding"],
+          etag: response.headers["etag"]
+        } satisfies BlobInfo
+      })
+
+    const put = (hrn: string, layer: string, dataHandle: string, data: Uint8Array, options: PutOptions) =>
+      Effect.gen(function* () {
+        let request = HttpClientRequest.put(yield* url(hrn, layer, dataHandle)).pipe(
+          HttpClientRequest.bodyUint8Array(data, options.contentType)
+        )
+        if (options.contentEncoding !== undefined) request = HttpClientRequest.setHeader(request, "content-encoding", options.contentEncoding)
+        yield* api.discard(request)
+      })
+
+    const del = (hrn: string, layer: string, dataHandle: string) =>
+      Effect.flatMap(url(hrn, layer, dataHandle), (target) => Effect.asVoid(api.discard(HttpClientRequest.del(target))))
+
+    return {
+      get: Effect.fn(`${apiName}.get`)(get),
+      getStream,
+      head: Effect.fn(`${apiName}.head`)(head),
+      put: Effect.fn(`${apiName}.put`)(put),
+      delete: Effect.fn(`${apiName}.delete`)(del)
+    }
+  })
+
+export class BlobApi extends Context.Tag("catalog-export/client/BlobApi")<BlobApi, BlobShape>() {
+  static readonly layer: Layer.Layer<BlobApi, never, ApiClient | Lookup> = Layer.effect(
+    BlobApi,
+    Effect.map(makeBlobApi("blob"), ({ get, getStream, head, put }) => BlobApi.of({ get, getStream, head, put }))
+  )
+}
+
+export class VolatileBlobApi extends Context.Tag("catalog-export/client/VolatileBlobApi")<VolatileBlobApi, VolatileBlobShape>() {
+  static readonly layer: Layer.Layer<VolatileBlobApi, never, ApiClient | Lookup> = Layer.effect(
+    VolatileBlobApi,
+    Effect.map(makeBlobApi("volatile-blob"), (impl) => VolatileBlobApi.of(impl))
+  )
+}

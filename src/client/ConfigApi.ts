@@ -1,0 +1,74 @@
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import { Context, Effect, Layer, Schema } from "effect"
+import { Catalog, CatalogList, CatalogSummary } from "../domain/Catalog.ts"
+import { ApiClient, joinUrl } from "./ApiClient.ts"
+import { ApiError, CatalogNotFound } from "./Errors.ts"
+import { Lookup, type LookupFailure } from "./Lookup.ts"
+
+/** Config API v1: catalogs and their layers. */
+
+export interface ListCatalogsOptions {
+  /** Extra query parameters of `GET /catalogs` (q, layerType, limit, ...), passed as given. */
+  readonly params?: Readonly<Record<string, string>>
+}
+
+export type ConfigFailure = LookupFailure
+
+export interface ConfigApiShape {
+  /** Summary list (`href`, `hrn`, `title`), every page. */
+  readonly listCatalogs: (options?: ListCatalogsOptions) => Effect.Effect<ReadonlyArray<CatalogSummary>, ConfigFailure>
+  /** Verbose list: full catalogs with their layers, every page. */
+  readonly listCatalogsVerbose: (options?: ListCatalogsOptions) => Effect.Effect<ReadonlyArray<Catalog>, ConfigFailure>
+  /** Fails with CatalogNotFound on 403/404 (the service answers 403 for missing and forbidden catalogs alike). */
+  readonly getCatalog: (hrn: string) => Effect.Effect<Catalog, ConfigFailure>
+}
+
+const SummaryList = CatalogList(CatalogSummary)
+const VerboseList = CatalogList(Catalog)
+
+export class ConfigApi extends Context.Tag("catalog-export/client/ConfigApi")<ConfigApi, ConfigApiShape>() {
+  static readonly layer: Layer.Layer<ConfigApi, never, ApiClient | Lookup> = Layer.effect(
+    ConfigApi,
+    Effect.gen(function* () {
+      const api = yield* ApiClient
+      const lookup = yield* Lookup
+      const base = lookup.baseUrl({ api: "config", version: "v1" })
+
+      const listPages = <A, I>(schema: Schema.Schema<{ readonly results: { readonly items: ReadonlyArray<A>; readonly next?: string | undefined } }, I>, params: Record<string, string>) =>
+        Effect.gen(function* () {
+          const root = yield* base
+          const items: Array<A> = []
+          let request = HttpClientRequest.get(joinUrl(root, "/catalogs")).pipe(HttpClientRequest.setUrlParams(params))
+          const seen = new Set<string>()
+          for (;;) {
+            const page = yield* api.json(request, schema)
+            items.push(...page.results.items)
+            const next = page.results.next
+            if (next === undefined || next === "" || seen.has(next)) return items
+            seen.add(next)
+            request = HttpClientRequest.get(new URL(next, joinUrl(root, "/catalogs")).toString())
+          }
+        })
+
+      const listCatalogs = Effect.fn("ConfigApi.listCatalogs")(function* (options?: ListCatalogsOptions) {
+        return yield* listPages(SummaryList, { ...options?.params })
+      })
+
+      const listCatalogsVerbose = Effect.fn("ConfigApi.listCatalogsVerbose")(function* (options?: ListCatalogsOptions) {
+        return yield* listPages(VerboseList, { ...options?.params, verbose: "true" })
+      })
+
+      const getCatalog = Effect.fn("ConfigApi.getCatalog")(function* (hrn: string) {
+        const root = yield* base
+        return yield* api.json(HttpClientRequest.get(joinUrl(root, `/catalogs/${hrn}`)), Catalog).pipe(
+          Effect.catchIf(
+            (e): e is ApiError => e instanceof ApiError && (e.status === 403 || e.status === 404),
+            (e) => Effect.fail(new CatalogNotFound({ hrn, status: e.status, detail: e.detail ?? e.title }))
+          )
+        )
+      })
+
+      return ConfigApi.of({ listCatalogs, listCatalogsVerbose, getCatalog })
+    })
+  )
+}

@@ -1,0 +1,85 @@
+import { Layer } from "effect"
+import { ApiClient } from "./ApiClient.ts"
+import { Auth } from "./Auth.ts"
+import { BlobApi, VolatileBlobApi } from "./BlobApi.ts"
+import { ConfigApi } from "./ConfigApi.ts"
+import { Credentials, type CredentialsShape } from "./Credentials.ts"
+import type { CredentialsError } from "./Errors.ts"
+import { Http, HttpOptions, type HttpOptionsShape, RetryPolicy, type RetryPolicyShape, undiciLayer } from "./Http.ts"
+import { Lookup } from "./Lookup.ts"
+import { MetadataApi } from "./MetadataApi.ts"
+import { PublishApi } from "./PublishApi.ts"
+import { QueryApi } from "./QueryApi.ts"
+
+/** Everything the Data API client needs, in one place. */
+export interface DataClientOptions {
+  /** e.g. https://api-lookup.data.api.platform.here.com/lookup/v1, or the local service's lookupUrl. */
+  readonly lookupUrl: string
+  /** credentials.properties; default $HERE_CREDENTIALS_FILE, then ~/.here/credentials.properties. */
+  readonly credentialsPath?: string
+  /** Credentials given directly (tests, embedding); wins over `credentialsPath`. */
+  readonly credentials?: Omit<CredentialsShape, "source" | "userId" | "clientId" | "scope"> & Partial<CredentialsShape>
+  /** Requests the caller runs at once; sizes the connection pool per origin. Default 16. */
+  readonly concurrency?: number
+  readonly retry?: Partial<RetryPolicyShape>
+  readonly timeouts?: {
+    readonly connect?: HttpOptionsShape["connectTimeout"]
+    readonly firstByte?: HttpOptionsShape["firstByteTimeout"]
+    readonly idle?: HttpOptionsShape["idleTimeout"]
+  }
+  readonly maxRedirects?: number
+  readonly userAgent?: string
+  /** Requested token lifetime in seconds. Default 3600. */
+  readonly tokenExpiresIn?: number
+}
+
+export type DataClient =
+  | ConfigApi
+  | MetadataApi
+  | QueryApi
+  | BlobApi
+  | VolatileBlobApi
+  | PublishApi
+  | Lookup
+  | ApiClient
+  | Auth
+  | Http
+  | HttpOptions
+  | RetryPolicy
+  | Credentials
+
+const httpOptions = (options: DataClientOptions): Partial<HttpOptionsShape> => {
+  const out: { -readonly [K in keyof HttpOptionsShape]?: HttpOptionsShape[K] } = {}
+  if (options.concurrency !== undefined) out.concurrency = options.concurrency
+  if (options.timeouts?.connect !== undefined) out.connectTimeout = options.timeouts.connect
+  if (options.timeouts?.firstByte !== undefined) out.firstByteTimeout = options.timeouts.firstByte
+  if (options.timeouts?.idle !== undefined) out.idleTimeout = options.timeouts.idle
+  if (options.maxRedirects !== undefined) out.maxRedirects = options.maxRedirects
+  if (options.userAgent !== undefined) out.userAgent = options.userAgent
+  return out
+}
+
+/**
+ * The whole client as one layer. Build it once (a module constant or once per run) and provide it
+ * at the top: layers are memoized by reference.
+ */
+export const layer = (options: DataClientOptions): Layer.Layer<DataClient, CredentialsError> => {
+  const config = Layer.merge(HttpOptions.layer(httpOptions(options)), RetryPolicy.layer(options.retry))
+  const http = Http.layer.pipe(Layer.provide(undiciLayer), Layer.provideMerge(config))
+  const credentials =
+    options.credentials !== undefined ? Credentials.layerValue(options.credentials) : Credentials.layer(options.credentialsPath)
+  const auth = Auth.layer(options.tokenExpiresIn === undefined ? {} : { expiresIn: options.tokenExpiresIn }).pipe(
+    Layer.provideMerge(Layer.merge(http, credentials))
+  )
+  const api = ApiClient.layer.pipe(Layer.provideMerge(auth))
+  const lookup = Lookup.layer({ lookupUrl: options.lookupUrl }).pipe(Layer.provideMerge(api))
+  const services = Layer.mergeAll(
+    ConfigApi.layer,
+    MetadataApi.layer,
+    QueryApi.layer,
+    BlobApi.layer,
+    VolatileBlobApi.layer,
+    PublishApi.layer
+  ).pipe(Layer.provideMerge(lookup))
+  return services
+}

@@ -1,0 +1,158 @@
+import { Schema } from "effect"
+
+/**
+ * Failures of the Data API client. Every message names what failed and, where the user can act,
+ * what to do. None of them carries a token or a key secret; URLs are passed through `redactUrl`.
+ */
+
+/** The service answered with a status the caller did not accept. */
+export class ApiError extends Schema.TaggedError<ApiError>()("ApiError", {
+  status: Schema.Number,
+  method: Schema.String,
+  url: Schema.String,
+  title: Schema.optional(Schema.String),
+  detail: Schema.optional(Schema.String),
+  code: Schema.optional(Schema.String),
+  correlationId: Schema.optional(Schema.String),
+  /** Delay asked for by `Retry-After`, in milliseconds. */
+  retryAfterMs: Schema.optional(Schema.Number),
+  /** The server's clock from its `Date` header, in epoch milliseconds. */
+  serverTime: Schema.optional(Schema.Number)
+}) {
+  override get message(): string {
+    const what = [this.title, this.detail].filter((s) => s !== undefined && s !== "").join(": ")
+    return (
+      `${this.method} ${this.url} answered ${this.status}` +
+      (what === "" ? "" : ` ${what}`) +
+      (this.code === undefined ? "" : ` (code ${this.code})`) +
+      (this.correlationId === undefined ? "" : ` [correlation id ${this.correlationId}]`)
+    )
+  }
+}
+
+/** The request did not get a complete answer: connection refused or reset, timeout, TLS failure, cut body. */
+export class TransportError extends Schema.TaggedError<TransportError>()("TransportError", {
+  method: Schema.String,
+  url: Schema.String,
+  reason: Schema.String,
+  code: Schema.optional(Schema.String),
+  retriable: Schema.Boolean
+}) {
+  override get message(): string {
+    return `${this.method} ${this.url} failed: ${this.reason}${this.code === undefined ? "" : ` (${this.code})`}`
+  }
+}
+
+/** Transient failures went on longer than the retry policy allows. Safe to run again later. */
+export class RetryBudgetExhausted extends Schema.TaggedError<RetryBudgetExhausted>()("RetryBudgetExhausted", {
+  method: Schema.String,
+  url: Schema.String,
+  retries: Schema.Number,
+  elapsedMs: Schema.Number,
+  lastError: Schema.Union(ApiError, TransportError)
+}) {
+  override get message(): string {
+    return (
+      `Gave up on ${this.method} ${this.url} after ${this.retries} ${this.retries === 1 ? "retry" : "retries"} ` +
+      `in ${(this.elapsedMs / 1000).toFixed(1)} s; last failure: ${this.lastError.message}. ` +
+      `The service kept failing transiently; run again later or raise the retry budget.`
+    )
+  }
+}
+
+/** A successful response whose body is not what the API promises. */
+export class ResponseDecodeError extends Schema.TaggedError<ResponseDecodeError>()("ResponseDecodeError", {
+  method: Schema.String,
+  url: Schema.String,
+  status: Schema.Number,
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `${this.method} ${this.url} answered ${this.status} with an unexpected body: ${this.reason}`
+  }
+}
+
+/** Reading credentials.properties failed. */
+export class CredentialsError extends Schema.TaggedError<CredentialsError>()("CredentialsError", {
+  path: Schema.String,
+  key: Schema.optional(Schema.String),
+  reason: Schema.String
+}) {
+  override get message(): string {
+    const where = this.key === undefined ? `Credentials file ${this.path}` : `Credentials file ${this.path}, key "${this.key}"`
+    return `${where}: ${this.reason}`
+  }
+}
+
+/** The token endpoint refused to issue a token. */
+export class AuthError extends Schema.TaggedError<AuthError>()("AuthError", {
+  endpoint: Schema.String,
+  status: Schema.optional(Schema.Number),
+  code: Schema.optional(Schema.String),
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return (
+      `Could not get an access token from ${this.endpoint}` +
+      (this.status === undefined ? "" : ` (${this.status}${this.code === undefined ? "" : `, code ${this.code}`})`) +
+      `: ${this.reason}. Check here.access.key.id and here.access.key.secret in the credentials file and that the key is enabled.`
+    )
+  }
+}
+
+/** The lookup service knows no such API for the catalog (or platform). */
+export class ApiNotFound extends Schema.TaggedError<ApiNotFound>()("ApiNotFound", {
+  api: Schema.String,
+  version: Schema.String,
+  hrn: Schema.optional(Schema.String),
+  lookupUrl: Schema.String,
+  available: Schema.Array(Schema.String)
+}) {
+  override get message(): string {
+    const scope = this.hrn === undefined ? "the platform" : this.hrn
+    const known = this.available.length === 0 ? "none" : this.available.join(", ")
+    return `The lookup service ${this.lookupUrl} has no "${this.api}" ${this.version} API for ${scope} (available: ${known}). Check the lookup URL and the catalog HRN.`
+  }
+}
+
+/** The catalog does not exist or the credentials may not see it (the config API answers 403 for both). */
+export class CatalogNotFound extends Schema.TaggedError<CatalogNotFound>()("CatalogNotFound", {
+  hrn: Schema.String,
+  status: Schema.Number,
+  detail: Schema.optional(Schema.String)
+}) {
+  override get message(): string {
+    return (
+      `Catalog ${this.hrn} was not found or is not accessible with these credentials (${this.status}` +
+      `${this.detail === undefined ? "" : `: ${this.detail}`}). Check the HRN and that the app has read access to the catalog.`
+    )
+  }
+}
+
+/** What one authorized call can fail with. */
+export type RequestFailure = ApiError | TransportError | RetryBudgetExhausted | AuthError
+
+export type ClientError =
+  | RequestFailure
+  | ResponseDecodeError
+  | CredentialsError
+  | ApiNotFound
+  | CatalogNotFound
+
+const SECRET_PARAM = /key|token|sig|secret|credential|password|auth|session/i
+
+/** The URL without userinfo and with the values of secret-looking query parameters replaced. */
+export const redactUrl = (input: string | URL): string => {
+  let url: URL
+  try {
+    url = new URL(String(input))
+  } catch {
+    return String(input).replace(/\?.*$/, "")
+  }
+  const secretKeys = [...url.searchParams.keys()].filter((k) => SECRET_PARAM.test(k))
+  if (secretKeys.length === 0 && url.username === "" && url.password === "") return String(input)
+  url.username = ""
+  url.password = ""
+  for (const k of secretKeys) url.searchParams.set(k, "REDACTED")
+  return url.toString()
+}

@@ -1,0 +1,122 @@
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import { Cache, Context, Data, Duration, Effect, Exit, Layer, ParseResult, Schema } from "effect"
+import { ApiEntries, type ApiEntry } from "../domain/Lookup.ts"
+import { ApiClient } from "./ApiClient.ts"
+import { ApiError, ApiNotFound, CatalogNotFound, type RequestFailure, redactUrl, ResponseDecodeError } from "./Errors.ts"
+import { readText, requestUrl } from "./Http.ts"
+
+/**
+ * Service discovery: base URLs per (catalog, api, version) from the lookup API, cached for the
+ * `Cache-Control: max-age` the service sends (1 hour when it sends none). Base URLs are opaque:
+ * callers append API paths to them.
+ */
+
+/** APIs looked up platform-wide (`/platform/apis`) rather than per catalog. */
+export const PLATFORM_APIS: ReadonlySet<string> = new Set(["config", "artifact", "pipelines", "authorization", "account"])
+
+export const DEFAULT_TTL = Duration.hours(1)
+
+export interface BaseUrlRequest {
+  readonly api: string
+  readonly version: string
+  /** Catalog HRN; omit for platform APIs. */
+  readonly hrn?: string
+  readonly region?: string
+}
+
+export type LookupFailure = RequestFailure | ResponseDecodeError | ApiNotFound | CatalogNotFound
+
+export interface LookupShape {
+  readonly baseUrl: (request: BaseUrlRequest) => Effect.Effect<string, LookupFailure>
+  /** Every API the lookup service lists for a catalog (or the platform when `hrn` is omitted). */
+  readonly apis: (hrn?: string, region?: string) => Effect.Effect<ReadonlyArray<ApiEntry>, LookupFailure>
+}
+
+export interface LookupOptions {
+  /** e.g. https://api-lookup.data.api.platform.here.com/lookup/v1 or http://127.0.0.1:PORT/lookup/v1 */
+  readonly lookupUrl: string
+  readonly defaultTtl?: Duration.DurationInput
+}
+
+class Key extends Data.Class<{ readonly hrn: string | undefined; readonly region: string | undefined }> {}
+
+interface Listing {
+  readonly entries: ReadonlyArray<ApiEntry>
+  readonly ttl: Duration.Duration
+}
+
+export class Lookup extends Context.Tag("catalog-export/client/Lookup")<Lookup, LookupShape>() {
+  static readonly layer = (options: LookupOptions): Layer.Layer<Lookup, never, ApiClient> =>
+    Layer.effect(
+      Lookup,
+      Effect.gen(function* () {
+        const api = yield* ApiClient
+        const lookupUrl = options.lookupUrl.replace(/\/+$/, "")
+        const defaultTtl = Duration.decode(options.defaultTtl ?? DEFAULT_TTL)
+
+        const fetchListing = (key: Key) =>
+          Effect.gen(function* () {
+            const url = key.hrn === undefined ? `${lookupUrl}/platform/apis` : `${lookupUrl}/resources/${key.hrn}/apis`
+            let request = HttpClientRequest.get(url).pipe(HttpClientRequest.acceptJson)
+            if (key.region !== undefined) request = HttpClientRequest.setUrlParam(request, "region", key.region)
+            const decodeError = (status: number, reason: string) =>
+              new ResponseDecodeError({ method: "GET", url: redactUrl(requestUrl(request)), status, reason })
+            return yield* api
+              .use(request, (response) =>
+                Effect.gen(function* () {
+                  const text = yield* readText(response)
+                  const body = yield* Effect.try({
+                    try: () => JSON.parse(text) as unknown,
+                    catch: () => decodeError(response.status, "invalid JSON")
+                  })
+                  const entries = yield* Schema.decodeUnknown(ApiEntries)(body).pipe(
+                    Effect.mapError((e) =>
+                      decodeError(response.status, `expected an array of {api, version, baseURL}: ${ParseResult.TreeFormatter.formatErrorSync(e)}`)
+                    )
+                  )
+                  return { entries, ttl: maxAge(response.headers["cache-control"]) ?? defaultTtl } satisfies Listing
+                })
+              )
+              .pipe(
+                Effect.catchIf(
+                  (e): e is ApiError => e instanceof ApiError && e.status === 404 && key.hrn !== undefined,
+                  (e) => Effect.fail(new CatalogNotFound({ hrn: key.hrn!, status: e.status, detail: e.detail ?? e.title }))
+                )
+              )
+          })
+
+        const cache = yield* Cache.makeWith({
+          capacity: 10_000,
+          lookup: fetchListing,
+          timeToLive: (exit: Exit.Exit<Listing, LookupFailure>) => (Exit.isSuccess(exit) ? exit.value.ttl : Duration.zero)
+        })
+
+        const apis = (hrn?: string, region?: string) =>
+          Effect.map(cache.get(new Key({ hrn, region })), (listing) => listing.entries)
+
+        const baseUrl = Effect.fn("Lookup.baseUrl")(function* (request: BaseUrlRequest) {
+          const platform = request.hrn === undefined || PLATFORM_APIS.has(request.api)
+          const hrn = platform ? undefined : request.hrn
+          const entries = yield* apis(hrn, request.region)
+          const entry = entries.find((e) => e.api === request.api && e.version === request.version)
+          if (entry === undefined) {
+            return yield* new ApiNotFound({
+              api: request.api,
+              version: request.version,
+              hrn,
+              lookupUrl: redactUrl(lookupUrl),
+              available: entries.map((e) => `${e.api} ${e.version}`)
+            })
+          }
+          return entry.baseURL
+        })
+
+        return Lookup.of({ baseUrl, apis })
+      })
+    )
+}
+
+const maxAge = (cacheControl: string | undefined): Duration.Duration | undefined => {
+  const m = cacheControl === undefined ? null : /(?:^|[,\s])max-age\s*=\s*"?(\d+)"?/i.exec(cacheControl)
+  return m === null ? undefined : Duration.seconds(Number(m[1]))
+}
