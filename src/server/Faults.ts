@@ -2,6 +2,7 @@ import type * as HttpApp from "@effect/platform/HttpApp"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import type * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
+import type { ServerResponse } from "node:http"
 import { Effect, Stream } from "effect"
 import { json } from "./Reply.ts"
 
@@ -86,6 +87,20 @@ const spared = (url: string) => url.startsWith("/oauth2/") || url.startsWith("/l
 export const isActive = (o: FaultOptions) =>
   o.throttle + o.unavailable + o.reset + o.truncate > 0 || o.latencyMs[1] > 0 || o.stormMs !== undefined
 
+/**
+ * Sends the head and `bytes`, then drops the connection. Node corks the socket until the next tick,
+ * so destroying right after `write` would discard everything and look like a reset, not a short body.
+ */
+const sendThenDrop = (node: ServerResponse, bytes: Uint8Array) => {
+  const drop = () => node.destroy()
+  if (bytes.byteLength > 0) {
+    node.write(bytes, drop)
+  } else {
+    node.flushHeaders()
+    setImmediate(drop)
+  }
+}
+
 /** Cuts the response body short and drops the connection, as a broken proxy or network would. */
 const truncated = (request: HttpServerRequest.HttpServerRequest, response: HttpServerResponse.HttpServerResponse) =>
   Effect.gen(function*() {
@@ -94,15 +109,15 @@ const truncated = (request: HttpServerRequest.HttpServerRequest, response: HttpS
     const headers = { ...response.headers }
     if (body._tag === "Uint8Array") {
       node.writeHead(response.status, { ...headers, "content-type": body.contentType, "content-length": String(body.body.byteLength) })
-      node.write(body.body.subarray(0, Math.floor(body.body.byteLength / 2)))
+      sendThenDrop(node, body.body.subarray(0, Math.floor(body.body.byteLength / 2)))
     } else if (body._tag === "Stream") {
       node.writeHead(response.status, { ...headers, "content-type": body.contentType })
       const first = yield* body.stream.pipe(Stream.take(1), Stream.runCollect, Effect.orDie)
-      for (const chunk of first) node.write(chunk.subarray(0, Math.floor(chunk.byteLength / 2)))
+      sendThenDrop(node, Buffer.concat([...first].map((chunk) => chunk.subarray(0, Math.floor(chunk.byteLength / 2)))))
     } else {
       node.writeHead(response.status, headers)
+      sendThenDrop(node, new Uint8Array(0))
     }
-    node.destroy()
     return yield* Effect.never
   })
 

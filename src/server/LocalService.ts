@@ -46,6 +46,18 @@ export const start = (options: Server.ServiceOptions): Effect.Effect<RunningServ
     }
   })
 
-/** Writes credentials.properties readable only by the owner: it holds a key secret. */
+/**
+ * Writes credentials.properties readable only by the owner: it holds a key secret. The mode given to
+ * open applies only to a new file, so an existing one is narrowed (after truncation, before the secret
+ * is written).
+ */
 export const writeCredentials = (file: string, text: string) =>
-  Effect.sync(() => fs.writeFileSync(file, text, { mode: 0o600 }))
+  Effect.sync(() => {
+    const fd = fs.openSync(file, "w", 0o600)
+    try {
+      fs.fchmodSync(fd, 0o600)
+      fs.writeFileSync(fd, text)
+    } finally {
+      fs.closeSync(fd)
+    }
+  })

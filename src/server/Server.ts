@@ -54,6 +54,12 @@ const router = HttpRouter.concatAll(
   Publish.routes
 )
 
+/**
+ * find-my-way's default answers path parameters over 100 characters with "no route", but data handles
+ * may have up to 600 characters (blob API v1.0.8); longer ones must reach the handle check (400).
+ */
+const ROUTER_CONFIG = { maxParamLength: 2048 }
+
 const app = (maxBodyBytes: number) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
@@ -61,7 +67,7 @@ const app = (maxBodyBytes: number) =>
     if (length > maxBodyBytes) {
       return json(413, { title: "Payload Too Large", status: 413, detail: [{ name: "body", error: `request bodies are limited to ${maxBodyBytes} bytes` }] })
     }
-    return yield* router
+    return yield* HttpRouter.withRouterConfig(router, ROUTER_CONFIG)
   }).pipe(
     Effect.catchTags({
       Reply: (e) => Effect.succeed(e.response),
