@@ -1,51 +1,120 @@
-import { createHash, randomBytes } from "node:crypto"
-import * as fs from "node:fs/promises"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { createHash } from "node:crypto"
+import * as fs from "node:fs"
 import * as path from "node:path"
 import { Context, Effect, Layer } from "effect"
 
 /**
- * Blob bytes in content-addressed files: `<dir>/blobs/<sha256[0:2]>/<sha256>`. Names are hex digests
- * computed here, never taken from a request, so no data handle can reach outside the directory.
+ * Blob bytes, content-addressed by SHA-256, appended to pack files `<dir>/packs/pack-<n>.dat`
+ * (rolled at PACK_BYTES) and indexed in SQLite. One file per blob made a million-partition seed
+ * take minutes to create and to delete; a pack is one open file descriptor and one `pread` per read.
+ * Names are numbers chosen here, never taken from a request, so no data handle can reach a path.
  */
 export interface BlobFilesShape {
-  readonly put: (bytes: Uint8Array) => Effect.Effect<{ readonly sha256: string; readonly size: number }>
+  readonly put: (bytes: Uint8Array) => Effect.Effect<Stored>
+  /** Stores many blobs with two queries (the seed's path). */
+  readonly putMany: (blobs: ReadonlyArray<Uint8Array>) => Effect.Effect<ReadonlyArray<Stored>>
   readonly read: (sha256: string) => Effect.Effect<Uint8Array | undefined>
+  /** Forgets the content; its bytes stay in the pack until the pack is rewritten. */
   readonly remove: (sha256: string) => Effect.Effect<void>
 }
 
 export class BlobFiles extends Context.Tag("catalog-export/server/BlobFiles")<BlobFiles, BlobFilesShape>() {
-  static readonly layer = (dataDir: string) => Layer.sync(BlobFiles, () => make(dataDir))
+  static readonly layer = (dataDir: string) => Layer.scoped(BlobFiles, make(dataDir))
 }
 
-const HEX64 = /^[0-9a-f]{64}$/
+export interface Stored {
+  readonly sha256: string
+  readonly size: number
+}
 
-export const make = (dataDir: string): BlobFilesShape => {
-  const root = path.join(dataDir, "blobs")
-  const fileOf = (sha256: string) => {
-    if (!HEX64.test(sha256)) throw new Error(`not a sha256 digest: ${sha256}`)
-    return path.join(root, sha256.slice(0, 2), sha256)
-  }
-  return {
-    put: (bytes) =>
-      Effect.promise(async () => {
-        const sha256 = createHash("sha256").update(bytes).digest("hex")
-        const file = fileOf(sha256)
-        const exists = await fs.stat(file).then(() => true, () => false)
-        if (!exists) {
-          await fs.mkdir(path.dirname(file), { recursive: true })
-          const temp = `${file}.${randomBytes(6).toString("hex")}.tmp`
-          await fs.writeFile(temp, bytes)
-          await fs.rename(temp, file)
-        }
-        return { sha256, size: bytes.byteLength }
-      }),
-    read: (sha256) =>
-      Effect.promise(() =>
-        fs.readFile(fileOf(sha256)).then(
-          (b) => new Uint8Array(b.buffer, b.byteOffset, b.byteLength),
-          () => undefined
+export const PACK_BYTES = 1024 * 1024 * 1024
+
+const packName = (n: number) => `pack-${String(n).padStart(6, "0")}.dat`
+
+interface Location {
+  readonly pack: number
+  readonly offset: number
+  readonly length: number
+}
+
+export const make = (dataDir: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql.unsafe(`CREATE TABLE IF NOT EXISTS contents (
+      sha256 TEXT PRIMARY KEY,
+      pack INTEGER NOT NULL,
+      offset INTEGER NOT NULL,
+      length INTEGER NOT NULL
+    ) WITHOUT ROWID`)
+    const dir = path.join(dataDir, "packs")
+    fs.mkdirSync(dir, { recursive: true })
+    const existing = fs.readdirSync(dir).map((f) => /^pack-(\d+)\.dat$/.exec(f)).filter((m) => m !== null).map((m) => Number(m[1]))
+    let pack = existing.length === 0 ? 0 : Math.max(...existing)
+    let writer = fs.openSync(path.join(dir, packName(pack)), "a")
+    let size = fs.fstatSync(writer).size
+    const readers = new Map<number, number>()
+    const reader = (n: number) => {
+      let fd = readers.get(n)
+      if (fd === undefined) {
+        fd = fs.openSync(path.join(dir, packName(n)), "r")
+        readers.set(n, fd)
+      }
+      return fd
+    }
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        fs.closeSync(writer)
+        for (const fd of readers.values()) fs.closeSync(fd)
+      })
+    )
+
+    const locate = (sha256: string) =>
+      sql<Location>`SELECT pack, offset, length FROM contents WHERE sha256 = ${sha256}`.pipe(Effect.map((rows) => rows[0]), Effect.orDie)
+
+    /** Appends to the current pack, starting a new one when it would pass PACK_BYTES. */
+    const append = (bytes: Uint8Array): Location => {
+      if (size > 0 && size + bytes.byteLength > PACK_BYTES) {
+        fs.closeSync(writer)
+        pack++
+        writer = fs.openSync(path.join(dir, packName(pack)), "a")
+        size = 0
+      }
+      const offset = size
+      fs.writeSync(writer, bytes)
+      size += bytes.byteLength
+      return { pack, offset, length: bytes.byteLength }
+    }
+
+    const putMany = (blobs: ReadonlyArray<Uint8Array>) =>
+      Effect.gen(function*() {
+        const stored = blobs.map((bytes) => ({ sha256: createHash("sha256").update(bytes).digest("hex"), size: bytes.byteLength }))
+        if (blobs.length === 0) return stored
+        const known = new Set(
+          (yield* sql<{ sha256: string }>`SELECT sha256 FROM contents WHERE ${sql.in("sha256", stored.map((s) => s.sha256))}`.pipe(Effect.orDie))
+            .map((r) => r.sha256)
         )
-      ),
-    remove: (sha256) => Effect.promise(() => fs.rm(fileOf(sha256), { force: true }))
-  }
-}
+        const rows: Array<Location & { sha256: string }> = []
+        blobs.forEach((bytes, i) => {
+          const { sha256 } = stored[i]!
+          if (known.has(sha256)) return
+          known.add(sha256)
+          rows.push({ sha256, ...append(bytes) })
+        })
+        if (rows.length > 0) yield* sql`INSERT OR IGNORE INTO contents ${sql.insert(rows as any)}`.pipe(Effect.orDie)
+        return stored
+      })
+
+    return BlobFiles.of({
+      put: (bytes) => Effect.map(putMany([bytes]), (stored) => stored[0]!),
+      putMany,
+      read: (sha256) =>
+        Effect.map(locate(sha256), (at) => {
+          if (at === undefined) return undefined
+          const bytes = new Uint8Array(at.length)
+          if (at.length > 0) fs.readSync(reader(at.pack), bytes, 0, at.length, at.offset)
+          return bytes
+        }),
+      remove: (sha256) => sql`DELETE FROM contents WHERE sha256 = ${sha256}`.pipe(Effect.asVoid, Effect.orDie)
+    })
+  })

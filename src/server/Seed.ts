@@ -95,12 +95,15 @@ const handleFrom = (random: () => number) => {
 
 const sha1 = (bytes: Uint8Array) => createHash("sha1").update(bytes).digest("hex")
 
-/** Deterministic printable filler so blobs have the requested size. */
+/** Deterministic printable filler so blobs have the requested size (one PRNG draw per 4 characters). */
+const ALPHABET = new TextEncoder().encode("abcdefghijklmnopqrstuvwxyz0123456789 ")
 const filler = (random: () => number, length: number) => {
-  const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789 "
-  let out = ""
-  for (let i = 0; i < length; i++) out += alphabet[Math.floor(random() * alphabet.length)]
-  return out
+  const out = new Uint8Array(length)
+  for (let i = 0; i < length; i += 4) {
+    let r = Math.floor(random() * 0x100000000)
+    for (let j = i; j < Math.min(i + 4, length); j++, r >>>= 8) out[j] = ALPHABET[(r & 0xff) % ALPHABET.length]!
+  }
+  return Buffer.from(out).toString("latin1")
 }
 
 const placeBlob = (random: () => number, id: number, version: number, bytes: number) => {
@@ -143,17 +146,15 @@ const publishBatch = (publicationId: string, layer: LayerRow, items: ReadonlyArr
     const store = yield* Store
     const files = yield* BlobFiles
     const gzip = contentEncodingOf(layer) === "gzip"
-    const staged: Array<StagedPartition> = []
-    const blobs: Array<{ handle: string; sha256: string; size: number }> = []
-    for (const item of items) {
+    const present = items.filter((item) => item.content !== undefined)
+    const stored = yield* files.putMany(present.map((item) => item.content!.stored))
+    const blobs = present.map((item, i) => ({ handle: item.handle, sha256: stored[i]!.sha256, size: stored[i]!.size }))
+    const staged: Array<StagedPartition> = items.map((item) => {
       if (item.content === undefined) {
-        staged.push({ layerPk: layer.pk, partition: item.partition, dataHandle: "", checksum: null, dataSize: null, compressedDataSize: null, crc: null })
-        continue
+        return { layerPk: layer.pk, partition: item.partition, dataHandle: "", checksum: null, dataSize: null, compressedDataSize: null, crc: null }
       }
       const { bytes, stored } = item.content
-      const file = yield* files.put(stored)
-      blobs.push({ handle: item.handle, sha256: file.sha256, size: file.size })
-      staged.push({
+      return {
         layerPk: layer.pk,
         partition: item.partition,
         dataHandle: item.handle,
@@ -161,8 +162,8 @@ const publishBatch = (publicationId: string, layer: LayerRow, items: ReadonlyArr
         dataSize: bytes.byteLength,
         compressedDataSize: gzip ? stored.byteLength : null,
         crc: null
-      })
-    }
+      }
+    })
     yield* store.putBlobs(layer.pk, blobs, gzip ? "gzip" : null)
     yield* store.stagePartitions(publicationId, staged)
   }).pipe(Effect.orDie)
@@ -188,6 +189,8 @@ const evolve = (plans: ReadonlyArray<LayerPlan>, versions: number, random: () =>
     for (let version = 0; version < versions; version++) {
       const current = (yield* store.catalog(catalog.hrn).pipe(Effect.orDie))!
       const publication = yield* initPublication(current, plans.map((p) => p.layer), owner.id, []).pipe(Effect.orDie)
+      // One transaction per version: SQLite commits once instead of once per batch.
+      yield* store.withTransaction(Effect.gen(function*() {
       for (const state of live) {
         const { plan, bits } = state
         const changes: Array<{ partition: string; handle: string; content?: Content }> = []
@@ -220,6 +223,7 @@ const evolve = (plans: ReadonlyArray<LayerPlan>, versions: number, random: () =>
         }
         yield* flush
       }
+      })).pipe(Effect.orDie)
       yield* submitPublication(publication)
     }
   })
