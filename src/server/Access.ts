@@ -2,7 +2,7 @@ import * as HttpRouter from "@effect/platform/HttpRouter"
 import { Effect } from "effect"
 import { Caller } from "./Auth.ts"
 import { badRequest, catalogForbidden, forbidden, type Reply } from "./Reply.ts"
-import { type CatalogRow, type LayerRow, Store } from "./Store.ts"
+import { type CatalogAccessRow, type CatalogRow, type LayerRow, Store } from "./Store.ts"
 
 export type Permission = "read" | "write"
 
@@ -16,12 +16,6 @@ export const decodeSegment = (segment: string | undefined): string => {
   }
 }
 
-const findCatalog = (nameOrId: string) =>
-  Effect.gen(function*() {
-    const store = yield* Store
-    return nameOrId.startsWith("hrn:") ? yield* store.catalog(nameOrId) : yield* store.catalogById(nameOrId)
-  }).pipe(Effect.orDie)
-
 export const mayAccess = (catalog: CatalogRow, appId: string, permission: Permission) =>
   Effect.gen(function*() {
     if (catalog.owner_app === appId) return true
@@ -29,40 +23,65 @@ export const mayAccess = (catalog: CatalogRow, appId: string, permission: Permis
     return grant !== undefined && (permission === "read" ? grant.can_read === 1 : grant.can_read === 1 && grant.can_write === 1)
   })
 
+const allowed = (row: CatalogAccessRow, permission: Permission) =>
+  row.owns === 1 || (permission === "read" ? row.can_read === 1 : row.can_read === 1 && row.can_write === 1)
+
+const catalogOf = (row: CatalogAccessRow): CatalogRow => ({
+  hrn: row.hrn,
+  id: row.id,
+  owner_app: row.owner_app,
+  config: row.config,
+  created: row.created,
+  latest_version: row.latest_version,
+  min_version: row.min_version
+})
+
 /**
- * The catalog named in the path if the caller may use it. A catalog that exists but is not the
- * caller's answers exactly like one that does not exist, so no one can probe for names.
+ * The catalog named in the path (and one of its layers) if the caller may use it, in one query. A
+ * catalog that exists but is not the caller's answers exactly like one that does not exist, so no
+ * one can probe for names.
  */
+const access = (nameOrId: string, permission: Permission, layerId: string | null, denied: () => Reply) =>
+  Effect.gen(function*() {
+    const { appId } = yield* Caller
+    const row = yield* (yield* Store).catalogAccess(nameOrId, appId, layerId).pipe(Effect.orDie)
+    if (row === undefined || !allowed(row, permission)) return yield* Effect.fail(denied())
+    return row
+  })
+
 export const catalogFor = (
   nameOrId: string,
   permission: Permission,
   denied: () => Reply = forbidden
-): Effect.Effect<CatalogRow, Reply, Store | Caller> =>
-  Effect.gen(function*() {
-    const { appId } = yield* Caller
-    const catalog = yield* findCatalog(nameOrId)
-    if (catalog === undefined || !(yield* mayAccess(catalog, appId, permission))) return yield* Effect.fail(denied())
-    return catalog
-  })
+): Effect.Effect<CatalogRow, Reply, Store | Caller> => Effect.map(access(nameOrId, permission, null, denied), catalogOf)
 
 export const configCatalogFor = (nameOrId: string, permission: Permission) => catalogFor(nameOrId, permission, catalogForbidden)
 
 export const layerOf = (catalog: CatalogRow, layerId: string): Effect.Effect<LayerRow, Reply, Store> =>
   Effect.gen(function*() {
     const layer = yield* (yield* Store).layer(catalog.hrn, layerId).pipe(Effect.orDie)
-    if (layer === undefined) {
-      return yield* badRequest("layer", `Layer '${layerId}' is missing in the catalog configuration.`)
-    }
+    if (layer === undefined) return yield* missingLayer(layerId)
     return layer
   })
+
+const missingLayer = (layerId: string) => badRequest("layer", `Layer '${layerId}' is missing in the catalog configuration.`)
 
 /** `:catalog` and `:layer` from the route, checked for the caller. */
 export const routeLayer = (permission: Permission) =>
   Effect.gen(function*() {
     const params = yield* HttpRouter.params
-    const catalog = yield* catalogFor(decodeSegment(params.catalog), permission)
-    const layer = yield* layerOf(catalog, decodeSegment(params.layer))
-    return { catalog, layer }
+    const layerId = decodeSegment(params.layer)
+    const row = yield* access(decodeSegment(params.catalog), permission, layerId, forbidden)
+    if (row.layer_pk === null) return yield* missingLayer(layerId)
+    const layer: LayerRow = {
+      pk: row.layer_pk,
+      catalog_hrn: row.hrn,
+      id: row.layer_id!,
+      layer_type: row.layer_type!,
+      config: row.layer_config!,
+      created: row.layer_created!
+    }
+    return { catalog: catalogOf(row), layer }
   })
 
 export const routeCatalog = (permission: Permission) =>

@@ -28,9 +28,17 @@ const safeEqual = (a: string, b: string): boolean => {
   return x.length === y.length && timingSafeEqual(x, y)
 }
 
-/** Nonces seen inside the timestamp window, per consumer key. */
-const seenNonces = new Map<string, number>()
-const rememberNonce = (key: string, nonce: string, now: number, windowMs: number): boolean => {
+/** Per-service memory of the token endpoint and the bearer check. */
+export class AuthState extends Context.Tag("catalog-export/server/AuthState")<AuthState, {
+  /** Nonces seen inside the timestamp window, per consumer key. */
+  readonly seenNonces: Map<string, number>
+  /** Issued tokens never change, so a token seen once is not looked up in SQLite again (bounded). */
+  readonly knownTokens: Map<string, { readonly app_id: string; readonly expires_at: number }>
+}>() {
+  static readonly layer = Layer.sync(AuthState, () => ({ seenNonces: new Map(), knownTokens: new Map() }))
+}
+
+const rememberNonce = (seenNonces: Map<string, number>, key: string, nonce: string, now: number, windowMs: number): boolean => {
   if (seenNonces.size > 100_000) {
     for (const [k, at] of seenNonces) if (at < now - 2 * windowMs) seenNonces.delete(k)
   }
@@ -123,7 +131,7 @@ export const tokenEndpoint = Effect.gen(function*() {
   if (!valid) {
     return yield* accountFailure(401, 401300, "Invalid Credentials for user: the signature does not match.")
   }
-  if (!rememberNonce(oauth.oauth_consumer_key, oauth.oauth_nonce, now, options.timestampWindowSeconds * 1000)) {
+  if (!rememberNonce((yield* AuthState).seenNonces, oauth.oauth_consumer_key, oauth.oauth_nonce, now, options.timestampWindowSeconds * 1000)) {
     return yield* accountFailure(401, 401207, "Nonce already used. Send a fresh oauth_nonce with every request.")
   }
   if (body.grantType !== "client_credentials") {
@@ -145,14 +153,24 @@ export const tokenEndpoint = Effect.gen(function*() {
 /** The application behind the request's bearer token. */
 export class Caller extends Context.Tag("catalog-export/server/Caller")<Caller, { readonly appId: string }>() {}
 
+const KNOWN_TOKENS_MAX = 10_000
+
 export const authenticate = Effect.gen(function*() {
   const request = yield* HttpServerRequest.HttpServerRequest
-  const store = yield* Store
   const header = request.headers["authorization"]
   if (header === undefined) return yield* unauthorized("Token Validation Failure - missing Authorization header")
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header)
   if (!match) return yield* unauthorized("Token Validation Failure - malformed Authorization header, expected 'Bearer <token>'")
-  const found = yield* store.tokenByHash(hashToken(match[1]!)).pipe(Effect.orDie)
+  const hash = hashToken(match[1]!)
+  const { knownTokens } = yield* AuthState
+  let found = knownTokens.get(hash)
+  if (found === undefined) {
+    found = yield* (yield* Store).tokenByHash(hash).pipe(Effect.orDie)
+    if (found !== undefined) {
+      if (knownTokens.size >= KNOWN_TOKENS_MAX) knownTokens.clear()
+      knownTokens.set(hash, found)
+    }
+  }
   if (found === undefined) return yield* unauthorized("Token Validation Failure - invalid token")
   if (found.expires_at <= Date.now()) return yield* unauthorized("Token Validation Failure - invalid time in token")
   return { appId: found.app_id }
@@ -161,5 +179,5 @@ export const authenticate = Effect.gen(function*() {
 /** Runs a handler as the authenticated caller. */
 export const withCaller = <E, R>(
   handler: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
-): Effect.Effect<HttpServerResponse.HttpServerResponse, E | Reply, Exclude<R, Caller> | Store | HttpServerRequest.HttpServerRequest> =>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, E | Reply, Exclude<R, Caller> | Store | AuthState | HttpServerRequest.HttpServerRequest> =>
   Effect.flatMap(authenticate, (caller) => Effect.provideService(handler, Caller, caller))

@@ -15,6 +15,8 @@ export interface BlobFilesShape {
   /** Stores many blobs with two queries (the seed's path). */
   readonly putMany: (blobs: ReadonlyArray<Uint8Array>) => Effect.Effect<ReadonlyArray<Stored>>
   readonly read: (sha256: string) => Effect.Effect<Uint8Array | undefined>
+  /** Reads content already located (by a query that joined `contents`). */
+  readonly readAt: (location: Location) => Uint8Array
   /** Forgets the content; its bytes stay in the pack until the pack is rewritten. */
   readonly remove: (sha256: string) => Effect.Effect<void>
 }
@@ -32,7 +34,8 @@ export const PACK_BYTES = 1024 * 1024 * 1024
 
 const packName = (n: number) => `pack-${String(n).padStart(6, "0")}.dat`
 
-interface Location {
+/** Where content lives in the packs (the `contents` table of Schema.ts). */
+export interface Location {
   readonly pack: number
   readonly offset: number
   readonly length: number
@@ -41,12 +44,6 @@ interface Location {
 export const make = (dataDir: string) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    yield* sql.unsafe(`CREATE TABLE IF NOT EXISTS contents (
-      sha256 TEXT PRIMARY KEY,
-      pack INTEGER NOT NULL,
-      offset INTEGER NOT NULL,
-      length INTEGER NOT NULL
-    ) WITHOUT ROWID`)
     const dir = path.join(dataDir, "packs")
     fs.mkdirSync(dir, { recursive: true })
     const existing = fs.readdirSync(dir).map((f) => /^pack-(\d+)\.dat$/.exec(f)).filter((m) => m !== null).map((m) => Number(m[1]))
@@ -71,6 +68,12 @@ export const make = (dataDir: string) =>
 
     const locate = (sha256: string) =>
       sql<Location>`SELECT pack, offset, length FROM contents WHERE sha256 = ${sha256}`.pipe(Effect.map((rows) => rows[0]), Effect.orDie)
+
+    const readAt = (at: Location) => {
+      const bytes = new Uint8Array(at.length)
+      if (at.length > 0) fs.readSync(reader(at.pack), bytes, 0, at.length, at.offset)
+      return bytes
+    }
 
     /** Appends to the current pack, starting a new one when it would pass PACK_BYTES. */
     const append = (bytes: Uint8Array): Location => {
@@ -108,13 +111,8 @@ export const make = (dataDir: string) =>
     return BlobFiles.of({
       put: (bytes) => Effect.map(putMany([bytes]), (stored) => stored[0]!),
       putMany,
-      read: (sha256) =>
-        Effect.map(locate(sha256), (at) => {
-          if (at === undefined) return undefined
-          const bytes = new Uint8Array(at.length)
-          if (at.length > 0) fs.readSync(reader(at.pack), bytes, 0, at.length, at.offset)
-          return bytes
-        }),
+      read: (sha256) => Effect.map(locate(sha256), (at) => (at === undefined ? undefined : readAt(at))),
+      readAt,
       remove: (sha256) => sql`DELETE FROM contents WHERE sha256 = ${sha256}`.pipe(Effect.asVoid, Effect.orDie)
     })
   })

@@ -78,6 +78,12 @@ export const statements: ReadonlyArray<string> = [
     PRIMARY KEY (layer_pk, data_handle)
   ) WITHOUT ROWID`,
   `CREATE INDEX IF NOT EXISTS blobs_by_content ON blobs (sha256)`,
+  `CREATE TABLE IF NOT EXISTS contents (
+    sha256 TEXT PRIMARY KEY,
+    pack INTEGER NOT NULL,
+    offset INTEGER NOT NULL,
+    length INTEGER NOT NULL
+  ) WITHOUT ROWID`,
   `CREATE TABLE IF NOT EXISTS publications (
     id TEXT PRIMARY KEY,
     catalog_hrn TEXT NOT NULL,

@@ -10,7 +10,7 @@ import { createServer } from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Effect, Layer, Option } from "effect"
-import { AuthConfig, type AuthOptions, tokenEndpoint } from "./Auth.ts"
+import { AuthConfig, type AuthOptions, AuthState, tokenEndpoint } from "./Auth.ts"
 import { BlobFiles } from "./BlobFiles.ts"
 import * as Faults from "./Faults.ts"
 import { json } from "./Reply.ts"
@@ -98,7 +98,7 @@ const dataDirectory = (dataDir: string | undefined) =>
 export const layer = (options: ServiceOptions) =>
   Layer.unwrapScoped(
     Effect.map(dataDirectory(options.dataDir), (dataDir) => {
-      const storage = Layer.mergeAll(Store.layer, BlobFiles.layer(dataDir), AuthConfig.layer(options.auth)).pipe(
+      const storage = Layer.mergeAll(Store.layer, BlobFiles.layer(dataDir), AuthConfig.layer(options.auth), AuthState.layer).pipe(
         Layer.provideMerge(SqliteClient.layer({ filename: path.join(dataDir, "catalog.db") }))
       )
       const seeded = Layer.effectDiscard(seed(options.seed ?? noSeed))

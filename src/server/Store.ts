@@ -46,6 +46,25 @@ export interface BlobRow {
   readonly content_encoding: string | null
 }
 
+/** A blob and where its bytes are; `pack` is null when the content was removed. */
+export interface BlobLocationRow extends BlobRow {
+  readonly pack: number | null
+  readonly offset: number | null
+  readonly length: number | null
+}
+
+/** A catalog as one application sees it, and optionally one of its layers, in one query. */
+export interface CatalogAccessRow extends CatalogRow {
+  readonly owns: number
+  readonly can_read: number | null
+  readonly can_write: number | null
+  readonly layer_pk: number | null
+  readonly layer_id: string | null
+  readonly layer_type: string | null
+  readonly layer_config: string | null
+  readonly layer_created: string | null
+}
+
 export interface VersionRow {
   readonly version: number
   readonly timestamp: number
@@ -134,6 +153,14 @@ export const make = Effect.gen(function*() {
       sql<CatalogRow>`SELECT c.* FROM catalogs c WHERE c.owner_app = ${appId}
         OR EXISTS (SELECT 1 FROM grants g WHERE g.catalog_hrn = c.hrn AND g.app_id = ${appId} AND g.can_read = 1)
         ORDER BY c.hrn`,
+    catalogAccess: (nameOrId: string, appId: string, layerId: string | null) =>
+      sql<CatalogAccessRow>`SELECT c.*, c.owner_app = ${appId} AS owns, g.can_read, g.can_write,
+          l.pk AS layer_pk, l.id AS layer_id, l.layer_type, l.config AS layer_config, l.created AS layer_created
+        FROM catalogs c
+        LEFT JOIN grants g ON g.catalog_hrn = c.hrn AND g.app_id = ${appId}
+        LEFT JOIN layers l ON l.catalog_hrn = c.hrn AND l.id = ${layerId ?? ""}
+        WHERE ${nameOrId.startsWith("hrn:") ? sql`c.hrn = ${nameOrId}` : sql`c.id = ${nameOrId}`}
+        ORDER BY c.hrn LIMIT 1`.pipe(Effect.map(first)),
     grant: (catalogHrn: string, appId: string, read: boolean, write: boolean) =>
       sql`INSERT INTO grants (catalog_hrn, app_id, can_read, can_write) VALUES (${catalogHrn}, ${appId}, ${read ? 1 : 0}, ${write ? 1 : 0})
         ON CONFLICT (catalog_hrn, app_id) DO UPDATE SET can_read = excluded.can_read, can_write = excluded.can_write`.pipe(Effect.asVoid),
@@ -220,6 +247,10 @@ export const make = Effect.gen(function*() {
     // --- blobs -------------------------------------------------------------------------------
     blob: (layerPk: number, dataHandle: string) =>
       sql<BlobRow>`SELECT sha256, size, content_encoding FROM blobs WHERE layer_pk = ${layerPk} AND data_handle = ${dataHandle}`.pipe(Effect.map(first)),
+    blobLocation: (layerPk: number, dataHandle: string) =>
+      sql<BlobLocationRow>`SELECT b.sha256, b.size, b.content_encoding, c.pack, c.offset, c.length
+        FROM blobs b LEFT JOIN contents c ON c.sha256 = b.sha256
+        WHERE b.layer_pk = ${layerPk} AND b.data_handle = ${dataHandle}`.pipe(Effect.map(first)),
     putBlob: (layerPk: number, dataHandle: string, sha256: string, size: number, contentEncoding: string | null) =>
       sql`INSERT INTO blobs (layer_pk, data_handle, sha256, size, content_encoding, owner_version)
         VALUES (${layerPk}, ${dataHandle}, ${sha256}, ${size}, ${contentEncoding}, NULL)

@@ -53,9 +53,9 @@ const read = (withBody: boolean) =>
     const handle = yield* handleParam
     const request = yield* HttpServerRequest.HttpServerRequest
     const store = yield* Store
-    const blob = yield* store.blob(layer.pk, handle).pipe(Effect.orDie)
-    const bytes = blob === undefined ? undefined : yield* (yield* BlobFiles).read(blob.sha256)
-    if (blob === undefined || bytes === undefined) return yield* notFound("dataHandle", `no blob with data handle '${handle}' in layer '${layer.id}'`)
+    const blob = yield* store.blobLocation(layer.pk, handle).pipe(Effect.orDie)
+    if (blob === undefined || blob.pack === null) return yield* notFound("dataHandle", `no blob with data handle '${handle}' in layer '${layer.id}'`)
+    const bytes = (yield* BlobFiles).readAt({ pack: blob.pack, offset: blob.offset!, length: blob.length! })
     const etag = `"${blob.sha256}"`
     const headers: Record<string, string> = {
       "content-type": layerConfigOf(layer).contentType ?? "application/octet-stream",
