@@ -1,0 +1,164 @@
+import {
+  AsyncByteQueue,
+  Binary,
+  Field,
+  Float64,
+  Int32,
+  Int64,
+  makeData,
+  RecordBatch,
+  RecordBatchFileWriter,
+  Schema,
+  Struct,
+  Utf8,
+  type Data,
+  type DataType
+} from "apache-arrow"
+import type { FileOutput } from "./FileOutput.ts"
+import { FormatWriter, type FormatWriterOptions } from "./FormatWriter.ts"
+import { toNullableInt64, type Row } from "./Row.ts"
+
+// Binary and Utf8 offsets are int32.
+const MAX_BATCH_COLUMN_BYTES = 2 ** 31 - 1
+
+/** Arrow's writer pushes its output into a queue; this one passes every chunk straight to the file. */
+class FileByteQueue extends AsyncByteQueue {
+  constructor(private readonly output: FileOutput) {
+    super()
+  }
+
+  override write(value: unknown): void {
+    if (!ArrayBuffer.isView(value)) throw new TypeError("Arrow writer produced a chunk that is not bytes")
+    if (value.byteLength === 0) return
+    this.output.write(new Uint8Array(value.buffer, value.byteOffset, value.byteLength))
+  }
+}
+
+const arrowSchema = (heretile: boolean, metadata: Readonly<Record<string, string>>): Schema => {
+  const fields: Array<Field> = [
+    new Field("partition", new Utf8(), false),
+    new Field("partition_version", new Int64(), false),
+    new Field("data_handle", new Utf8(), false),
+    new Field("data_size", new Int64(), true),
+    new Field("checksum", new Utf8(), true),
+    new Field("data", new Binary(), true)
+  ]
+  if (heretile) {
+    for (const name of ["tile_level", "tile_x", "tile_y"]) fields.push(new Field(name, new Int32(), true))
+    for (const name of ["tile_west", "tile_south", "tile_east", "tile_north"]) fields.push(new Field(name, new Float64(), true))
+  }
+  return new Schema(fields, new Map(Object.entries(metadata)))
+}
+
+interface Validity {
+  readonly nullCount: number
+  readonly nullBitmap?: Uint8Array
+}
+
+const validity = (values: ReadonlyArray<unknown>): Validity => {
+  let nullCount = 0
+  for (const value of values) if (value === null) nullCount++
+  if (nullCount === 0) return { nullCount }
+  const nullBitmap = new Uint8Array(Math.ceil(values.length / 64) * 8)
+  values.forEach((value, i) => {
+    if (value !== null) nullBitmap[i >> 3]! |= 1 << (i & 7)
+  })
+  return { nullCount, nullBitmap }
+}
+
+interface VariableWidthBuffers extends Validity {
+  readonly length: number
+  readonly valueOffsets: Int32Array
+  readonly data: Uint8Array
+}
+
+const variableWidth = (column: string, values: ReadonlyArray<Uint8Array | null>): VariableWidthBuffers => {
+  const valueOffsets = new Int32Array(values.length + 1)
+  let total = 0
+  values.forEach((value, i) => {
+    total += value?.byteLength ?? 0
+    if (total > MAX_BATCH_COLUMN_BYTES) {
+      throw new RangeError(`column ${column}: a record batch cannot hold more than 2 GiB in one column; lower rowGroupBytes`)
+    }
+    valueOffsets[i + 1] = total
+  })
+  const data = new Uint8Array(total)
+  values.forEach((value, i) => {
+    if (value !== null) data.set(value, valueOffsets[i]!)
+  })
+  return { length: values.length, ...validity(values), valueOffsets, data }
+}
+
+const binary = (column: string, values: ReadonlyArray<Uint8Array | null>): Data<Binary> =>
+  makeData({ type: new Binary(), ...variableWidth(column, values) })
+
+const utf8 = (column: string, values: ReadonlyArray<string | null>): Data<Utf8> =>
+  makeData({
+    type: new Utf8(),
+    ...variableWidth(column, values.map((value) => (value === null ? null : Buffer.from(value, "utf8"))))
+  })
+
+const fill = <A extends { [index: number]: V }, V>(array: A, values: ReadonlyArray<V | null>): A => {
+  values.forEach((value, i) => {
+    if (value !== null) array[i] = value
+  })
+  return array
+}
+
+const int64 = (values: ReadonlyArray<bigint | number | null>): Data<Int64> =>
+  makeData({
+    type: new Int64(),
+    length: values.length,
+    ...validity(values),
+    data: fill(new BigInt64Array(values.length), values.map(toNullableInt64))
+  })
+
+const int32 = (values: ReadonlyArray<number | null>): Data<Int32> =>
+  makeData({ type: new Int32(), length: values.length, ...validity(values), data: fill(new Int32Array(values.length), values) })
+
+const float64 = (values: ReadonlyArray<number | null>): Data<Float64> =>
+  makeData({ type: new Float64(), length: values.length, ...validity(values), data: fill(new Float64Array(values.length), values) })
+
+const recordBatch = (schema: Schema, rows: ReadonlyArray<Row>, heretile: boolean): RecordBatch => {
+  const children: Array<Data<DataType>> = [
+    utf8("partition", rows.map((r) => r.partition)),
+    int64(rows.map((r) => r.partitionVersion)),
+    utf8("data_handle", rows.map((r) => r.dataHandle)),
+    int64(rows.map((r) => r.dataSize)),
+    utf8("checksum", rows.map((r) => r.checksum)),
+    binary("data", rows.map((r) => r.data))
+  ]
+  if (heretile) {
+    children.push(
+      int32(rows.map((r) => r.tileLevel ?? null)),
+      int32(rows.map((r) => r.tileX ?? null)),
+      int32(rows.map((r) => r.tileY ?? null)),
+      float64(rows.map((r) => r.tileWest ?? null)),
+      float64(rows.map((r) => r.tileSouth ?? null)),
+      float64(rows.map((r) => r.tileEast ?? null)),
+      float64(rows.map((r) => r.tileNorth ?? null))
+    )
+  }
+  const struct = makeData({ type: new Struct(schema.fields), length: rows.length, nullCount: 0, children })
+  return new RecordBatch(schema, struct)
+}
+
+/** Arrow IPC file format (`.arrow`), one record batch per `rowGroupBytes`. */
+export class ArrowFileWriter extends FormatWriter {
+  private readonly schema: Schema
+  private readonly writer = new RecordBatchFileWriter()
+
+  constructor(options: FormatWriterOptions) {
+    super(options)
+    this.schema = arrowSchema(options.heretile, options.metadata)
+    this.writer.reset(new FileByteQueue(this.output), this.schema)
+  }
+
+  protected writeRowGroup(rows: ReadonlyArray<Row>): void {
+    this.writer.write(recordBatch(this.schema, rows, this.options.heretile))
+  }
+
+  protected writeFooter(): void {
+    this.writer.close()
+  }
+}

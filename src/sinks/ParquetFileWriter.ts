@@ -1,0 +1,124 @@
+import { ByteWriter, ParquetWriter, type ColumnSource, type SchemaElement } from "hyparquet-writer"
+import type { FileOutput } from "./FileOutput.ts"
+import { FormatWriter, type FormatWriterOptions } from "./FormatWriter.ts"
+import type { ParquetCodec } from "./ParquetCodecs.ts"
+import { toInt64, toNullableInt64, type Row } from "./Row.ts"
+
+const BUFFER_BYTES = 1 << 20
+
+/**
+ * hyparquet-writer's byte sink, spilling to the file whenever its fixed buffer fills, so the encoded
+ * file never sits in memory. Large chunks (compressed pages) go straight to the file without a copy.
+ */
+class SpillingByteWriter extends ByteWriter {
+  constructor(private readonly output: FileOutput) {
+    super(BUFFER_BYTES)
+  }
+
+  override ensure(size: number): void {
+    if (this.index + size <= this.buffer.byteLength) return
+    this.spill()
+    if (size > this.buffer.byteLength) super.ensure(size)
+  }
+
+  override appendBytes(value: Uint8Array): void {
+    if (value.byteLength < BUFFER_BYTES / 4) return super.appendBytes(value)
+    this.spill()
+    this.output.write(value)
+    this.offset += value.byteLength
+  }
+
+  /** Called by ParquetWriter after each row group: the group reaches the file before more rows are taken. */
+  flush(): void {
+    this.spill()
+  }
+
+  override finish(): void {
+    this.spill()
+  }
+
+  private spill(): void {
+    if (this.index === 0) return
+    this.output.write(new Uint8Array(this.buffer, 0, this.index))
+    this.index = 0
+  }
+}
+
+const utf8 = (name: string, required: boolean): SchemaElement => ({
+  name,
+  type: "BYTE_ARRAY",
+  converted_type: "UTF8",
+  repetition_type: required ? "REQUIRED" : "OPTIONAL"
+})
+
+const parquetSchema = (heretile: boolean): Array<SchemaElement> => {
+  const columns: Array<SchemaElement> = [
+    utf8("partition", true),
+    { name: "partition_version", type: "INT64", repetition_type: "REQUIRED" },
+    utf8("data_handle", true),
+    { name: "data_size", type: "INT64", repetition_type: "OPTIONAL" },
+    utf8("checksum", false),
+    { name: "data", type: "BYTE_ARRAY", repetition_type: "OPTIONAL" }
+  ]
+  if (heretile) {
+    for (const name of ["tile_level", "tile_x", "tile_y"]) columns.push({ name, type: "INT32", repetition_type: "OPTIONAL" })
+    for (const name of ["tile_west", "tile_south", "tile_east", "tile_north"]) {
+      columns.push({ name, type: "DOUBLE", repetition_type: "OPTIONAL" })
+    }
+  }
+  return [{ name: "root", num_children: columns.length }, ...columns]
+}
+
+const columnData = (rows: ReadonlyArray<Row>, heretile: boolean): Array<ColumnSource> => {
+  const columns: Array<ColumnSource> = [
+    { name: "partition", data: rows.map((r) => r.partition) },
+    { name: "partition_version", data: rows.map((r) => toInt64(r.partitionVersion)) },
+    // Handles, checksums and blobs are unique and random-looking: min/max statistics would prune
+    // nothing and only grow the footer, and a dictionary never pays off for blobs.
+    { name: "data_handle", data: rows.map((r) => r.dataHandle), statistics: false },
+    { name: "data_size", data: rows.map((r) => toNullableInt64(r.dataSize)) },
+    { name: "checksum", data: rows.map((r) => r.checksum), statistics: false },
+    { name: "data", data: rows.map((r) => r.data), encoding: "PLAIN", statistics: false }
+  ]
+  if (heretile) {
+    columns.push(
+      { name: "tile_level", data: rows.map((r) => r.tileLevel ?? null) },
+      { name: "tile_x", data: rows.map((r) => r.tileX ?? null) },
+      { name: "tile_y", data: rows.map((r) => r.tileY ?? null) },
+      { name: "tile_west", data: rows.map((r) => r.tileWest ?? null) },
+      { name: "tile_south", data: rows.map((r) => r.tileSouth ?? null) },
+      { name: "tile_east", data: rows.map((r) => r.tileEast ?? null) },
+      { name: "tile_north", data: rows.map((r) => r.tileNorth ?? null) }
+    )
+  }
+  return columns
+}
+
+export interface ParquetFileWriterOptions extends FormatWriterOptions {
+  readonly codec: ParquetCodec
+}
+
+export class ParquetFileWriter extends FormatWriter {
+  private readonly writer: ParquetWriter
+
+  constructor(options: ParquetFileWriterOptions) {
+    super(options)
+    const { codec } = options
+    this.writer = new ParquetWriter({
+      writer: new SpillingByteWriter(this.output),
+      schema: parquetSchema(options.heretile),
+      codec: codec.name,
+      compressors: codec.compress === undefined ? {} : { [codec.name]: codec.compress },
+      kvMetadata: Object.entries(options.metadata).map(([key, value]) => ({ key, value })),
+      createdBy: options.createdBy
+    })
+  }
+
+  protected writeRowGroup(rows: ReadonlyArray<Row>): void {
+    this.writer.write({ columnData: columnData(rows, this.options.heretile), rowGroupSize: rows.length })
+  }
+
+  protected writeFooter(): void {
+    this.writer.finish()
+  }
+}

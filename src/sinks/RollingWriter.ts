@@ -1,0 +1,282 @@
+import { Effect, type Scope } from "effect"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { ArrowFileWriter } from "./ArrowFileWriter.ts"
+import type { FormatWriter, FormatWriterOptions } from "./FormatWriter.ts"
+import { defaultParquetCompression, parquetCodec, parquetCompressions, type ParquetCompression } from "./ParquetCodecs.ts"
+import { ParquetFileWriter } from "./ParquetFileWriter.ts"
+import type { Row } from "./Row.ts"
+import { fromCause, SinkError } from "./SinkError.ts"
+
+export type FileFormat = "parquet" | "arrow"
+export type OutputFormat = FileFormat | "both"
+
+export interface Options {
+  readonly dir: string
+  /** goes into file names `part-<shard>-<seq>`, so that workers writing one directory never collide */
+  readonly shard?: number | string
+  /** `both` writes every row to a Parquet and to an Arrow file */
+  readonly format: OutputFormat
+  /** adds the tile_* columns */
+  readonly heretile?: boolean
+  /** file key-value metadata: catalog_hrn, layer_id, layer_type, content_type, ... */
+  readonly metadata: Readonly<Record<string, string>>
+  /** Parquet page compression; default zstd */
+  readonly compression?: ParquetCompression
+  /** a new file is started once the current one reaches this size; default 256 MiB */
+  readonly maxFileBytes?: number
+  /** row bytes per Parquet row group / Arrow record batch; default maxFileBytes / 4, at most 64 MiB */
+  readonly rowGroupBytes?: number
+  /** Parquet `created_by`; default "catalog-export" */
+  readonly createdBy?: string
+}
+
+export interface WrittenFile {
+  /** relative to `dir` */
+  readonly path: string
+  readonly format: FileFormat
+  readonly rows: number
+  readonly bytes: number
+  readonly sha256: string
+}
+
+export interface RollingWriter {
+  readonly write: (rows: ReadonlyArray<Row>) => Effect.Effect<void, SinkError>
+  /**
+   * Completes the open files, fsyncs them and renames them from `.partial` to their final names.
+   * Without a successful `finish` (an error, an interruption, a scope closed early) every file stays
+   * `.partial`. Writes at least one file per format, so an empty export still has a schema to read.
+   */
+  readonly finish: Effect.Effect<ReadonlyArray<WrittenFile>, SinkError>
+}
+
+export const DEFAULT_MAX_FILE_BYTES = 256 * 1024 * 1024
+const MAX_DEFAULT_ROW_GROUP_BYTES = 64 * 1024 * 1024
+const MAX_ROW_GROUP_BYTES = 1024 * 1024 * 1024
+
+interface Settings {
+  readonly dir: string
+  readonly shard: string
+  readonly formats: ReadonlyArray<FileFormat>
+  readonly heretile: boolean
+  readonly metadata: Readonly<Record<string, string>>
+  readonly compression: ParquetCompression
+  readonly maxFileBytes: number
+  readonly rowGroupBytes: number
+  readonly createdBy: string
+}
+
+const invalid = (dir: string, message: string) =>
+  new SinkError({ path: dir, reason: "InvalidOptions", message: `Invalid file writer options for ${dir}: ${message}` })
+
+const isPositiveInteger = (n: number) => Number.isSafeInteger(n) && n > 0
+
+const settingsOf = (options: Options): Effect.Effect<Settings, SinkError> => {
+  const dir = path.resolve(options.dir)
+  const shard = String(options.shard ?? 0)
+  const compression = options.compression ?? defaultParquetCompression
+  const maxFileBytes = options.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES
+  const rowGroupBytes =
+    options.rowGroupBytes ??
+    Math.min(MAX_DEFAULT_ROW_GROUP_BYTES, Math.max(1, Math.floor(maxFileBytes / 4)))
+  if (!/^[A-Za-z0-9_]+$/.test(shard)) return Effect.fail(invalid(dir, `shard "${shard}" must be letters, digits or _`))
+  if (!["parquet", "arrow", "both"].includes(options.format)) {
+    return Effect.fail(invalid(dir, `format "${options.format}" must be parquet, arrow or both`))
+  }
+  if (!parquetCompressions.includes(compression)) {
+    return Effect.fail(invalid(dir, `compression "${compression}" must be one of ${parquetCompressions.join(", ")}`))
+  }
+  if (!isPositiveInteger(maxFileBytes)) return Effect.fail(invalid(dir, "maxFileBytes must be a positive integer"))
+  if (!isPositiveInteger(rowGroupBytes) || rowGroupBytes > MAX_ROW_GROUP_BYTES) {
+    return Effect.fail(invalid(dir, "rowGroupBytes must be a positive integer of at most 1 GiB"))
+  }
+  const badKey = Object.entries(options.metadata).find(([, value]) => typeof value !== "string")
+  if (badKey) return Effect.fail(invalid(dir, `metadata "${badKey[0]}" must be a string`))
+  return Effect.succeed({
+    dir,
+    shard,
+    formats: options.format === "both" ? ["parquet", "arrow"] : [options.format],
+    heretile: options.heretile ?? false,
+    metadata: options.metadata,
+    compression,
+    maxFileBytes,
+    rowGroupBytes,
+    createdBy: options.createdBy ?? "catalog-export"
+  })
+}
+
+interface CompletedFile extends WrittenFile {
+  readonly partialPath: string
+  readonly finalPath: string
+}
+
+/** The files of one format: opens `part-<shard>-<seq>.<ext>.partial` files in turn, each up to maxFileBytes. */
+class FileRoller {
+  private current: { readonly writer: FormatWriter; readonly name: string } | undefined
+  private nextSeq = 0
+  private readonly completed: Array<CompletedFile> = []
+
+  constructor(
+    private readonly format: FileFormat,
+    private readonly settings: Settings
+  ) {}
+
+  /** The file an error most likely concerns. */
+  get activePath(): string {
+    return this.current ? this.partialPath(this.current.name) : this.settings.dir
+  }
+
+  add(rows: ReadonlyArray<Row>): void {
+    for (const row of rows) {
+      const current = this.current ?? this.open()
+      current.writer.add(row)
+      if (current.writer.estimatedBytes >= this.settings.maxFileBytes) this.completeCurrent()
+    }
+  }
+
+  completeAll(): ReadonlyArray<CompletedFile> {
+    if (this.current === undefined && this.completed.length === 0) this.open()
+    if (this.current !== undefined) this.completeCurrent()
+    return this.completed
+  }
+
+  abandon(): void {
+    this.current?.writer.abandon()
+    this.current = undefined
+  }
+
+  private partialPath(name: string): string {
+    return path.join(this.settings.dir, `${name}.partial`)
+  }
+
+  private open(): { readonly writer: FormatWriter; readonly name: string } {
+    const name = `part-${this.settings.shard}-${String(this.nextSeq++).padStart(5, "0")}.${this.format}`
+    const options: FormatWriterOptions = {
+      path: this.partialPath(name),
+      heretile: this.settings.heretile,
+      metadata: this.settings.metadata,
+      rowGroupBytes: this.settings.rowGroupBytes,
+      createdBy: this.settings.createdBy
+    }
+    const writer =
+      this.format === "parquet"
+        ? new ParquetFileWriter({ ...options, codec: parquetCodec(this.settings.compression) })
+        : new ArrowFileWriter(options)
+    this.current = { writer, name }
+    return this.current
+  }
+
+  private completeCurrent(): void {
+    const { writer, name } = this.current!
+    const content = writer.finish()
+    this.current = undefined
+    this.completed.push({
+      path: name,
+      format: this.format,
+      ...content,
+      partialPath: this.partialPath(name),
+      finalPath: path.join(this.settings.dir, name)
+    })
+  }
+}
+
+const fsyncFile = (file: string) =>
+  Effect.tryPromise({
+    try: async () => {
+      const handle = await fs.promises.open(file, "r+")
+      try {
+        await handle.sync()
+      } finally {
+        await handle.close()
+      }
+    },
+    catch: (cause) => fromCause(file, "flush to disk", cause)
+  })
+
+// Makes the renames durable. Best effort: some file systems cannot fsync a directory.
+const fsyncDirectory = (dir: string) =>
+  Effect.promise(async () => {
+    try {
+      const handle = await fs.promises.open(dir, "r")
+      await handle.sync().finally(() => handle.close())
+    } catch {
+      // the renames are still atomic, only not yet durable
+    }
+  })
+
+/** Writes rows to rolling Parquet and/or Arrow files under `options.dir` (created if missing). */
+export const make: (options: Options) => Effect.Effect<RollingWriter, SinkError, Scope.Scope> = Effect.fn("RollingWriter.make")(
+  function* (options: Options) {
+    const settings = yield* settingsOf(options)
+    yield* Effect.tryPromise({
+      try: () => fs.promises.mkdir(settings.dir, { recursive: true }),
+      catch: (cause) => fromCause(settings.dir, "create the output directory", cause)
+    })
+
+    let failure: SinkError | undefined
+    let finishing = false
+    let result: ReadonlyArray<WrittenFile> | undefined
+
+    const rollers = yield* Effect.acquireRelease(
+      Effect.sync(() => settings.formats.map((format) => new FileRoller(format, settings))),
+      (rollers) =>
+        Effect.sync(() => {
+          if (result === undefined) for (const roller of rollers) roller.abandon()
+        })
+    )
+
+    const attempt = <A>(roller: FileRoller, doing: string, run: () => A): Effect.Effect<A, SinkError> =>
+      Effect.try({ try: run, catch: (cause) => fromCause(roller.activePath, doing, cause) })
+
+    // After a failure the files are in an unknown state: every later call fails with the first error.
+    const guarded = <A>(effect: Effect.Effect<A, SinkError>): Effect.Effect<A, SinkError> =>
+      Effect.suspend(() => (failure ? Effect.fail(failure) : effect)).pipe(
+        Effect.tapError((error) =>
+          Effect.sync(() => {
+            failure ??= error
+          })
+        )
+      )
+
+    const write = (rows: ReadonlyArray<Row>): Effect.Effect<void, SinkError> =>
+      guarded(
+        Effect.suspend(() =>
+          finishing
+            ? Effect.dieMessage("RollingWriter.write called after finish")
+            : Effect.forEach(rollers, (roller) => attempt(roller, "write", () => roller.add(rows)), { discard: true })
+        )
+      ).pipe(Effect.withSpan("RollingWriter.write"))
+
+    const completeAndRename = Effect.gen(function* () {
+      finishing = true
+      const completed: Array<CompletedFile> = []
+      for (const roller of rollers) completed.push(...(yield* attempt(roller, "complete", () => roller.completeAll())))
+      yield* Effect.forEach(completed, (file) => fsyncFile(file.partialPath), { discard: true })
+      return yield* Effect.uninterruptible(
+        Effect.gen(function* () {
+          for (const file of completed) {
+            yield* Effect.tryPromise({
+              try: () => fs.promises.rename(file.partialPath, file.finalPath),
+              catch: (cause) => fromCause(file.partialPath, "rename", cause)
+            })
+          }
+          yield* fsyncDirectory(settings.dir)
+          result = completed.map(({ path, format, rows, bytes, sha256 }) => ({ path, format, rows, bytes, sha256 }))
+          return result
+        })
+      )
+    })
+
+    const finish = guarded(
+      Effect.suspend(() =>
+        result !== undefined
+          ? Effect.succeed(result)
+          : finishing
+            ? Effect.dieMessage("RollingWriter.finish called while it is already running")
+            : completeAndRename
+      )
+    ).pipe(Effect.withSpan("RollingWriter.finish"))
+
+    return { write, finish } satisfies RollingWriter
+  }
+)

@@ -1,0 +1,328 @@
+/**
+ * File writer benchmark: MB/s of payload and peak RSS for each Parquet codec and for Arrow IPC,
+ * at 1 KiB and 64 KiB rows, against parquetjs-lite measured in the same run (the baseline).
+ *
+ *   npx tsx test/bench/writers.ts            256 MiB per run, median of 3
+ *   npx tsx test/bench/writers.ts --quick    64 MiB per run, 1 run
+ *   --only=zstd,arrow   only the writers whose name contains one of these (and the baseline)
+ *   --dir=/dev/shm      where the files go (default: the OS temp dir); tmpfs takes the disk out
+ *
+ * Every configuration runs in its own child process so peak RSS (getrusage maxrss) is its own.
+ * Every Parquet file is read back by DuckDB (row count and total data bytes) after the timing.
+ */
+import { Effect, Exit, Scope } from "effect"
+import { tableFromIPC } from "apache-arrow"
+import { execFileSync } from "node:child_process"
+import * as fs from "node:fs"
+import { createRequire } from "node:module"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import * as zlib from "node:zlib"
+import { ArrowFileWriter } from "../../src/sinks/ArrowFileWriter.ts"
+import { FileOutput } from "../../src/sinks/FileOutput.ts"
+import type { FormatWriter, FormatWriterOptions } from "../../src/sinks/FormatWriter.ts"
+import { parquetCodec, zstdCodec, type ParquetCodec } from "../../src/sinks/ParquetCodecs.ts"
+import { ParquetFileWriter } from "../../src/sinks/ParquetFileWriter.ts"
+import * as RollingWriter from "../../src/sinks/RollingWriter.ts"
+import type { Row } from "../../src/sinks/Row.ts"
+
+const require = createRequire(import.meta.url)
+const MiB = 1024 * 1024
+const ROW_GROUP_BYTES = 64 * MiB
+const ROWS_PER_WRITE = 64
+
+// ---------------------------------------------------------------- rows
+
+/** xorshift32: fast deterministic bytes */
+const random = (seed: number) => {
+  let x = seed | 0 || 1
+  return () => {
+    x ^= x << 13
+    x ^= x >>> 17
+    x ^= x << 5
+    return x >>> 0
+  }
+}
+
+const WORDS = "road lane speed limit tunnel bridge ferry toll name street avenue city district country height width weight restriction access truck car bicycle pedestrian turn left right sign lights".split(" ")
+
+/** Protobuf-like payload: field tags, small varints (delta-coded coordinates), words and some noise. */
+const makePayload = (size: number, seed: number): Uint8Array => {
+  const next = random(seed)
+  const out = new Uint8Array(size)
+  let i = 0
+  while (i < size) {
+    const kind = next() % 10
+    if (kind < 4) {
+      const word = WORDS[next() % WORDS.length]!
+      out[i++] = 0x12
+      out[i++] = word.length
+      for (let k = 0; k < word.length && i < size; k++) out[i++] = word.charCodeAt(k)
+    } else if (kind < 8) {
+      out[i++] = 0x08
+      let v = next() % 2000
+      while (v > 0x7f && i < size) {
+        out[i++] = (v & 0x7f) | 0x80
+        v >>>= 7
+      }
+      if (i < size) out[i++] = v
+    } else {
+      for (let k = 0; k < 6 && i < size; k++) out[i++] = next() & 0xff
+    }
+  }
+  return out
+}
+
+const POOL_BYTES = 16 * MiB
+
+const rowSource = (rowSize: number) => {
+  const pool = Array.from({ length: Math.max(16, Math.floor(POOL_BYTES / rowSize)) }, (_, i) => makePayload(rowSize, i + 1))
+  const version = 2n ** 53n + 12345n
+  return (index: number): Row => {
+    // a fresh copy per row, as fetched blobs are fresh allocations
+    const data = pool[index % pool.length]!.slice()
+    new DataView(data.buffer).setUint32(0, index)
+    const hex = (index * 2654435761 >>> 0).toString(16).padStart(8, "0")
+    return {
+      partition: `${377894440 + index}`,
+      partitionVersion: version,
+      dataHandle: `${hex}-1f0e-4c2a-9b3d-${hex}${hex.slice(0, 4)}`,
+      dataSize: rowSize,
+      checksum: hex.repeat(5),
+      data
+    }
+  }
+}
+
+// ---------------------------------------------------------------- writers under test
+
+interface Sink {
+  add(rows: ReadonlyArray<Row>): Promise<void> | void
+  close(): Promise<ReadonlyArray<string>> | ReadonlyArray<string>
+}
+
+const formatWriterSink = (make: (options: FormatWriterOptions) => FormatWriter, file: string): Sink => {
+  const writer = make({ path: file, heretile: false, metadata: { catalog_hrn: "hrn:here:data::bench:catalog" }, rowGroupBytes: ROW_GROUP_BYTES, createdBy: "bench" })
+  return {
+    add: (rows) => rows.forEach((row) => writer.add(row)),
+    close: () => {
+      writer.finish()
+      return [file]
+    }
+  }
+}
+
+const parquetSink = (codec: () => ParquetCodec) => (dir: string) =>
+  formatWriterSink((options) => new ParquetFileWriter({ ...options, codec: codec() }), path.join(dir, "out.parquet"))
+
+const brotli = (quality: number) => (): ParquetCodec => ({
+  name: "BROTLI",
+  compress: (page) => zlib.brotliCompressSync(page, { params: { [zlib.constants.BROTLI_PARAM_QUALITY]: quality } })
+})
+
+const parquetjsLite = (compression: "UNCOMPRESSED" | "SNAPPY") => (dir: string, rowSize: number): Sink => {
+  const parquet = require("parquetjs-lite")
+  const file = path.join(dir, "out.parquet")
+  const schema = new parquet.ParquetSchema({
+    partition: { type: "UTF8" },
+    partition_version: { type: "INT64" },
+    data_handle: { type: "UTF8" },
+    data_size: { type: "INT64", optional: true },
+    checksum: { type: "UTF8", optional: true },
+    data: { type: "BYTE_ARRAY", optional: true, compression, statistics: false }
+  })
+  let writer: any
+  return {
+    add: async (rows) => {
+      writer ??= await parquet.ParquetWriter.openFile(schema, file, { rowGroupSize: Math.ceil(ROW_GROUP_BYTES / rowSize) })
+      for (const row of rows) {
+        await writer.appendRow({
+          partition: row.partition,
+          partition_version: Number(row.partitionVersion), // parquetjs-lite cannot write exact int64
+          data_handle: row.dataHandle,
+          data_size: row.dataSize,
+          checksum: row.checksum,
+          data: Buffer.from(row.data!.buffer, row.data!.byteOffset, row.data!.byteLength)
+        })
+      }
+    },
+    close: async () => {
+      await writer.close()
+      return [file]
+    }
+  }
+}
+
+const rollingSink = (format: RollingWriter.OutputFormat) => (dir: string): Sink => {
+  // the writer's scope is opened and closed by hand so the timing loop stays a plain loop
+  const scope = Effect.runSync(Scope.make())
+  let writer: RollingWriter.RollingWriter | undefined
+  return {
+    add: async (rows) => {
+      writer ??= await Effect.runPromise(
+        RollingWriter.make({ dir, format, metadata: { catalog_hrn: "hrn:here:data::bench:catalog" } }).pipe(Scope.extend(scope))
+      )
+      await Effect.runPromise(writer.write(rows))
+    },
+    close: async () => {
+      const files = await Effect.runPromise(writer!.finish)
+      await Effect.runPromise(Scope.close(scope, Exit.void))
+      return files.map((f) => path.join(dir, f.path))
+    }
+  }
+}
+
+const diskOnly = (dir: string): Sink => {
+  const output = FileOutput.create(path.join(dir, "out.bin"))
+  return {
+    add: (rows) => rows.forEach((row) => output.write(row.data!)),
+    close: () => {
+      output.close()
+      return []
+    }
+  }
+}
+
+interface Config {
+  readonly name: string
+  readonly make: (dir: string, rowSize: number) => Sink
+}
+
+const configs: ReadonlyArray<Config> = [
+  { name: "parquetjs-lite 0.8.7 / none (baseline)", make: parquetjsLite("UNCOMPRESSED") },
+  { name: "parquetjs-lite 0.8.7 / snappy", make: parquetjsLite("SNAPPY") },
+  { name: "hyparquet-writer / none", make: parquetSink(() => parquetCodec("none")) },
+  { name: "hyparquet-writer / snappy (hysnappy, wasm)", make: parquetSink(() => parquetCodec("snappy")) },
+  { name: "hyparquet-writer / zstd --fast=3 (zstd-napi)", make: parquetSink(() => zstdCodec(-3)) },
+  { name: "hyparquet-writer / zstd --fast=1 (zstd-napi)", make: parquetSink(() => zstdCodec(-1)) },
+  { name: "hyparquet-writer / zstd -1 (zstd-napi) = default", make: parquetSink(() => parquetCodec("zstd")) },
+  { name: "hyparquet-writer / zstd -3 (zstd-napi)", make: parquetSink(() => zstdCodec(3)) },
+  { name: "hyparquet-writer / gzip -1 (node zlib)", make: parquetSink(() => parquetCodec("gzip")) },
+  { name: "hyparquet-writer / brotli -1 (node zlib)", make: parquetSink(brotli(1)) },
+  { name: "apache-arrow IPC file / none", make: (dir) => formatWriterSink((o) => new ArrowFileWriter(o), path.join(dir, "out.arrow")) },
+  { name: "RollingWriter parquet (defaults, via Effect)", make: rollingSink("parquet") },
+  { name: "RollingWriter both (defaults, via Effect)", make: rollingSink("both") },
+  { name: "ceiling: data bytes to disk + sha256 only", make: diskOnly },
+  { name: "ceiling: making the rows only", make: () => ({ add: () => {}, close: () => [] }) }
+]
+
+// ---------------------------------------------------------------- child: one measured run
+
+interface RunResult {
+  readonly seconds: number
+  readonly payloadBytes: number
+  readonly fileBytes: number
+  readonly peakRssBytes: number
+  readonly rssBeforeBytes: number
+  readonly verified: string
+}
+
+const verify = async (files: ReadonlyArray<string>, rows: number, payloadBytes: number): Promise<string> => {
+  const parquet = files.filter((f) => f.endsWith(".parquet"))
+  const arrow = files.filter((f) => f.endsWith(".arrow"))
+  const notes: Array<string> = []
+  if (parquet.length > 0) {
+    // loaded only now, so its memory is not counted in the writer's peak RSS
+    const { DuckDBInstance } = await import("@duckdb/node-api")
+    const db = await DuckDBInstance.create()
+    const connection = await db.connect()
+    const list = parquet.map((f) => `'${f}'`).join(", ")
+    const [result] = (await connection.runAndReadAll(`select count(*) as n, sum(octet_length(data)) as bytes from read_parquet([${list}])`)).getRowObjectsJS()
+    connection.closeSync()
+    db.closeSync()
+    if (Number(result!.n) !== rows || Number(result!.bytes) !== payloadBytes) {
+      throw new Error(`DuckDB read ${result!.n} rows / ${result!.bytes} bytes, expected ${rows} / ${payloadBytes}`)
+    }
+    notes.push("duckdb")
+  }
+  if (arrow.length > 0) {
+    let n = 0
+    for (const file of arrow) n += tableFromIPC(fs.readFileSync(file)).numRows
+    if (n !== rows) throw new Error(`apache-arrow read ${n} rows, expected ${rows}`)
+    notes.push("arrow")
+  }
+  return notes.join("+") || "-"
+}
+
+const runChild = async (configIndex: number, rowSize: number, totalBytes: number, outDir: string): Promise<RunResult> => {
+  const config = configs[configIndex]!
+  const nextRow = rowSource(rowSize)
+  const dir = fs.mkdtempSync(path.join(outDir, "bench-writers-"))
+  try {
+    const rows = Math.ceil(totalBytes / rowSize)
+    const sink = config.make(dir, rowSize)
+    nextRow(0)
+    const rssBeforeBytes = process.memoryUsage().rss
+    const started = performance.now()
+    for (let i = 0; i < rows; i += ROWS_PER_WRITE) {
+      const batch: Array<Row> = []
+      for (let k = i; k < Math.min(rows, i + ROWS_PER_WRITE); k++) batch.push(nextRow(k))
+      await sink.add(batch)
+    }
+    const files = await sink.close()
+    const seconds = (performance.now() - started) / 1000
+    const peakRssBytes = process.resourceUsage().maxRSS * 1024
+    const fileBytes = fs.readdirSync(dir).reduce((sum, f) => sum + fs.statSync(path.join(dir, f)).size, 0)
+    const payloadBytes = rows * rowSize
+    const verified = await verify(files, rows, payloadBytes)
+    return { seconds, payloadBytes, fileBytes, peakRssBytes, rssBeforeBytes, verified }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+// ---------------------------------------------------------------- parent: all runs, table
+
+const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
+
+const main = async () => {
+  const args = process.argv.slice(2)
+  if (args[0] === "--child") {
+    const result = await runChild(Number(args[1]), Number(args[2]), Number(args[3]), args[4]!)
+    process.stdout.write(JSON.stringify(result) + "\n")
+    return
+  }
+  const quick = args.includes("--quick")
+  const only = args.find((a) => a.startsWith("--only="))?.slice("--only=".length).split(",")
+  const outDir = args.find((a) => a.startsWith("--dir="))?.slice("--dir=".length) ?? os.tmpdir()
+  const totalBytes = (quick ? 64 : 256) * MiB
+  const repeats = quick ? 1 : 3
+  const script = fileURLToPath(import.meta.url)
+  console.log(`# writers: ${totalBytes / MiB} MiB payload per run, ${ROW_GROUP_BYTES / MiB} MiB row groups, median of ${repeats}`)
+  console.log(`# output in ${outDir}`)
+  console.log(`# ${os.cpus().length} cores (${os.cpus()[0]?.model ?? "?"}), Node ${process.version}`)
+  const table: Array<Record<string, string>> = []
+  const baseline = new Map<number, number>()
+  for (const [index, config] of configs.entries()) {
+    if (only && !only.some((o) => config.name.includes(o)) && index !== 0) continue
+    const row: Record<string, string> = { writer: config.name }
+    for (const rowSize of [1024, 64 * 1024]) {
+      const runs: Array<RunResult> = []
+      for (let r = 0; r < repeats; r++) {
+        const out = execFileSync(process.execPath, [...process.execArgv, script, "--child", String(index), String(rowSize), String(totalBytes), outDir], {
+          encoding: "utf8",
+          maxBuffer: 16 * MiB
+        })
+        runs.push(JSON.parse(out.trim().split("\n").at(-1)!) as RunResult)
+      }
+      const mbps = median(runs.map((r) => r.payloadBytes / MiB / r.seconds))
+      if (index === 0) baseline.set(rowSize, mbps)
+      const label = rowSize === 1024 ? "1K" : "64K"
+      row[`MB/s ${label}`] = mbps.toFixed(0)
+      row[`x base ${label}`] = (mbps / baseline.get(rowSize)!).toFixed(2)
+      row[`peak RSS MB ${label}`] = (median(runs.map((r) => r.peakRssBytes)) / MiB).toFixed(0)
+      row[`RSS before MB ${label}`] = (median(runs.map((r) => r.rssBeforeBytes)) / MiB).toFixed(0)
+      row[`size ratio ${label}`] = runs[0]!.fileBytes > 0 ? (runs[0]!.payloadBytes / runs[0]!.fileBytes).toFixed(2) : "-"
+      row["read back"] = runs[0]!.verified
+      console.error(`${config.name} ${label}: ${mbps.toFixed(0)} MB/s`)
+    }
+    table.push(row)
+  }
+  const columns = Object.keys(table[0]!)
+  console.log(`| ${columns.join(" | ")} |`)
+  console.log(`|${columns.map(() => "---").join("|")}|`)
+  for (const row of table) console.log(`| ${columns.map((c) => row[c] ?? "").join(" | ")} |`)
+}
+
+await main()
