@@ -1,6 +1,6 @@
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import { Context, Effect, Layer, Schema } from "effect"
-import { Catalog, CatalogList, CatalogSummary } from "../domain/Catalog.ts"
+import { Catalog, CatalogList, CatalogSummary, OperationStatus, StatusLink } from "../domain/Catalog.ts"
 import { ApiClient, joinUrl } from "./ApiClient.ts"
 import { ApiError, CatalogNotFound } from "./Errors.ts"
 import { Lookup, type LookupFailure } from "./Lookup.ts"
@@ -21,7 +21,14 @@ export interface ConfigApiShape {
   readonly listCatalogsVerbose: (options?: ListCatalogsOptions) => Effect.Effect<ReadonlyArray<Catalog>, ConfigFailure>
   /** Fails with CatalogNotFound on 403/404 (the service answers 403 for missing and forbidden catalogs alike). */
   readonly getCatalog: (hrn: string) => Effect.Effect<Catalog, ConfigFailure>
+  /** `PUT /catalogs/{hrn}` with the full configuration; answers with a status link. */
+  readonly updateCatalog: (hrn: string, configuration: unknown) => Effect.Effect<StatusLink, ConfigFailure>
+  readonly disableAutomaticVersionDeletion: (hrn: string) => Effect.Effect<StatusLink, ConfigFailure>
+  /** Polls a status link (with `flags=noRedirects`) until it is no longer pending; fails on `failure`. */
+  readonly awaitStatus: (link: StatusLink, onPending?: (status: OperationStatus) => Effect.Effect<void>) => Effect.Effect<OperationStatus, ConfigFailure>
 }
+
+const STATUS_POLL = "500 millis"
 
 const SummaryList = CatalogList(CatalogSummary)
 const VerboseList = CatalogList(Catalog)
@@ -68,7 +75,30 @@ export class ConfigApi extends Context.Tag("catalog-export/client/ConfigApi")<Co
         )
       })
 
-      return ConfigApi.of({ listCatalogs, listCatalogsVerbose, getCatalog })
+      const updateCatalog = Effect.fn("ConfigApi.updateCatalog")(function* (hrn: string, configuration: unknown) {
+        const root = yield* base
+        return yield* api.json(HttpClientRequest.put(joinUrl(root, `/catalogs/${hrn}`)).pipe(HttpClientRequest.bodyUnsafeJson(configuration)), StatusLink)
+      })
+
+      const disableAutomaticVersionDeletion = Effect.fn("ConfigApi.disableAutomaticVersionDeletion")(function* (hrn: string) {
+        const root = yield* base
+        return yield* api.json(HttpClientRequest.del(joinUrl(root, `/catalogs/${hrn}/automaticVersionDeletion`)), StatusLink)
+      })
+
+      const awaitStatus = Effect.fn("ConfigApi.awaitStatus")(function* (
+        link: StatusLink,
+        onPending: (status: OperationStatus) => Effect.Effect<void> = () => Effect.void
+      ) {
+        const request = HttpClientRequest.get(link.href).pipe(HttpClientRequest.setUrlParam("flags", "noRedirects"))
+        for (;;) {
+          const status = yield* api.json(request, OperationStatus, { accept: (s) => s === 200 || s === 201 || s === 202 })
+          if (status.status !== "pending") return status
+          yield* onPending(status)
+          yield* Effect.sleep(STATUS_POLL)
+        }
+      })
+
+      return ConfigApi.of({ listCatalogs, listCatalogsVerbose, getCatalog, updateCatalog, disableAutomaticVersionDeletion, awaitStatus })
     })
   )
 }

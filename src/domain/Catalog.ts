@@ -99,3 +99,21 @@ export const partitioningOf = (layer: Layer): string =>
   layer.partitioning?.scheme ?? layer.partitioningScheme ?? "generic"
 
 export const isHereTile = (layer: Layer): boolean => partitioningOf(layer) === "heretile"
+
+/** The answer of an asynchronous config operation (202): where to poll its status. */
+export const StatusLink = Schema.Struct({
+  href: Schema.String,
+  configToken: Schema.optional(Schema.String),
+  title: Schema.optional(Schema.String),
+  type: Schema.optional(Schema.String)
+})
+export type StatusLink = typeof StatusLink.Type
+
+/** A status resource: `pending` (with `steps` for layer deletion), `success`, or `failure`. */
+export const OperationStatus = Schema.Struct({
+  status: Schema.String,
+  steps: Schema.optional(Schema.Array(Schema.Struct({ name: Schema.String, state: Schema.String }))),
+  item: Schema.optional(Schema.Unknown),
+  reason: Schema.optional(Schema.String)
+})
+export type OperationStatus = typeof OperationStatus.Type

@@ -2,6 +2,7 @@ import { createHash } from "node:crypto"
 import { Effect } from "effect"
 import { BlobFiles } from "./BlobFiles.ts"
 import { badRequest, conflict, notFound } from "./Reply.ts"
+import { applyAutomaticDeletion, collect } from "./Versions.ts"
 import { contentEncodingOf } from "./Views.ts"
 import { type CatalogRow, type LayerRow, type PublicationRow, type StagedPartition, Store } from "./Store.ts"
 
@@ -132,6 +133,9 @@ export const submitPublication = (publication: PublicationRow) =>
         return version
       })
     ).pipe(Effect.orDie)
+    if (publication.kind === "versioned" && (yield* applyAutomaticDeletion(publication.catalog_hrn))) {
+      yield* Effect.forkDaemon(collect(publication.catalog_hrn))
+    }
     return version
   })
 

@@ -68,6 +68,7 @@ export const statements: ReadonlyArray<string> = [
     PRIMARY KEY (layer_pk, partition, vfrom)
   ) WITHOUT ROWID`,
   `CREATE INDEX IF NOT EXISTS partitions_current ON partitions (layer_pk, partition) WHERE vto IS NULL`,
+  `CREATE INDEX IF NOT EXISTS partitions_by_handle ON partitions (layer_pk, data_handle)`,
   `CREATE TABLE IF NOT EXISTS blobs (
     layer_pk INTEGER NOT NULL,
     data_handle TEXT NOT NULL,
@@ -84,6 +85,14 @@ export const statements: ReadonlyArray<string> = [
     offset INTEGER NOT NULL,
     length INTEGER NOT NULL
   ) WITHOUT ROWID`,
+  `CREATE TABLE IF NOT EXISTS operations (
+    token TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    catalog_hrn TEXT NOT NULL,
+    title TEXT NOT NULL,
+    state TEXT NOT NULL,
+    created INTEGER NOT NULL
+  )`,
   `CREATE TABLE IF NOT EXISTS publications (
     id TEXT PRIMARY KEY,
     catalog_hrn TEXT NOT NULL,

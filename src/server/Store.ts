@@ -71,6 +71,16 @@ export interface VersionRow {
   readonly dependencies: string
 }
 
+/** An asynchronous config operation behind a status link. */
+export interface OperationRow {
+  readonly token: string
+  readonly kind: "create" | "update" | "delete" | "layer-delete"
+  readonly catalog_hrn: string
+  readonly title: string
+  readonly state: "pending" | "success" | "failure"
+  readonly created: number
+}
+
 export interface PublicationRow {
   readonly id: string
   readonly catalog_hrn: string
@@ -170,6 +180,9 @@ export const make = Effect.gen(function*() {
       ),
     insertLayer: (row: Omit<LayerRow, "pk">) =>
       sql<{ pk: number }>`INSERT INTO layers ${sql.insert(row as any)} RETURNING pk`.pipe(Effect.map((rows) => rows[0]!.pk)),
+    updateLayerConfig: (pk: number, config: string) => sql`UPDATE layers SET config = ${config} WHERE pk = ${pk}`.pipe(Effect.asVoid),
+    insertOperation: (row: OperationRow) => sql`INSERT INTO operations ${sql.insert(row as any)}`.pipe(Effect.asVoid),
+    operation: (token: string) => sql<OperationRow>`SELECT * FROM operations WHERE token = ${token}`.pipe(Effect.map(first)),
     layers: (catalogHrn: string) => sql<LayerRow>`SELECT * FROM layers WHERE catalog_hrn = ${catalogHrn} ORDER BY pk`,
     layer: (catalogHrn: string, layerId: string) =>
       sql<LayerRow>`SELECT * FROM layers WHERE catalog_hrn = ${catalogHrn} AND id = ${layerId}`.pipe(Effect.map(first)),
@@ -242,6 +255,32 @@ export const make = Effect.gen(function*() {
           ON CONFLICT (layer_pk, partition, vfrom) DO UPDATE SET data_handle = excluded.data_handle, checksum = excluded.checksum,
             data_size = excluded.data_size, compressed_data_size = excluded.compressed_data_size, crc = excluded.crc, modified = excluded.modified`
         yield* sql`DELETE FROM publication_partitions WHERE publication_id = ${publicationId}`
+      }),
+
+    /**
+     * Removes, in the versioned layers of a catalog, the partition rows no version at or above
+     * `minimum` can see, and the blobs those rows owned unless a surviving row of the same version
+     * shares the handle. Returns the content digests no blob refers to any more.
+     */
+    purgeBelowMinimum: (catalogHrn: string, minimum: number) =>
+      Effect.gen(function*() {
+        const layers = sql`SELECT pk FROM layers WHERE catalog_hrn = ${catalogHrn} AND layer_type = 'versioned'`
+        const removed = yield* sql<{ sha256: string }>`DELETE FROM blobs
+          WHERE (layer_pk, data_handle, owner_version) IN (
+            SELECT layer_pk, data_handle, vfrom FROM partitions
+            WHERE layer_pk IN (${layers}) AND vto IS NOT NULL AND vto <= ${minimum} AND data_handle <> '')
+          AND NOT EXISTS (
+            SELECT 1 FROM partitions s WHERE s.layer_pk = blobs.layer_pk AND s.data_handle = blobs.data_handle
+            AND s.vfrom = blobs.owner_version AND (s.vto IS NULL OR s.vto > ${minimum}))
+          RETURNING sha256`
+        yield* sql`DELETE FROM partitions WHERE layer_pk IN (${layers}) AND vto IS NOT NULL AND vto <= ${minimum}`
+        yield* sql`DELETE FROM versions WHERE catalog_hrn = ${catalogHrn} AND version < ${minimum}`
+        const orphaned: Array<string> = []
+        for (const sha256 of new Set(removed.map((r) => r.sha256))) {
+          const used = yield* sql<{ n: number }>`SELECT COUNT(*) AS n FROM blobs WHERE sha256 = ${sha256}`
+          if (used[0]!.n === 0) orphaned.push(sha256)
+        }
+        return orphaned
       }),
 
     // --- blobs -------------------------------------------------------------------------------

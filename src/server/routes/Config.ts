@@ -1,10 +1,12 @@
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import { randomBytes } from "node:crypto"
 import { Effect } from "effect"
 import { configCatalogFor, decodeSegment } from "../Access.ts"
 import { Caller, withCaller } from "../Auth.ts"
-import { badRequest, json } from "../Reply.ts"
-import { Store } from "../Store.ts"
+import { checkCatalog, storedCatalogConfig, storedLayerConfig } from "../CatalogConfig.ts"
+import { badRequest, json, notFound } from "../Reply.ts"
+import { type OperationRow, Store } from "../Store.ts"
 import { catalogView, originOf } from "../Views.ts"
 
 interface PageContext {
@@ -71,8 +73,88 @@ const get = Effect.gen(function*() {
   return json(200, catalogView(catalog, layers))
 })
 
+// --- writes and their status links -------------------------------------------------------------
+
+/** Answers an accepted change with a status link; the change itself may finish later. */
+export const accepted = (kind: OperationRow["kind"], catalogHrn: string, title: string, state: OperationRow["state"] = "success") =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const token = randomBytes(16).toString("hex")
+    yield* (yield* Store).insertOperation({ token, kind, catalog_hrn: catalogHrn, title, state, created: Date.now() }).pipe(Effect.orDie)
+    return json(202, { href: `${originOf(request.headers)}/config/v1/status/${token}`, configToken: token, title, type: "urn:olp-types:status" })
+  })
+
+const jsonBody = Effect.gen(function*() {
+  const request = yield* HttpServerRequest.HttpServerRequest
+  return (yield* request.json.pipe(Effect.catchAll(() => badRequest("body", "the request body is not valid JSON")))) as Record<string, any>
+})
+
+/** `PUT /catalogs/{hrn}`: the full configuration; layers named in it are added or updated, never dropped. */
+const update = Effect.gen(function*() {
+  const params = yield* HttpRouter.params
+  const catalog = yield* configCatalogFor(decodeSegment(params.catalog), "write")
+  const body = yield* jsonBody
+  yield* checkCatalog(body)
+  if (body.id !== catalog.id) return yield* badRequest("id", `the body's id '${body.id}' is not the catalog's id '${catalog.id}'`)
+  const store = yield* Store
+  const previous = JSON.parse(catalog.config) as Record<string, any>
+  if (body.replication !== undefined && JSON.stringify(body.replication) !== JSON.stringify(previous.replication ?? {})) {
+    return yield* badRequest("replication", "the region and replication of a catalog are chosen at creation and cannot be changed; delete and recreate the catalog")
+  }
+  const existing = new Map((yield* store.layers(catalog.hrn).pipe(Effect.orDie)).map((l) => [l.id, l]))
+  for (const layer of (body.layers ?? []) as Array<Record<string, any>>) {
+    const current = existing.get(layer.id)
+    if (current === undefined) continue
+    const scheme = layer.partitioning?.scheme ?? layer.partitioningScheme ?? "generic"
+    if (current.layer_type !== layer.layerType) return yield* badRequest("layerType", `layer '${layer.id}' is ${current.layer_type}; a layer's type cannot be changed`)
+    if ((JSON.parse(current.config).partitioning?.scheme ?? "generic") !== scheme) {
+      return yield* badRequest("partitioning", `the partitioning of layer '${layer.id}' cannot be changed`)
+    }
+  }
+  const created = new Date().toISOString()
+  yield* store.withTransaction(Effect.gen(function*() {
+    yield* store.updateCatalogConfig(catalog.hrn, JSON.stringify(storedCatalogConfig({ replication: previous.replication, ...body }, previous)))
+    for (const layer of (body.layers ?? []) as Array<Record<string, any>>) {
+      const current = existing.get(layer.id)
+      const config = JSON.stringify(storedLayerConfig(layer))
+      if (current === undefined) yield* store.insertLayer({ catalog_hrn: catalog.hrn, id: layer.id, layer_type: layer.layerType, config, created })
+      else yield* store.updateLayerConfig(current.pk, config)
+    }
+  })).pipe(Effect.orDie)
+  return yield* accepted("update", catalog.hrn, "Catalog Update")
+})
+
+const disableAutomaticDeletion = Effect.gen(function*() {
+  const params = yield* HttpRouter.params
+  const catalog = yield* configCatalogFor(decodeSegment(params.catalog), "write")
+  const { automaticVersionDeletion: _dropped, ...rest } = JSON.parse(catalog.config) as Record<string, unknown>
+  yield* (yield* Store).updateCatalogConfig(catalog.hrn, JSON.stringify(rest)).pipe(Effect.orDie)
+  return yield* accepted("update", catalog.hrn, "Catalog Update")
+})
+
+/** `GET /status/{token}`: 202 while pending; on success 303 to the catalog, or 200/201 with `flags=noRedirects`. */
+const status = Effect.gen(function*() {
+  const request = yield* HttpServerRequest.HttpServerRequest
+  const params = yield* HttpRouter.params
+  const search = yield* HttpServerRequest.ParsedSearchParams
+  const operation = yield* (yield* Store).operation(decodeSegment(params.token)).pipe(Effect.orDie)
+  if (operation === undefined) return yield* notFound("token", "unknown status token")
+  if (operation.state === "pending") return json(202, { status: "pending" })
+  if (operation.state === "failure") return json(410, { status: "failure", reason: "Operation failed." })
+  const origin = originOf(request.headers)
+  const href = `${origin}/config/v1/catalogs/${operation.catalog_hrn}`
+  const item = { href, hrn: operation.catalog_hrn, title: operation.title, type: "urn:olp-types:catalog" }
+  const noRedirects = String(search.flags ?? "").split(",").includes("noRedirects")
+  if (operation.kind === "delete" || operation.kind === "layer-delete") return json(200, { status: "success" })
+  if (noRedirects) return json(operation.kind === "create" ? 201 : 200, { status: "success", item })
+  return json(303, { status: "success", item }, { location: href })
+})
+
 export const routes = HttpRouter.empty.pipe(
   HttpRouter.get("/config/v1/catalogs", withCaller(list)),
   HttpRouter.get("/config/v1/catalogs/context/:context", withCaller(listContext)),
-  HttpRouter.get("/config/v1/catalogs/:catalog", withCaller(get))
+  HttpRouter.get("/config/v1/catalogs/:catalog", withCaller(get)),
+  HttpRouter.put("/config/v1/catalogs/:catalog", withCaller(update)),
+  HttpRouter.del("/config/v1/catalogs/:catalog/automaticVersionDeletion", withCaller(disableAutomaticDeletion)),
+  HttpRouter.get("/config/v1/status/:token", withCaller(status))
 )

@@ -1,13 +1,14 @@
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Effect, Option } from "effect"
+import { Effect, Option, Schema } from "effect"
 import { ADDITIONAL_FIELDS, type AdditionalField } from "../../domain/Partition.ts"
 import { routeCatalog, routeLayer } from "../Access.ts"
 import { withCaller } from "../Auth.ts"
 import * as Listing from "../Listing.ts"
 import { badRequest, json, notFound, Reply } from "../Reply.ts"
 import { type CatalogRow, type LayerRow, type Selection, Store } from "../Store.ts"
+import { collect, raiseMinimum } from "../Versions.ts"
 import { originOf } from "../Views.ts"
 
 const MAX_VERSIONS_PER_CALL = 1000
@@ -241,6 +242,17 @@ const minimum = Effect.gen(function*() {
   return json(200, { version: catalog.min_version })
 })
 
+const SetMinimum = Schema.Struct({ version: Schema.Int })
+
+const setMinimum = Effect.gen(function*() {
+  const catalog = yield* routeCatalog("write")
+  const request = yield* HttpServerRequest.HttpServerRequest
+  const body = yield* request.json.pipe(Effect.catchAll(() => badRequest("body", "the request body is not valid JSON")))
+  const { version } = yield* Schema.decodeUnknown(SetMinimum)(body).pipe(Effect.catchAll(() => badRequest("version", "a body {\"version\": <integer>} is required")))
+  if (yield* raiseMinimum(catalog, version)) yield* Effect.forkDaemon(collect(catalog.hrn))
+  return HttpServerResponse.empty({ status: 204 })
+})
+
 const layerVersions = Effect.gen(function*() {
   const catalog = yield* routeCatalog("read")
   yield* requireVersions(catalog)
@@ -261,5 +273,6 @@ export const routes = HttpRouter.empty.pipe(
   HttpRouter.get(`${base}/versions`, withCaller(versions)),
   HttpRouter.get(`${base}/versions/latest`, withCaller(latest)),
   HttpRouter.get(`${base}/versions/minimum`, withCaller(minimum)),
+  HttpRouter.post(`${base}/versions/minimum`, withCaller(setMinimum)),
   HttpRouter.get(`${base}/layerVersions`, withCaller(layerVersions))
 )
