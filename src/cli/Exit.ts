@@ -23,18 +23,34 @@ const byTag: Record<string, number> = {
   UsageError: ExitCode.usage,
   InvalidHrn: ExitCode.usage,
   JobConfigError: ExitCode.usage,
+  LayerNotExportable: ExitCode.usage,
+  RetentionRefused: ExitCode.usage,
   CredentialsError: ExitCode.auth,
   AuthError: ExitCode.auth,
-  PermissionDenied: ExitCode.auth,
   NotFound: ExitCode.notFound,
+  CatalogNotFound: ExitCode.notFound,
+  ApiNotFound: ExitCode.notFound,
   RetryBudgetExhausted: ExitCode.transient,
-  IntegrityError: ExitCode.integrity
+  IntegrityError: ExitCode.integrity,
+  OutputConflict: ExitCode.integrity
 }
+
+/** An HTTP status the service answered with and the caller did not expect. */
+const byStatus = (status: number): number =>
+  status === 401 || status === 403
+    ? ExitCode.auth
+    : status === 404
+    ? ExitCode.notFound
+    : status === 400 || status === 416
+    ? ExitCode.usage
+    : status === 408 || status === 429 || status >= 500
+    ? ExitCode.transient
+    : ExitCode.failure
 
 export const exitCodeOf = (error: unknown): number => {
   if (ValidationError.isValidationError(error)) return ExitCode.usage
-  const tagged = error as { _tag?: unknown; exitCode?: unknown }
-  if (typeof tagged?.exitCode === "number") return tagged.exitCode
+  const tagged = error as { _tag?: unknown; status?: unknown }
+  if (tagged?._tag === "ApiError" && typeof tagged.status === "number") return byStatus(tagged.status)
   if (typeof tagged?._tag === "string" && tagged._tag in byTag) return byTag[tagged._tag]!
   return ExitCode.failure
 }

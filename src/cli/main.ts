@@ -4,16 +4,28 @@ import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Console, Effect, Exit } from "effect"
 import { TOOL } from "../domain/Tool.ts"
 import { ExitCode, exitCodeOf, sentenceOf } from "./Exit.ts"
+import { demoCommand } from "./demo.ts"
+import { backfillCommand } from "./backfill.ts"
+import { exportCommand } from "./export.ts"
+import { inspectCommands } from "./inspect.ts"
+import { retentionCommand } from "./retention.ts"
+import { runCommand } from "./run.ts"
 import { serve } from "./serve.ts"
 
 const root = Command.make("catalog-export").pipe(
   Command.withDescription("Export data catalogs to Parquet and Arrow, and run a local catalog service to develop against."),
-  Command.withSubcommands([serve])
+  Command.withSubcommands([serve, exportCommand, backfillCommand, retentionCommand, runCommand, demoCommand, ...inspectCommands])
 )
 
 const cli = Command.run(root, { name: TOOL.name, version: TOOL.version })
 
 let exitCode = 0
+
+// A reader that stops early (`| head`) is not an error.
+process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+  if (error.code === "EPIPE") process.exit(exitCode)
+  throw error
+})
 
 const program = cli(process.argv).pipe(
   Effect.catchAll((error) =>

@@ -1,0 +1,45 @@
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { Console, Effect, Option } from "effect"
+import { load } from "../export/JobConfig.ts"
+import * as LocalService from "../server/LocalService.ts"
+import { defaultSeed } from "../server/Seed.ts"
+import { defaultServiceOptions } from "../server/Server.ts"
+import { NightlyJob } from "../../pipelines/nightly-export.ts"
+import { globalOptions, loggerLayer } from "./common.ts"
+import { runNightlyJob } from "./export.ts"
+
+/**
+ * `npm start`: the embedded default. Starts the local service with the demo seed on a free port,
+ * runs the nightly job of config/demo.json against it and prints what was written.
+ */
+export const demoCommand = Command.make(
+  "demo",
+  {
+    ...globalOptions,
+    config: Options.file("config").pipe(Options.withDefault("config/demo.json"), Options.withDescription("Nightly job config to run.")),
+    out: Options.text("out").pipe(Options.optional, Options.withDescription("Output directory (default: the config's out)."))
+  },
+  (o) =>
+    Effect.gen(function*() {
+      const started = Date.now()
+      const job = yield* load(NightlyJob, o.config)
+      const service = yield* LocalService.start({ ...defaultServiceOptions, port: 0, seed: defaultSeed })
+      const dir = yield* Effect.acquireRelease(
+        Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "catalog-export-demo-"))),
+        (d) => Effect.sync(() => fs.rmSync(d, { recursive: true, force: true }))
+      )
+      const credentials = path.join(dir, "credentials.properties")
+      yield* LocalService.writeCredentials(credentials, yield* service.credentialsFor())
+      yield* Console.log(`Local catalog service with the demo catalog at ${service.url} (seeded in ${((Date.now() - started) / 1000).toFixed(1)} s).`)
+      yield* runNightlyJob(
+        { ...job, ...(Option.isSome(o.out) ? { out: o.out.value } : {}) },
+        { ...o, lookupUrl: Option.some(service.lookupUrl), credentials: Option.some(credentials) },
+        true
+      )
+      yield* Console.log(`Done in ${((Date.now() - started) / 1000).toFixed(1)} s. Run it again: finished exports are skipped.`)
+    }).pipe(Effect.scoped, Effect.provide(loggerLayer(o)))
+).pipe(Command.withDescription("Start the local service with demo data and run the nightly export against it (what npm start runs)."))

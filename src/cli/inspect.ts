@@ -1,0 +1,155 @@
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import * as fs from "node:fs"
+import { Console, Effect, Option, Stream } from "effect"
+import { BlobApi, VolatileBlobApi } from "../client/BlobApi.ts"
+import { ConfigApi } from "../client/ConfigApi.ts"
+import { Lookup } from "../client/Lookup.ts"
+import { MetadataApi } from "../client/MetadataApi.ts"
+import { ADDITIONAL_FIELDS, type AdditionalField } from "../domain/Partition.ts"
+import { parseCatalogHrn } from "../export/Plan.ts"
+import * as Hrn from "../domain/Hrn.ts"
+import { clientLayer, type GlobalOptions, globalOptions, loggerLayer, resolveLookupUrl } from "./common.ts"
+import { UsageError } from "./Exit.ts"
+
+const json = Options.boolean("json").pipe(Options.withDescription("Print JSON (one document, or one line per item for listings)."))
+const catalog = Options.text("catalog").pipe(Options.withDescription("Catalog HRN."))
+const layer = Options.text("layer").pipe(Options.withDescription("Layer id."))
+
+/** JSON when asked or when stdout is not a terminal; aligned text for a person otherwise. */
+const wantsJson = (flag: boolean) => flag || !process.stdout.isTTY
+
+const withClient = <A, E, R>(o: GlobalOptions, hrn: string | undefined, effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function*() {
+    const catalogHrn = hrn === undefined ? undefined : Hrn.format(yield* parseCatalogHrn(hrn))
+    return yield* effect.pipe(
+      Effect.provide(clientLayer({ lookupUrl: resolveLookupUrl(o.lookupUrl, undefined, catalogHrn), credentials: Option.getOrUndefined(o.credentials), concurrency: 4 }))
+    )
+  }).pipe(Effect.provide(loggerLayer(o)))
+
+const table = (rows: ReadonlyArray<ReadonlyArray<string>>) => {
+  const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => r[i]?.length ?? 0))) ?? []
+  return rows.map((r) => r.map((c, i) => c.padEnd(widths[i]!)).join("  ").trimEnd()).join("\n")
+}
+
+const catalogsList = Command.make("list", { ...globalOptions, json }, (o) =>
+  withClient(o, undefined, Effect.gen(function*() {
+    const items = yield* (yield* ConfigApi).listCatalogs()
+    if (wantsJson(o.json)) return yield* Effect.forEach(items, (i) => Console.log(JSON.stringify(i)), { discard: true })
+    yield* Console.log(items.length === 0 ? "No catalogs visible to these credentials." : table([["HRN", "TITLE"], ...items.map((i) => [i.hrn, i.title ?? ""])]))
+  }))).pipe(Command.withDescription("List the catalogs these credentials can read."))
+
+const catalogsGet = Command.make("get", { ...globalOptions, json, catalog }, (o) =>
+  withClient(o, o.catalog, Effect.gen(function*() {
+    const c = yield* (yield* ConfigApi).getCatalog(Hrn.format(yield* parseCatalogHrn(o.catalog)))
+    if (wantsJson(o.json)) return yield* Console.log(JSON.stringify(c, null, 2))
+    yield* Console.log(`${c.hrn}  ${c.name ?? ""}\n${c.summary ?? ""}\n`)
+    yield* Console.log(table([["LAYER", "TYPE", "PARTITIONING", "CONTENT TYPE", "ENCODING"], ...c.layers.map((l) => [
+      l.id,
+      l.layerType,
+      l.partitioning?.scheme ?? l.partitioningScheme ?? "",
+      l.contentType ?? "",
+      l.contentEncoding ?? ""
+    ])]))
+  }))).pipe(Command.withDescription("Show a catalog and its layers."))
+
+const layersList = Command.make("list", { ...globalOptions, json, catalog }, (o) =>
+  withClient(o, o.catalog, Effect.gen(function*() {
+    const c = yield* (yield* ConfigApi).getCatalog(Hrn.format(yield* parseCatalogHrn(o.catalog)))
+    if (wantsJson(o.json)) return yield* Effect.forEach(c.layers, (l) => Console.log(JSON.stringify(l)), { discard: true })
+    yield* Console.log(table([["LAYER", "TYPE", "PARTITIONING", "CONTENT TYPE"], ...c.layers.map((l) => [l.id, l.layerType, l.partitioning?.scheme ?? "", l.contentType ?? ""])]))
+  }))).pipe(Command.withDescription("List the layers of a catalog."))
+
+const partitionsList = Command.make(
+  "list",
+  {
+    ...globalOptions,
+    catalog,
+    layer,
+    version: Options.integer("version").pipe(Options.optional, Options.withDescription("Catalog version (versioned layers; default: latest).")),
+    part: Options.text("part").pipe(Options.optional, Options.withDescription("A part id from the parts endpoint.")),
+    fields: Options.text("additional-fields").pipe(Options.withDefault("dataSize,checksum"), Options.withDescription("Comma-separated: dataSize, checksum, compressedDataSize, crc."))
+  },
+  (o) =>
+    withClient(o, o.catalog, Effect.gen(function*() {
+      const hrn = Hrn.format(yield* parseCatalogHrn(o.catalog))
+      const fields = o.fields.split(",").map((f) => f.trim()).filter((f) => f !== "")
+      const unknown = fields.find((f) => !(ADDITIONAL_FIELDS as ReadonlyArray<string>).includes(f))
+      if (unknown !== undefined) return yield* new UsageError({ message: `--additional-fields: unknown field '${unknown}' (known: ${ADDITIONAL_FIELDS.join(", ")}).` })
+      const metadata = yield* MetadataApi
+      const c = yield* (yield* ConfigApi).getCatalog(hrn)
+      const l = c.layers.find((x) => x.id === o.layer)
+      if (l === undefined) return yield* new UsageError({ message: `Catalog ${hrn} has no layer '${o.layer}'.` })
+      const version = l.layerType === "versioned"
+        ? Option.isSome(o.version) ? o.version.value : yield* metadata.latestVersion(hrn)
+        : undefined
+      yield* metadata.partitions(hrn, o.layer, {
+        additionalFields: fields as ReadonlyArray<AdditionalField>,
+        ...(version === undefined ? {} : { version }),
+        ...(Option.isSome(o.part) ? { part: o.part.value } : {})
+      }).pipe(Stream.runForEach((p) => Console.log(JSON.stringify(p))))
+    }))
+).pipe(Command.withDescription("Stream the partitions of a layer as JSON lines."))
+
+const versionsLatest = Command.make("latest", { ...globalOptions, catalog }, (o) =>
+  withClient(o, o.catalog, Effect.gen(function*() {
+    yield* Console.log(String(yield* (yield* MetadataApi).latestVersion(Hrn.format(yield* parseCatalogHrn(o.catalog)))))
+  }))).pipe(Command.withDescription("Print the latest catalog version."))
+
+const versionsMinimum = Command.make("minimum", { ...globalOptions, catalog }, (o) =>
+  withClient(o, o.catalog, Effect.gen(function*() {
+    yield* Console.log(String(yield* (yield* MetadataApi).minimumVersion(Hrn.format(yield* parseCatalogHrn(o.catalog)))))
+  }))).pipe(Command.withDescription("Print the minimum (oldest readable) catalog version."))
+
+const versionsList = Command.make("list", { ...globalOptions, json, catalog }, (o) =>
+  withClient(o, o.catalog, Effect.gen(function*() {
+    const hrn = Hrn.format(yield* parseCatalogHrn(o.catalog))
+    const metadata = yield* MetadataApi
+    const latest = yield* metadata.latestVersion(hrn)
+    const minimum = yield* metadata.minimumVersion(hrn)
+    const versions = metadata.versions(hrn, { startVersion: minimum - 1, endVersion: latest })
+    if (wantsJson(o.json)) return yield* versions.pipe(Stream.runForEach((v) => Console.log(JSON.stringify(v))))
+    yield* Console.log("VERSION  CREATED")
+    yield* versions.pipe(Stream.runForEach((v) => Console.log(`${String(v.version).padEnd(7)}  ${new Date(v.timestamp).toISOString()}`)))
+  }))).pipe(Command.withDescription("List the readable catalog versions with their timestamps."))
+
+const blobGet = Command.make(
+  "get",
+  {
+    ...globalOptions,
+    catalog,
+    layer,
+    handle: Options.text("data-handle").pipe(Options.withDescription("The partition's data handle.")),
+    output: Options.file("output").pipe(Options.optional, Options.withDescription("Write to this file instead of stdout.")),
+    volatile: Options.boolean("volatile").pipe(Options.withDescription("Read through the volatile-blob API (volatile layers)."))
+  },
+  (o) =>
+    withClient(o, o.catalog, Effect.gen(function*() {
+      const hrn = Hrn.format(yield* parseCatalogHrn(o.catalog))
+      const api = o.volatile ? yield* VolatileBlobApi : yield* BlobApi
+      const bytes = yield* api.get(hrn, o.layer, o.handle)
+      if (Option.isSome(o.output)) fs.writeFileSync(o.output.value, bytes)
+      else yield* Effect.async<void>((resume) => void process.stdout.write(bytes, () => resume(Effect.void)))
+    }))
+).pipe(Command.withDescription("Download one blob by its data handle."))
+
+const lookup = Command.make(
+  "lookup",
+  { ...globalOptions, json, catalog: catalog.pipe(Options.optional), region: Options.text("region").pipe(Options.optional) },
+  (o) =>
+    withClient(o, Option.getOrUndefined(o.catalog), Effect.gen(function*() {
+      const hrn = Option.isSome(o.catalog) ? Hrn.format(yield* parseCatalogHrn(o.catalog.value)) : undefined
+      const entries = yield* (yield* Lookup).apis(hrn, Option.getOrUndefined(o.region))
+      if (wantsJson(o.json)) return yield* Console.log(JSON.stringify(entries, null, 2))
+      yield* Console.log(table([["API", "VERSION", "BASE URL"], ...entries.map((e) => [e.api, e.version, e.baseURL])]))
+    }))
+).pipe(Command.withDescription("Show the API base URLs the lookup service returns (platform, or for a catalog)."))
+
+export const inspectCommands = [
+  Command.make("catalogs").pipe(Command.withDescription("Inspect catalogs."), Command.withSubcommands([catalogsList, catalogsGet])),
+  Command.make("layers").pipe(Command.withDescription("Inspect layers."), Command.withSubcommands([layersList])),
+  Command.make("partitions").pipe(Command.withDescription("Inspect partition metadata."), Command.withSubcommands([partitionsList])),
+  Command.make("versions").pipe(Command.withDescription("Inspect catalog versions."), Command.withSubcommands([versionsLatest, versionsMinimum, versionsList])),
+  Command.make("blob").pipe(Command.withDescription("Read blobs."), Command.withSubcommands([blobGet])),
+  lookup
+] as const

@@ -1,0 +1,35 @@
+import * as Args from "@effect/cli/Args"
+import * as Command from "@effect/cli/Command"
+import * as fs from "node:fs"
+import { Effect, Schema } from "effect"
+import { JobConfigError, load } from "../export/JobConfig.ts"
+import { BackfillJob } from "../../pipelines/backfill.ts"
+import { NightlyJob } from "../../pipelines/nightly-export.ts"
+import { RetentionJob } from "../../pipelines/retention.ts"
+import { runBackfillJob } from "./backfill.ts"
+import { globalOptions, loggerLayer } from "./common.ts"
+import { runNightlyJob } from "./export.ts"
+import { runRetentionJob } from "./retention.ts"
+
+const JobKind = Schema.Struct({ job: Schema.Literal("nightly-export", "backfill", "retention") })
+
+/** `run config.json`: the `job` field says which pipeline; the rest is that pipeline's validated config. */
+export const runCommand = Command.make(
+  "run",
+  { ...globalOptions, config: Args.file({ name: "config.json" }) },
+  (o) =>
+    Effect.gen(function*() {
+      const kind = yield* Effect.try({
+        try: () => Schema.decodeUnknownSync(JobKind)(JSON.parse(fs.readFileSync(o.config, "utf8"))).job,
+        catch: () => new JobConfigError({ message: `Job config ${o.config}: the field "job" must be one of nightly-export, backfill, retention (or the file cannot be read as JSON).` })
+      })
+      switch (kind) {
+        case "nightly-export":
+          return yield* runNightlyJob(yield* load(NightlyJob, o.config), o, false)
+        case "backfill":
+          return yield* runBackfillJob(yield* load(BackfillJob, o.config), o)
+        case "retention":
+          return yield* runRetentionJob(yield* load(RetentionJob, o.config), o.config, o)
+      }
+    }).pipe(Effect.asVoid, Effect.provide(loggerLayer(o)))
+).pipe(Command.withDescription("Run a job config: nightly-export, backfill or retention (the config's \"job\" field)."))

@@ -1,0 +1,28 @@
+import { Schema } from "effect"
+
+/** The layer exists but is of a type the export cannot read (stream, index, objectstore, interactive map). */
+export class LayerNotExportable extends Schema.TaggedError<LayerNotExportable>()("LayerNotExportable", {
+  catalogHrn: Schema.String,
+  layerId: Schema.String,
+  layerType: Schema.String
+}) {
+  override get message() {
+    return `Layer '${this.layerId}' of ${this.catalogHrn} is a ${this.layerType} layer; only versioned and volatile layers can be exported. Choose a versioned or volatile layer.`
+  }
+}
+
+/** A catalog, layer or version that is not there (or no longer: below the minimum version). */
+export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", {
+  what: Schema.Literal("catalog", "layer", "version"),
+  message: Schema.String
+}) {}
+
+/** Data that does not match its metadata even after the retries the policy allows. */
+export class IntegrityError extends Schema.TaggedError<IntegrityError>()("IntegrityError", {
+  message: Schema.String
+}) {}
+
+/** The output directory already holds something that contradicts this run. */
+export class OutputConflict extends Schema.TaggedError<OutputConflict>()("OutputConflict", {
+  message: Schema.String
+}) {}

@@ -1,0 +1,54 @@
+import * as fs from "node:fs"
+import { Effect, Either, ParseResult, Schema } from "effect"
+
+/** A job config file that cannot be used: the message names the file and the field. */
+export class JobConfigError extends Schema.TaggedError<JobConfigError>()("JobConfigError", { message: Schema.String }) {}
+
+export const PositiveInt = Schema.Int.pipe(Schema.positive())
+
+export const OutputFormat = Schema.Literal("parquet", "arrow", "both")
+export const Compression = Schema.Literal("zstd", "snappy", "gzip", "none")
+
+/** Export knobs shared by job configs and flags. Flags override the file, which overrides the defaults. */
+export const ExportSettings = {
+  lookupUrl: Schema.optional(Schema.String),
+  credentials: Schema.optional(Schema.String),
+  out: Schema.String,
+  format: Schema.optional(OutputFormat),
+  compression: Schema.optional(Compression),
+  concurrency: Schema.optional(PositiveInt),
+  listConcurrency: Schema.optional(PositiveInt),
+  parts: Schema.optional(PositiveInt),
+  maxFileBytes: Schema.optional(PositiveInt)
+}
+
+export const defaults = {
+  format: "parquet",
+  compression: "zstd",
+  concurrency: 32,
+  listConcurrency: 4,
+  parts: 4
+} as const
+
+const describeIssues = (error: ParseResult.ParseError) =>
+  ParseResult.ArrayFormatter.formatErrorSync(error)
+    .map((issue) => `${issue.path.length === 0 ? "(top level)" : issue.path.join(".")}: ${issue.message}`)
+    .join("; ")
+
+/** Reads and validates a JSON job config; unknown fields are errors, so a typo never goes unnoticed. */
+export const load = <A, I>(schema: Schema.Schema<A, I>, file: string) =>
+  Effect.gen(function*() {
+    const text = yield* Effect.try({
+      try: () => fs.readFileSync(file, "utf8"),
+      catch: (e) => new JobConfigError({ message: `Cannot read job config ${file}: ${(e as NodeJS.ErrnoException).code ?? String(e)}. Check the path.` })
+    })
+    const json = yield* Effect.try({
+      try: () => JSON.parse(text) as unknown,
+      catch: (e) => new JobConfigError({ message: `Job config ${file} is not valid JSON: ${(e as Error).message}.` })
+    })
+    const decoded = Schema.decodeUnknownEither(schema, { onExcessProperty: "error", errors: "all" })(json)
+    if (Either.isLeft(decoded)) {
+      return yield* new JobConfigError({ message: `Job config ${file} is invalid: ${describeIssues(decoded.left)}.` })
+    }
+    return decoded.right
+  })

@@ -1,0 +1,128 @@
+import { Effect, Either, Schema } from "effect"
+import { ConfigApi } from "../client/ConfigApi.ts"
+import { ApiError } from "../client/Errors.ts"
+import { MetadataApi } from "../client/MetadataApi.ts"
+import { isHereTile } from "../domain/Catalog.ts"
+import * as Hrn from "../domain/Hrn.ts"
+import { LayerNotExportable, NotFound } from "./Errors.ts"
+
+/**
+ * What one export will do, pinned: the catalog version and the metadata parts. Serializable, so it
+ * can be written to a file and run by several workers (`--plan plan.json --shard i`) later.
+ */
+export const Plan = Schema.Struct({
+  formatVersion: Schema.Literal(1),
+  catalogHrn: Schema.String,
+  catalogId: Schema.String,
+  layerId: Schema.String,
+  layerType: Schema.Literal("versioned", "volatile"),
+  contentType: Schema.String,
+  contentEncoding: Schema.optional(Schema.String),
+  digest: Schema.optional(Schema.String),
+  heretile: Schema.Boolean,
+  /** The catalog version exported (versioned), or the catalog's latest version when a volatile snapshot was taken. */
+  version: Schema.Number,
+  /** Volatile layers: the snapshot's UTC time `yyyymmddThhmmssZ`, which names its directory. */
+  snapshot: Schema.optional(Schema.String),
+  mode: Schema.Literal("full", "changes"),
+  /** `changes` mode: the exclusive start version. */
+  baseVersion: Schema.optional(Schema.Number),
+  /** Opaque metadata part ids; empty for one unpartitioned listing. */
+  parts: Schema.Array(Schema.String),
+  createdAt: Schema.String
+})
+export type Plan = typeof Plan.Type
+
+export interface PlanRequest {
+  readonly catalog: string
+  readonly layer: string
+  /** A catalog version, or the latest. Ignored for volatile layers. */
+  readonly version: number | "latest"
+  /** Metadata parts to ask for (the service may return fewer). */
+  readonly parts: number
+  readonly mode?: "full" | "changes"
+  readonly baseVersion?: number
+}
+
+const EXPORTABLE = new Set(["versioned", "volatile"])
+
+export const snapshotName = (date: Date): string => date.toISOString().replace(/[-:]/g, "").replace(/\.\d{3}Z$/, "Z")
+
+/** The directory of one export below OUT: `<catalog-id>/<layer-id>/version=<V>` or `snapshot=<S>`. */
+export const exportDir = (plan: Pick<Plan, "catalogId" | "layerId" | "layerType" | "version" | "snapshot">): string =>
+  [plan.catalogId, plan.layerId, plan.layerType === "volatile" ? `snapshot=${plan.snapshot}` : `version=${plan.version}`].join("/")
+
+export const parseCatalogHrn = (input: string) =>
+  Either.match(Hrn.parseCatalog(input), { onLeft: Effect.fail, onRight: Effect.succeed })
+
+/** The lowest and highest readable catalog versions. */
+export const versionBounds = (catalog: string) =>
+  Effect.gen(function*() {
+    const metadata = yield* MetadataApi
+    const latest = yield* metadata.latestVersion(catalog).pipe(
+      Effect.catchIf(
+        (e) => e instanceof ApiError && e.status === 404,
+        () => new NotFound({ what: "version", message: `Catalog ${catalog} has no versions yet; publish data first.` })
+      )
+    )
+    const minimum = yield* metadata.minimumVersion(catalog)
+    return { latest, minimum }
+  })
+
+export const checkVersion = (catalog: string, version: number, bounds: { latest: number; minimum: number }) =>
+  version > bounds.latest
+    ? Effect.fail(new NotFound({ what: "version", message: `Version ${version} of ${catalog} does not exist: the latest version is ${bounds.latest}.` }))
+    : version < bounds.minimum
+    ? Effect.fail(
+      new NotFound({
+        what: "version",
+        message: `Version ${version} of ${catalog} was deleted: the minimum version is ${bounds.minimum}. Export version ${bounds.minimum} or later.`
+      })
+    )
+    : Effect.succeed(version)
+
+export const makePlan = Effect.fn("Plan.make")(function*(request: PlanRequest) {
+  const hrn = Hrn.format(yield* parseCatalogHrn(request.catalog))
+  const config = yield* ConfigApi
+  const metadata = yield* MetadataApi
+  const catalog = yield* config.getCatalog(hrn)
+  const layer = catalog.layers.find((l) => l.id === request.layer)
+  if (layer === undefined) {
+    const known = catalog.layers.map((l) => l.id).join(", ") || "none"
+    return yield* new NotFound({ what: "layer", message: `Catalog ${hrn} has no layer '${request.layer}' (its layers: ${known}).` })
+  }
+  if (!EXPORTABLE.has(layer.layerType)) {
+    return yield* new LayerNotExportable({ catalogHrn: hrn, layerId: layer.id, layerType: layer.layerType })
+  }
+  const layerType = layer.layerType as "versioned" | "volatile"
+  const mode = request.mode ?? "full"
+  // A volatile snapshot records the catalog's latest version for reference; a catalog may have none.
+  const version = layerType === "volatile"
+    ? yield* Effect.map(versionBounds(hrn), (b) => b.latest).pipe(Effect.catchTag("NotFound", () => Effect.succeed(-1)))
+    : request.version === "latest"
+    ? (yield* versionBounds(hrn)).latest
+    : yield* checkVersion(hrn, request.version, yield* versionBounds(hrn))
+  const now = new Date()
+  const parts = layerType === "volatile" || request.parts <= 1
+    ? []
+    : mode === "changes"
+    ? yield* metadata.changesParts(hrn, layer.id, { numRequestedParts: request.parts })
+    : yield* metadata.partitionParts(hrn, layer.id, { numRequestedParts: request.parts })
+  return {
+    formatVersion: 1,
+    catalogHrn: hrn,
+    catalogId: catalog.id,
+    layerId: layer.id,
+    layerType,
+    contentType: layer.contentType ?? "application/octet-stream",
+    ...(layer.contentEncoding ? { contentEncoding: layer.contentEncoding } : {}),
+    ...(layer.digest ? { digest: layer.digest } : {}),
+    heretile: isHereTile(layer),
+    version,
+    ...(layerType === "volatile" ? { snapshot: snapshotName(now) } : {}),
+    mode,
+    ...(request.baseVersion !== undefined ? { baseVersion: request.baseVersion } : {}),
+    parts: [...parts],
+    createdAt: now.toISOString()
+  } satisfies Plan
+})
