@@ -2,8 +2,8 @@ import { createHash } from "node:crypto"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { gunzipSync } from "node:zlib"
-import { Chunk, Effect, Option, Schema, Stream } from "effect"
-import { BlobApi, VolatileBlobApi } from "../client/BlobApi.ts"
+import { Effect, Exit, Option, Schema, Scope, Stream } from "effect"
+import { BlobApi, type BlobFailure, VolatileBlobApi } from "../client/BlobApi.ts"
 import { MetadataApi } from "../client/MetadataApi.ts"
 import * as HereTile from "../domain/HereTile.ts"
 import type { Partition } from "../domain/Partition.ts"
@@ -143,13 +143,12 @@ export const runExport = Effect.fn("Export.run")(function*(plan: Plan, options: 
   const parts: ReadonlyArray<string | undefined> = effective.parts.length === 0 ? [undefined] : effective.parts
   const metadata = yield* MetadataApi
   const blobs = effective.layerType === "volatile" ? yield* VolatileBlobApi : yield* BlobApi
-  const permits = yield* Effect.makeSemaphore(options.concurrency)
   const integrityAttempts = options.integrityAttempts ?? 3
 
   const fetchData = (p: Partition) =>
     Effect.gen(function*() {
       for (let attempt = 1;; attempt++) {
-        const stored = yield* permits.withPermits(1)(blobs.get(effective.catalogHrn, effective.layerId, p.dataHandle))
+        const stored = yield* blobs.get(effective.catalogHrn, effective.layerId, p.dataHandle)
         const data = effective.contentEncoding === "gzip" && isGzip(stored) ? new Uint8Array(gunzipSync(stored)) : stored
         const hash = p.checksum === undefined ? undefined : hashOf(effective.digest, p.checksum)
         if (hash === undefined || createHash(hash).update(data).digest("hex") === p.checksum!.toLowerCase()) return { stored, data }
@@ -194,63 +193,101 @@ export const runExport = Effect.fn("Export.run")(function*(plan: Plan, options: 
     tool_version: `${TOOL.name} ${TOOL.version}`
   }
 
-  const runPart = (index: number, part: string | undefined) =>
-    Effect.scoped(
-      Effect.gen(function*() {
-        yield* clearPart(dir, index)
-        const writer = yield* RollingWriter.make({
-          dir,
-          shard: index,
-          format: options.format,
-          heretile: effective.heretile,
-          metadata: fileMetadata,
-          createdBy: `${TOOL.name} ${TOOL.version}`,
-          ...(options.compression === undefined ? {} : { compression: options.compression }),
-          ...(options.maxFileBytes === undefined ? {} : { maxFileBytes: options.maxFileBytes }),
-          ...(options.rowGroupBytes === undefined ? {} : { rowGroupBytes: options.rowGroupBytes })
-        })
-        const stats = { partitions: 0, deleted: 0, bytes: 0 }
-        yield* listing(part).pipe(
-          Stream.mapEffect(toRow, { concurrency: options.concurrency }),
-          Stream.tap((row) =>
-            Effect.sync(() => {
-              const bytes = row.data?.byteLength ?? 0
-              stats.partitions++
-              stats.bytes += bytes
-              counters.partitions++
-              counters.bytes += bytes
-              if (row.data === null) {
-                stats.deleted++
-                counters.deleted++
-              }
-            })
-          ),
-          Stream.grouped(256),
-          Stream.runForEach((rows) => writer.write(Chunk.toReadonlyArray(rows)))
-        )
-        const files = yield* writer.finish
-        const checkpoint: Checkpoint = { part: index, files: files.map((f) => ({ ...f })), ...stats }
-        yield* writeJsonAtomic(path.join(partsDir, `part-${index}.json`), checkpoint)
-        return checkpoint
-      })
-    )
+  const openWriter = (index: number) =>
+    Effect.gen(function*() {
+      yield* clearPart(dir, index)
+      const scope = yield* Scope.make()
+      const writer = yield* RollingWriter.make({
+        dir,
+        shard: index,
+        format: options.format,
+        heretile: effective.heretile,
+        metadata: fileMetadata,
+        createdBy: `${TOOL.name} ${TOOL.version}`,
+        ...(options.compression === undefined ? {} : { compression: options.compression }),
+        ...(options.maxFileBytes === undefined ? {} : { maxFileBytes: options.maxFileBytes }),
+        ...(options.rowGroupBytes === undefined ? {} : { rowGroupBytes: options.rowGroupBytes })
+      }).pipe(Scope.extend(scope))
+      return { scope, writer, pending: [] as Array<Row>, stats: { partitions: 0, deleted: 0, bytes: 0 } }
+    })
+  type PartWriter = Effect.Effect.Success<ReturnType<typeof openWriter>>
 
-  const checkpoints = yield* Effect.forEach(
-    parts,
-    (part, index) =>
-      Effect.gen(function*() {
-        const previous = yield* readJsonFile(Checkpoint, path.join(partsDir, `part-${index}.json`))
-        if (Option.isSome(previous) && (yield* validCheckpoint(dir, previous.value))) {
-          counters.skippedParts++
-          counters.partitions += previous.value.partitions
-          counters.deleted += previous.value.deleted
-          counters.bytes += previous.value.bytes
-          return previous.value
-        }
-        return yield* runPart(index, part)
-      }),
+  // Earlier runs' finished parts are kept; the others are fetched again.
+  const checkpoints = new Map<number, Checkpoint>()
+  const todo: Array<number> = []
+  for (const [index] of parts.entries()) {
+    const previous = yield* readJsonFile(Checkpoint, path.join(partsDir, `part-${index}.json`))
+    if (Option.isSome(previous) && (yield* validCheckpoint(dir, previous.value))) {
+      counters.skippedParts++
+      counters.partitions += previous.value.partitions
+      counters.deleted += previous.value.deleted
+      counters.bytes += previous.value.bytes
+      checkpoints.set(index, previous.value)
+    } else {
+      todo.push(index)
+    }
+  }
+
+  /**
+   * Every part's listing feeds one fetch stage, so `concurrency` is one bound shared by all parts
+   * (no semaphore, whose release wakes every waiter). Each listing ends with a marker that reaches
+   * the writer stage after the part's last row, which is when the part's files are finished.
+   */
+  type Item = { readonly _tag: "Listed"; readonly part: number; readonly partition: Partition } | { readonly _tag: "End"; readonly part: number }
+  type Fetched = { readonly _tag: "Row"; readonly part: number; readonly row: Row } | { readonly _tag: "End"; readonly part: number }
+  const writers = new Map<number, PartWriter>()
+  const writerOf = (index: number) =>
+    Effect.suspend(() => {
+      const open = writers.get(index)
+      return open !== undefined ? Effect.succeed(open) : Effect.tap(openWriter(index), (w) => Effect.sync(() => writers.set(index, w)))
+    })
+  const WRITE_BATCH = 256
+  const finishPart = (index: number) =>
+    Effect.gen(function*() {
+      const part = yield* writerOf(index)
+      if (part.pending.length > 0) yield* part.writer.write(part.pending.splice(0))
+      const files = yield* part.writer.finish
+      yield* Scope.close(part.scope, Exit.void)
+      writers.delete(index)
+      const checkpoint: Checkpoint = { part: index, files: files.map((f) => ({ ...f })), ...part.stats }
+      yield* writeJsonAtomic(path.join(partsDir, `part-${index}.json`), checkpoint)
+      checkpoints.set(index, checkpoint)
+    })
+  const accept = (index: number, row: Row) =>
+    Effect.gen(function*() {
+      const part = yield* writerOf(index)
+      const bytes = row.data?.byteLength ?? 0
+      part.stats.partitions++
+      part.stats.bytes += bytes
+      counters.partitions++
+      counters.bytes += bytes
+      if (row.data === null) {
+        part.stats.deleted++
+        counters.deleted++
+      }
+      part.pending.push(row)
+      if (part.pending.length >= WRITE_BATCH) yield* part.writer.write(part.pending.splice(0))
+    })
+
+  yield* Stream.mergeAll(
+    todo.map((index) =>
+      listing(parts[index]).pipe(
+        Stream.map((partition): Item => ({ _tag: "Listed", part: index, partition })),
+        Stream.concat(Stream.succeed<Item>({ _tag: "End", part: index }))
+      )
+    ),
     { concurrency: options.listConcurrency }
+  ).pipe(
+    Stream.mapEffect(
+      (item): Effect.Effect<Fetched, BlobFailure | IntegrityError> =>
+        item._tag === "End" ? Effect.succeed(item) : Effect.map(toRow(item.partition), (row) => ({ _tag: "Row", part: item.part, row })),
+      { concurrency: options.concurrency }
+    ),
+    Stream.runForEach((item) => (item._tag === "End" ? finishPart(item.part) : accept(item.part, item.row))),
+    // An aborted run leaves its open files `.partial`: RollingWriter renames only on finish.
+    Effect.ensuring(Effect.suspend(() => Effect.forEach(writers.values(), (w) => Scope.close(w.scope, Exit.void), { discard: true })))
   )
+  const finished = [...checkpoints.values()].sort((a, b) => a.part - b.part)
 
   const manifest: Manifest = {
     formatVersion: 1,
@@ -263,10 +300,10 @@ export const runExport = Effect.fn("Export.run")(function*(plan: Plan, options: 
     ...(effective.contentEncoding === undefined ? {} : { contentEncoding: effective.contentEncoding }),
     mode: effective.mode,
     ...(effective.baseVersion === undefined ? {} : { baseVersion: effective.baseVersion }),
-    partitions: checkpoints.reduce((n, c) => n + c.partitions, 0),
-    deleted: checkpoints.reduce((n, c) => n + c.deleted, 0),
-    bytes: checkpoints.reduce((n, c) => n + c.bytes, 0),
-    files: checkpoints.flatMap((c) => c.files),
+    partitions: finished.reduce((n, c) => n + c.partitions, 0),
+    deleted: finished.reduce((n, c) => n + c.deleted, 0),
+    bytes: finished.reduce((n, c) => n + c.bytes, 0),
+    files: finished.flatMap((c) => c.files),
     startedAt,
     finishedAt: new Date().toISOString(),
     tool: { name: TOOL.name, version: TOOL.version }
