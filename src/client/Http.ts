@@ -174,13 +174,16 @@ export class Http extends Context.Tag("catalog-export/client/Http")<Http, HttpSh
         return session
       })
 
+      // The retry session (budget, clock) is made on the first failure, not for every request.
       const retrying = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-        Effect.flatMap(makeSession, (session) => {
-          const loop: Effect.Effect<A, E | RetryBudgetExhausted, R> = Effect.catchAll(effect, (error) =>
-            Effect.zipRight(session.backoff(error), Effect.suspend(() => loop))
-          )
-          return loop
-        })
+        Effect.catchAll(effect, (first) =>
+          Effect.flatMap(makeSession, (session) => {
+            const loop: Effect.Effect<A, E | RetryBudgetExhausted, R> = Effect.catchAll(effect, (error) =>
+              Effect.zipRight(session.backoff(error), Effect.suspend(() => loop))
+            )
+            return Effect.zipRight(session.backoff(first), loop)
+          })
+        )
 
       return Http.of({ send, retrying, retrySession: makeSession, retryCount: Ref.get(retries) })
     })

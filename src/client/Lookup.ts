@@ -94,7 +94,8 @@ export class Lookup extends Context.Tag("catalog-export/client/Lookup")<Lookup, 
         const apis = (hrn?: string, region?: string) =>
           Effect.map(cache.get(new Key({ hrn, region })), (listing) => listing.entries)
 
-        const baseUrl = Effect.fn("Lookup.baseUrl")(function* (request: BaseUrlRequest) {
+        // Untraced: every request resolves its base URL here.
+        const baseUrl = Effect.fnUntraced(function* (request: BaseUrlRequest) {
           const platform = request.hrn === undefined || PLATFORM_APIS.has(request.api)
           const hrn = platform ? undefined : request.hrn
           const entries = yield* apis(hrn, request.region)

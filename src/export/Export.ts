@@ -37,6 +37,12 @@ export type ExportResult =
   | { readonly _tag: "AlreadyExported"; readonly dir: string; readonly manifest: Manifest }
 
 const PARTS_DIR = "_parts"
+/**
+ * Rows buffered per open part file before a row group is written. Up to `listConcurrency` parts
+ * are open at once, so this bounds memory (4 x 16 MiB by default) while keeping row groups large
+ * enough for analytics readers.
+ */
+const ROW_GROUP_BYTES = 16 * 1024 * 1024
 const ADDITIONAL_FIELDS = ["dataSize", "checksum"] as const
 
 /** What one finished part wrote; the proof that lets a resumed run skip it. */
@@ -206,7 +212,7 @@ export const runExport = Effect.fn("Export.run")(function*(plan: Plan, options: 
         createdBy: `${TOOL.name} ${TOOL.version}`,
         ...(options.compression === undefined ? {} : { compression: options.compression }),
         ...(options.maxFileBytes === undefined ? {} : { maxFileBytes: options.maxFileBytes }),
-        ...(options.rowGroupBytes === undefined ? {} : { rowGroupBytes: options.rowGroupBytes })
+        rowGroupBytes: options.rowGroupBytes ?? ROW_GROUP_BYTES
       }).pipe(Scope.extend(scope))
       return { scope, writer, pending: [] as Array<Row>, stats: { partitions: 0, deleted: 0, bytes: 0 } }
     })
