@@ -9,6 +9,7 @@ import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Clock, Context, Duration, Effect, Either, Layer, Random, Ref, Stream } from "effect"
 import { Agent } from "undici"
 import * as ErrorBody from "../domain/ErrorBody.ts"
+import { TOOL } from "../domain/Tool.ts"
 import { ApiError, redactUrl, RetryBudgetExhausted, TransportError } from "./Errors.ts"
 
 /**
@@ -38,7 +39,7 @@ export class HttpOptions extends Context.Tag("catalog-export/client/HttpOptions"
     idleTimeout: "30 seconds",
     keepAliveTimeout: "10 seconds",
     maxRedirects: 10,
-    userAgent: "catalog-export/0.1.0"
+    userAgent: `${TOOL.name}/${TOOL.version}`
   }
   static readonly layer = (options: Partial<HttpOptionsShape> = {}) =>
     Layer.succeed(HttpOptions, { ...HttpOptions.defaults, ...options })
