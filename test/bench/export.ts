@@ -10,6 +10,8 @@
  *   npm run bench                      1 KiB x 20,000 and 64 KiB x 2,000, median of 3
  *   npm run bench -- --quick           1 KiB x 5,000 and 64 KiB x 500, 1 run
  *   npm run bench -- --record          also rewrite the export section of test/bench/RESULTS.md
+ * Then a listing of 1,000,000 partitions (200,000 with --quick) through the client, reporting the
+ * growth of the live heap: the client parses listings as they stream and must not keep them.
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -244,6 +246,15 @@ const main = async () => {
   } finally {
     fs.rmSync(work, { recursive: true, force: true })
   }
+  const { listingHeapGrowth } = await import("../support/listing.ts")
+  const listed = quick ? 200_000 : 1_000_000
+  const started = performance.now()
+  const listing = await listingHeapGrowth(listed)
+  say(`### Listing ${listing.count} partitions through the client`)
+  say("")
+  say(`Live heap growth (after full collections, sampled every 100,000 partitions): ${listing.growthMb.toFixed(1)} MB; ` +
+    `in order: ${listing.ordered}; publish + list took ${((performance.now() - started) / 1000).toFixed(0)} s.`)
+  say("")
   if (args.includes("--record")) {
     const file = path.join(ROOT, "test/bench/RESULTS.md")
     const previous = fs.existsSync(file) ? fs.readFileSync(file, "utf8") : ""
