@@ -75,10 +75,29 @@ export const guard = (catalogHrn: string, target: number, minimum: number, out: 
     if (gap !== undefined) {
       return yield* new RetentionRefused({
         message: `Refusing to raise the minimum version of ${catalogHrn} to ${target}: version ${gap.version} of layer '${gap.layer}' ` +
-          `has no committed export in ${out}. Export it first (catalog-export backfill --from ${gap.version} --to ${target - 1}), or set a lower minimum.`
+          `has no committed export in ${out}. Export it first (catalog-export backfill --catalog ${catalogHrn} --layer ${gap.layer} ` +
+          `--from ${gap.version} --to ${target - 1} --out ${out}), or set a lower minimum.`
       })
     }
   })
+
+/**
+ * An explicit minimum is taken as asked or refused, never clamped: past the latest version it would
+ * delete the last version (the service refuses that too), below the current minimum it would mean
+ * undeleting versions that are gone.
+ */
+const checkExplicitMinimum = (catalogHrn: string, version: number, bounds: { readonly latest: number; readonly minimum: number }) =>
+  version > bounds.latest
+    ? new RetentionRefused({
+      message: `Refusing to set the minimum version of ${catalogHrn} to ${version}: the latest version is ${bounds.latest}, and the last version ` +
+        `of a catalog can never be deleted. Give --minimum ${bounds.latest} at most (it keeps only version ${bounds.latest}).`
+    })
+    : version < bounds.minimum
+    ? new RetentionRefused({
+      message: `Refusing to set the minimum version of ${catalogHrn} to ${version}: it is already ${bounds.minimum}, and the minimum version ` +
+        `never moves down (versions below ${bounds.minimum} are deleted for good).`
+    })
+    : Effect.void
 
 export const planRetention = (request: RetentionRequest) =>
   Effect.gen(function*() {
@@ -87,6 +106,7 @@ export const planRetention = (request: RetentionRequest) =>
     const bounds = yield* versionBounds(catalogHrn)
     const versions = yield* metadata.versions(catalogHrn, { startVersion: bounds.minimum - 1, endVersion: bounds.latest }).pipe(Stream.runCollect)
     const stamps = [...versions].map((v) => ({ version: v.version, timestamp: v.timestamp })).sort((a, b) => a.version - b.version)
+    if (request.policy._tag === "Minimum") yield* checkExplicitMinimum(catalogHrn, request.policy.version, bounds)
     const target = targetMinimum(request.policy, bounds, stamps, Date.now())
     if (target > bounds.minimum && request.requireExported !== undefined) {
       yield* guard(catalogHrn, target, bounds.minimum, request.requireExported.out, request.requireExported.layers)
@@ -110,7 +130,8 @@ export const setAutomaticDeletion = (catalog: string, keep: number | "disable") 
     const catalogHrn = Hrn.format(yield* parseCatalogHrn(catalog))
     const config = yield* ConfigApi
     if (keep === "disable") return yield* config.awaitStatus(yield* config.disableAutomaticVersionDeletion(catalogHrn))
-    const current = yield* config.getCatalog(catalogHrn)
+    // The whole configuration as the service sent it: PUT replaces it, so nothing may be lost on the way.
+    const current = yield* config.getCatalogConfiguration(catalogHrn)
     return yield* config.awaitStatus(
       yield* config.updateCatalog(catalogHrn, { ...current, automaticVersionDeletion: { numberOfVersionsToKeep: keep } })
     )

@@ -3,9 +3,11 @@ import * as Options from "@effect/cli/Options"
 import { Console, Effect, Option } from "effect"
 import { defaults } from "../export/JobConfig.ts"
 import { type BackfillJob, runBackfill, type VersionOutcome } from "../../pipelines/backfill.ts"
-import { clientLayer, type GlobalOptions, globalOptions, loggerLayer, progressStyle, resolveLookupUrl } from "./common.ts"
+import { clientLayer, type GlobalOptions, globalOptions, integerOption, loggerLayer, progressStyle, resolveLookupUrl, retryPolicyOf } from "./common.ts"
 import { UsageError } from "./Exit.ts"
 import { checkOutputDir, checkWriteSettings, type WriteSettings, writeOptions } from "./export.ts"
+
+const versions = (from: number, through: number) => (from === through ? `version ${from}` : `versions ${from}..${through}`)
 
 const describeOutcome = (o: VersionOutcome) => {
   switch (o.status) {
@@ -14,9 +16,9 @@ const describeOutcome = (o: VersionOutcome) => {
     case "already-exported":
       return `version ${o.version}: already exported, skipped`
     case "below-minimum":
-      return `version ${o.version}: deleted (below the minimum version ${o.minimum}), skipped`
+      return `${versions(o.version, o.through)}: deleted (below the minimum version ${o.minimum}), skipped`
     case "not-yet-published":
-      return `version ${o.version}: not published yet (the latest version is ${o.latest}), skipped`
+      return `${versions(o.version, o.through)}: not published yet (the latest version is ${o.latest}), skipped`
   }
 }
 
@@ -36,7 +38,8 @@ const backfill = (s: BackfillSettings, global: GlobalOptions, lookupFromConfig?:
     const client = clientLayer({
       lookupUrl: resolveLookupUrl(global.lookupUrl, lookupFromConfig, s.catalog),
       credentials: Option.getOrElse(global.credentials, () => credentialsFromConfig),
-      concurrency: settings.concurrency
+      concurrency: settings.concurrency,
+      retry: retryPolicyOf(global)
     })
     const totals = yield* runBackfill(
       { catalog: s.catalog, layer: s.layer, from: s.from, to: s.to, parts: settings.parts, export: settings },
@@ -71,8 +74,8 @@ export const backfillCommand = Command.make(
     ...writeOptions,
     catalog: Options.text("catalog").pipe(Options.withDescription("Catalog HRN.")),
     layer: Options.text("layer").pipe(Options.withDescription("Versioned layer id.")),
-    from: Options.integer("from").pipe(Options.withDescription("First catalog version to export.")),
-    to: Options.integer("to").pipe(Options.withDescription("Last catalog version to export (inclusive)."))
+    from: integerOption("from").pipe(Options.withDescription("First catalog version to export.")),
+    to: integerOption("to").pipe(Options.withDescription("Last catalog version to export (inclusive)."))
   },
   (o) => backfill(o, o).pipe(Effect.provide(loggerLayer(o)))
 ).pipe(Command.withDescription("Export every version in --from..--to of a versioned layer, skipping versions already exported; safe to re-run after a kill."))

@@ -1,7 +1,81 @@
+import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
-import { Either, Layer, Logger, LogLevel, Option } from "effect"
+import * as ValidationError from "@effect/cli/ValidationError"
+import { Duration, Effect, Either, Layer, Logger, LogLevel, Option } from "effect"
 import * as DataClient from "../client/DataClient.ts"
+import type { RetryPolicyShape } from "../client/Http.ts"
 import * as Hrn from "../domain/Hrn.ts"
+
+const invalidValue = (sentence: string) => ValidationError.invalidValue(HelpDoc.p(sentence))
+
+/**
+ * An integer flag whose error names the flag (@effect/cli's own says only "'x' is not a integer").
+ * Ranges are checked by the commands.
+ */
+export const integerOption = (name: string) =>
+  Options.text(name).pipe(
+    Options.withPseudoName("integer"),
+    Options.mapEffect((raw) =>
+      /^[-+]?\d+$/.test(raw.trim()) ? Effect.succeed(Number(raw)) : Effect.fail(invalidValue(`--${name} must be an integer, got '${raw}'.`))
+    )
+  )
+
+/** A flag taking one of `choices`, whose error names the flag and the choices. */
+export const choiceOption = <const A extends string>(name: string, choices: ReadonlyArray<A>) =>
+  Options.text(name).pipe(
+    Options.withPseudoName(choices.join("|")),
+    Options.mapEffect((raw) =>
+      (choices as ReadonlyArray<string>).includes(raw)
+        ? Effect.succeed(raw as A)
+        : Effect.fail(invalidValue(`--${name} must be one of ${choices.join(", ")}, got '${raw}'.`))
+    )
+  )
+
+const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }
+
+/** `90s`, `10m`, `1h`, `500ms`, `2 minutes`; undefined when it is none of these. */
+export const parseDuration = (raw: string): Duration.Duration | undefined => {
+  const m = /^(\d+(?:\.\d+)?)\s*(ms|millis|s|sec|seconds?|m|min|minutes?|h|hours?)$/i.exec(raw.trim())
+  if (m === null) return undefined
+  const unit = m[2]!.toLowerCase()
+  const factor = unit === "ms" || unit === "millis" ? DURATION_UNITS.ms! : unit.startsWith("s") ? DURATION_UNITS.s! : unit.startsWith("m") ? DURATION_UNITS.m! : DURATION_UNITS.h!
+  return Duration.millis(Number(m[1]) * factor)
+}
+
+/**
+ * How long transient failures (429, 5xx, cut connections) are retried, for commands that move data
+ * (export, backfill, run). Each request retries until one of the two is spent, then the run stops
+ * with exit code 5: safe to run again.
+ */
+export const retryOptions = {
+  retryBudget: Options.text("retry-budget").pipe(
+    Options.withPseudoName("DURATION"),
+    Options.mapEffect((raw) => {
+      const d = parseDuration(raw)
+      return d !== undefined && Duration.toMillis(d) > 0
+        ? Effect.succeed(d)
+        : Effect.fail(invalidValue(`--retry-budget takes a positive duration such as 90s, 10m or 1h, got '${raw}'.`))
+    }),
+    Options.optional,
+    Options.withDescription("Longest time one request keeps retrying transient failures (429, 5xx, cut connections), Retry-After waits included; then the run stops with exit code 5. Default 10m.")
+  ),
+  maxRetries: integerOption("max-retries").pipe(
+    Options.mapEffect((n) => n >= 0 ? Effect.succeed(n) : Effect.fail(invalidValue(`--max-retries must be 0 or more, got ${n}.`))),
+    Options.optional,
+    Options.withDescription("Retries of one request before the run stops with exit code 5. Default 20.")
+  )
+}
+
+export interface RetryFlags {
+  readonly retryBudget?: Option.Option<Duration.Duration>
+  readonly maxRetries?: Option.Option<number>
+}
+
+/** The retry policy the flags ask for (the client's defaults for what they leave out). */
+export const retryPolicyOf = (flags: RetryFlags): Partial<RetryPolicyShape> => ({
+  ...(flags.retryBudget !== undefined && Option.isSome(flags.retryBudget) ? { maxElapsed: flags.retryBudget.value } : {}),
+  ...(flags.maxRetries !== undefined && Option.isSome(flags.maxRetries) ? { maxRetries: flags.maxRetries.value } : {})
+})
 
 /** Options every command that talks to a catalog service takes (DESIGN.md "CLI"). */
 export const globalOptions = {
@@ -13,14 +87,14 @@ export const globalOptions = {
     Options.optional,
     Options.withDescription("credentials.properties (env HERE_CREDENTIALS_FILE, default ~/.here/credentials.properties).")
   ),
-  logFormat: Options.choice("log-format", ["text", "json"]).pipe(
+  logFormat: choiceOption("log-format", ["text", "json"]).pipe(
     Options.optional,
     Options.withDescription("Progress and log lines: text (the default on a terminal) or json (the default otherwise).")
   ),
   quiet: Options.boolean("quiet").pipe(Options.withDescription("Print only errors and the final result."))
 }
 
-export interface GlobalOptions {
+export interface GlobalOptions extends RetryFlags {
   readonly lookupUrl: Option.Option<string>
   readonly credentials: Option.Option<string>
   readonly logFormat: Option.Option<"text" | "json">
@@ -66,11 +140,13 @@ export interface ClientSettings {
   readonly lookupUrl: string
   readonly credentials: string | undefined
   readonly concurrency: number
+  readonly retry?: Partial<RetryPolicyShape>
 }
 
 export const clientLayer = (settings: ClientSettings) =>
   DataClient.layer({
     lookupUrl: settings.lookupUrl,
     ...(settings.credentials === undefined ? {} : { credentialsPath: settings.credentials }),
-    concurrency: settings.concurrency
+    concurrency: settings.concurrency,
+    ...(settings.retry === undefined ? {} : { retry: settings.retry })
   })

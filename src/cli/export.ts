@@ -1,6 +1,7 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as fs from "node:fs"
+import * as path from "node:path"
 import { Console, Effect, Either, Option } from "effect"
 import { Http } from "../client/Http.ts"
 import { runExport } from "../export/Export.ts"
@@ -8,26 +9,47 @@ import { planExport } from "../export/Incremental.ts"
 import { Compression, defaults, OutputFormat } from "../export/JobConfig.ts"
 import { Counters, reporting } from "../export/Progress.ts"
 import { type NightlyJob, raiseToExported, runNightly } from "../../pipelines/nightly-export.ts"
-import { clientLayer, type GlobalOptions, globalOptions, loggerLayer, progressStyle, resolveLookupUrl } from "./common.ts"
+import {
+  choiceOption,
+  clientLayer,
+  type GlobalOptions,
+  globalOptions,
+  integerOption,
+  loggerLayer,
+  progressStyle,
+  resolveLookupUrl,
+  retryOptions,
+  retryPolicyOf
+} from "./common.ts"
 import { UsageError } from "./Exit.ts"
 import { describeResult, duckdbHint } from "./summary.ts"
 
 export const positive = (name: string) => (value: number) =>
   value >= 1 ? Effect.succeed(value) : Effect.fail(new UsageError({ message: `--${name} must be a positive integer, got ${value}.` }))
 
-/** Refuses an output path that is a file or cannot be written, before any data is fetched. */
+/**
+ * Refuses an output path that is a file or cannot be written, before any data is fetched. Creates
+ * nothing: a run refused later (unknown catalog, bad credentials) leaves no trace; the export
+ * creates the directories it writes to.
+ */
 export const checkOutputDir = (out: string) =>
   Effect.try({
     try: () => {
-      fs.mkdirSync(out, { recursive: true })
-      fs.accessSync(out, fs.constants.W_OK)
+      let existing = path.resolve(out)
+      while (!fs.existsSync(existing) && path.dirname(existing) !== existing) existing = path.dirname(existing)
+      if (!fs.statSync(existing).isDirectory()) {
+        throw Object.assign(new Error(`${existing} is a file`), { code: existing === path.resolve(out) ? "EEXIST" : "ENOTDIR", file: existing })
+      }
+      fs.accessSync(existing, fs.constants.W_OK)
     },
     catch: (e) => {
       const code = (e as NodeJS.ErrnoException).code
-      const reason = code === "EEXIST" || code === "ENOTDIR"
+      const reason = code === "EEXIST"
         ? "is a file, not a directory"
+        : code === "ENOTDIR"
+        ? `cannot be created: ${(e as { file?: string }).file} is a file`
         : code === "EACCES" || code === "EPERM" || code === "EROFS"
-        ? "is not writable"
+        ? `is not writable (${code})`
         : `cannot be created (${code ?? String(e)})`
       return new UsageError({ message: `Output directory ${out} ${reason}; choose a writable directory with --out.` })
     }
@@ -43,12 +65,13 @@ const versionArg = (raw: string) =>
 /** The knobs of writing an export, shared by export and backfill. */
 export const writeOptions = {
   out: Options.text("out").pipe(Options.withDescription("Output directory; files go to OUT/<catalog-id>/<layer-id>/version=<V>/.")),
-  format: Options.choice("format", OutputFormat.literals).pipe(Options.withDefault(defaults.format), Options.withDescription("parquet, arrow or both.")),
-  compression: Options.choice("compression", Compression.literals).pipe(Options.withDefault(defaults.compression), Options.withDescription("Parquet page compression.")),
-  concurrency: Options.integer("concurrency").pipe(Options.withDefault(defaults.concurrency), Options.withDescription("Blob downloads in flight at once.")),
-  listConcurrency: Options.integer("list-concurrency").pipe(Options.withDefault(defaults.listConcurrency), Options.withDescription("Metadata parts listed and written at once.")),
-  parts: Options.integer("parts").pipe(Options.withDefault(defaults.parts), Options.withDescription("Metadata parts to ask for (the unit of parallel listing and of resume).")),
-  maxFileBytes: Options.integer("max-file-bytes").pipe(Options.optional, Options.withDescription("Start a new file once one reaches this size (default 256 MiB)."))
+  format: choiceOption("format", OutputFormat.literals).pipe(Options.withDefault(defaults.format), Options.withDescription("parquet, arrow or both.")),
+  compression: choiceOption("compression", Compression.literals).pipe(Options.withDefault(defaults.compression), Options.withDescription("Parquet page compression.")),
+  concurrency: integerOption("concurrency").pipe(Options.withDefault(defaults.concurrency), Options.withDescription("Blob downloads in flight at once.")),
+  listConcurrency: integerOption("list-concurrency").pipe(Options.withDefault(defaults.listConcurrency), Options.withDescription("Metadata parts listed and written at once.")),
+  parts: integerOption("parts").pipe(Options.withDefault(defaults.parts), Options.withDescription("Metadata parts to ask for (the unit of parallel listing and of resume).")),
+  maxFileBytes: integerOption("max-file-bytes").pipe(Options.optional, Options.withDescription("Start a new file once one reaches this size (default 256 MiB).")),
+  ...retryOptions
 }
 
 export interface WriteSettings {
@@ -78,7 +101,7 @@ export const exportCommand = Command.make(
     catalog: Options.text("catalog").pipe(Options.withDescription("Catalog HRN, e.g. hrn:here:data::olp-here:rib-2.")),
     layer: Options.text("layer").pipe(Options.withDescription("Layer id (a versioned or volatile layer).")),
     version: Options.text("version").pipe(Options.withDefault("latest"), Options.withDescription("Catalog version to export, or 'latest'.")),
-    mode: Options.choice("mode", ["full", "changes"]).pipe(Options.withDefault("full" as const), Options.withDescription("changes: only what changed since the layer's cursor (_state.json) in --out; a full export when there is none.")),
+    mode: choiceOption("mode", ["full", "changes"]).pipe(Options.withDefault("full" as const), Options.withDescription("changes: only what changed since the layer's cursor (_state.json) in --out; a full export when there is none.")),
     raiseMinimum: Options.boolean("raise-minimum").pipe(Options.withDescription("After the export is committed, raise the catalog's minimum version to it, if every versioned layer's data below is exported to --out.")),
     force: Options.boolean("force").pipe(Options.withDescription("Export again even if a manifest says it is done.")),
     dryRun: Options.boolean("dry-run").pipe(Options.withDescription("Print the plan (pinned version and parts) as JSON and stop."))
@@ -87,14 +110,24 @@ export const exportCommand = Command.make(
     Effect.gen(function*() {
       const version = yield* versionArg(o.version)
       const settings = yield* checkWriteSettings(o)
-      const client = clientLayer({ lookupUrl: resolveLookupUrl(o.lookupUrl, undefined, o.catalog), credentials: Option.getOrUndefined(o.credentials), concurrency: settings.concurrency })
+      const client = clientLayer({
+        lookupUrl: resolveLookupUrl(o.lookupUrl, undefined, o.catalog),
+        credentials: Option.getOrUndefined(o.credentials),
+        concurrency: settings.concurrency,
+        retry: retryPolicyOf(o)
+      })
       return yield* Effect.gen(function*() {
         if (!o.dryRun) yield* checkOutputDir(o.out)
         const planned = yield* planExport({ catalog: o.catalog, layer: o.layer, version, mode: o.mode, out: o.out, parts: settings.parts })
         if (o.dryRun) return yield* Console.log(JSON.stringify(planned, null, 2))
         const http = yield* Http
         const started = Date.now()
-        if (planned._tag === "UpToDate") return yield* Console.log(describeResult(planned, 0, 0))
+        if (planned._tag === "UpToDate") {
+          yield* Console.log(describeResult(planned, 0, 0))
+          // Committed by an earlier run whose raise may have been refused; the guard decides again.
+          if (o.raiseMinimum) yield* reportRaised(yield* raiseToExported([{ catalog: o.catalog, layer: o.layer, result: Either.right(planned), note: undefined, elapsedMs: 0 }], o.out))
+          return
+        }
         if (planned.note !== undefined) yield* Console.error(`${planned.plan.catalogHrn} ${planned.plan.layerId}: ${planned.note}`)
         const counters = new Counters()
         const result = yield* reporting(
@@ -138,5 +171,5 @@ export const runNightlyJob = (job: NightlyJob, global: GlobalOptions, showHints:
       const failed = outcomes.find((o) => Either.isLeft(o.result))
       if (failed !== undefined && Either.isLeft(failed.result)) return yield* Effect.fail(failed.result.left)
       return outcomes
-    }).pipe(Effect.provide(clientLayer({ lookupUrl, credentials, concurrency })))
+    }).pipe(Effect.provide(clientLayer({ lookupUrl, credentials, concurrency, retry: retryPolicyOf(global) })))
   })

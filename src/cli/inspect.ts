@@ -10,6 +10,7 @@ import { ADDITIONAL_FIELDS, type AdditionalField } from "../domain/Partition.ts"
 import { parseCatalogHrn } from "../export/Plan.ts"
 import * as Hrn from "../domain/Hrn.ts"
 import { clientLayer, type GlobalOptions, globalOptions, loggerLayer, resolveLookupUrl } from "./common.ts"
+import { catalogAdminCommands, layerAdminCommands } from "./admin.ts"
 import { UsageError } from "./Exit.ts"
 
 const json = Options.boolean("json").pipe(Options.withDescription("Print JSON (one document, or one line per item for listings)."))
@@ -146,8 +147,8 @@ const lookup = Command.make(
 ).pipe(Command.withDescription("Show the API base URLs the lookup service returns (platform, or for a catalog)."))
 
 export const inspectCommands = [
-  Command.make("catalogs").pipe(Command.withDescription("Inspect catalogs."), Command.withSubcommands([catalogsList, catalogsGet])),
-  Command.make("layers").pipe(Command.withDescription("Inspect layers."), Command.withSubcommands([layersList])),
+  Command.make("catalogs").pipe(Command.withDescription("Inspect and manage catalogs."), Command.withSubcommands([catalogsList, catalogsGet, ...catalogAdminCommands])),
+  Command.make("layers").pipe(Command.withDescription("Inspect and delete layers."), Command.withSubcommands([layersList, ...layerAdminCommands])),
   Command.make("partitions").pipe(Command.withDescription("Inspect partition metadata."), Command.withSubcommands([partitionsList])),
   Command.make("versions").pipe(Command.withDescription("Inspect catalog versions."), Command.withSubcommands([versionsLatest, versionsMinimum, versionsList])),
   Command.make("blob").pipe(Command.withDescription("Read blobs."), Command.withSubcommands([blobGet])),

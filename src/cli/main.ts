@@ -4,6 +4,7 @@ import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Console, Effect, Exit } from "effect"
 import { TOOL } from "../domain/Tool.ts"
 import { ExitCode, exitCodeOf, sentenceOf } from "./Exit.ts"
+import { adminCommands } from "./admin.ts"
 import { demoCommand } from "./demo.ts"
 import { backfillCommand } from "./backfill.ts"
 import { exportCommand } from "./export.ts"
@@ -14,7 +15,7 @@ import { serve } from "./serve.ts"
 
 const root = Command.make("catalog-export").pipe(
   Command.withDescription("Export data catalogs to Parquet and Arrow, and run a local catalog service to develop against."),
-  Command.withSubcommands([serve, exportCommand, backfillCommand, retentionCommand, runCommand, demoCommand, ...inspectCommands])
+  Command.withSubcommands([serve, exportCommand, backfillCommand, retentionCommand, runCommand, demoCommand, ...inspectCommands, ...adminCommands])
 )
 
 const cli = Command.run(root, { name: TOOL.name, version: TOOL.version })

@@ -90,7 +90,9 @@ export const retentionCommand = Command.make(
   "retention",
   {
     ...globalOptions,
-    catalog,
+    // Optional here only so that `retention auto --catalog X` parses (@effect/cli requires a parent's
+    // required options even when a subcommand runs); checked below.
+    catalog: catalog.pipe(Options.optional),
     keepLast: Options.integer("keep-last").pipe(Options.optional, Options.withDescription("Keep the newest N versions.")),
     olderThan: Options.text("older-than").pipe(Options.optional, Options.withDescription("Delete versions created longer ago than this (30d, 12h, \"7 days\").")),
     minimum: Options.integer("minimum").pipe(Options.optional, Options.withDescription("Raise the minimum version to exactly V.")),
@@ -100,6 +102,7 @@ export const retentionCommand = Command.make(
   },
   (o) =>
     Effect.gen(function*() {
+      if (Option.isNone(o.catalog)) return yield* new UsageError({ message: "Give the catalog with --catalog HRN." })
       const given = [Option.isSome(o.keepLast), Option.isSome(o.olderThan), Option.isSome(o.minimum)].filter(Boolean).length
       if (given !== 1) return yield* new UsageError({ message: "Give exactly one of --keep-last N, --older-than DURATION, --minimum V." })
       let policy: Policy
@@ -114,7 +117,7 @@ export const retentionCommand = Command.make(
         if (age === undefined) return yield* new UsageError({ message: `--older-than '${Option.getOrThrow(o.olderThan)}' is not a duration; use for example 30d, 12h or "7 days".` })
         policy = { _tag: "OlderThan", age }
       }
-      yield* retention({ catalog: o.catalog, policy, requireExported: o.requireExported, layers: o.layers, dryRun: o.dryRun }, o)
+      yield* retention({ catalog: o.catalog.value, policy, requireExported: o.requireExported, layers: o.layers, dryRun: o.dryRun }, o)
     }).pipe(Effect.provide(loggerLayer(o)))
 ).pipe(
   Command.withDescription("Raise a catalog's minimum version (deleting older versions) by a policy, only past versions already exported."),

@@ -7,7 +7,7 @@ import { BackfillJob } from "../../pipelines/backfill.ts"
 import { NightlyJob } from "../../pipelines/nightly-export.ts"
 import { RetentionJob } from "../../pipelines/retention.ts"
 import { runBackfillJob } from "./backfill.ts"
-import { globalOptions, loggerLayer } from "./common.ts"
+import { globalOptions, loggerLayer, retryOptions } from "./common.ts"
 import { runNightlyJob } from "./export.ts"
 import { runRetentionJob } from "./retention.ts"
 
@@ -16,7 +16,7 @@ const JobKind = Schema.Struct({ job: Schema.Literal("nightly-export", "backfill"
 /** `run config.json`: the `job` field says which pipeline; the rest is that pipeline's validated config. */
 export const runCommand = Command.make(
   "run",
-  { ...globalOptions, config: Args.file({ name: "config.json" }) },
+  { ...globalOptions, ...retryOptions, config: Args.file({ name: "config.json" }) },
   (o) =>
     Effect.gen(function*() {
       const kind = yield* Effect.try({

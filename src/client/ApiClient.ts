@@ -69,13 +69,16 @@ export class ApiClient extends Context.Tag("catalog-export/client/ApiClient")<Ap
         f: (response: HttpClientResponse.HttpClientResponse) => Effect.Effect<A, E>,
         options?: SendOptions
       ): Effect.Effect<A, E | RequestFailure> => {
-        const attempt = (token: Redacted.Redacted<string>) =>
-          http.retrying(Effect.flatMap(http.send(HttpClientRequest.bearerToken(request, token), options), f))
-        return Effect.flatMap(auth.token, (token) =>
-          Effect.catchIf(attempt(token), isUnauthorized, () =>
-            Effect.zipRight(auth.invalidate(token), Effect.flatMap(auth.token, attempt))
+        const once = (token: Redacted.Redacted<string>) =>
+          Effect.flatMap(http.send(HttpClientRequest.bearerToken(request, token), options), f)
+        // The token is taken afresh for every attempt: a request retried for longer than a token
+        // lives (Retry-After waits) must not keep sending the one it started with.
+        const attempt = Effect.flatMap(auth.token, (token) =>
+          Effect.catchIf(once(token), isUnauthorized, () =>
+            Effect.zipRight(auth.invalidate(token), Effect.flatMap(auth.token, once))
           )
         )
+        return http.retrying(attempt)
       }
 
       const execute = (request: HttpClientRequest.HttpClientRequest, options?: SendOptions) =>
@@ -197,7 +200,8 @@ const transportCut = (request: HttpClientRequest.HttpClientRequest, reason: stri
   new TransportError({ method: request.method, url: redactUrl(requestUrl(request)), reason, retriable: true })
 
 const contentRangeStart = (value: string | undefined): number | undefined => {
-  const m = value === undefined ? null : /^\s*bytes\s+(\d+)-\d+\/(\d+|\*)\s*$/i.exec(value)
+  // `bytes N-*/*` too: a streamed listing does not know its last byte (the local service sends it so).
+  const m = value === undefined ? null : /^\s*bytes\s+(\d+)-(\d+|\*)\/(\d+|\*)\s*$/i.exec(value)
   return m === null ? undefined : Number(m[1])
 }
 

@@ -21,6 +21,12 @@ export interface ConfigApiShape {
   readonly listCatalogsVerbose: (options?: ListCatalogsOptions) => Effect.Effect<ReadonlyArray<Catalog>, ConfigFailure>
   /** Fails with CatalogNotFound on 403/404 (the service answers 403 for missing and forbidden catalogs alike). */
   readonly getCatalog: (hrn: string) => Effect.Effect<Catalog, ConfigFailure>
+  /**
+   * The catalog's configuration as the service sent it, every field kept (unlike `getCatalog`, which
+   * decodes the fields this client knows). A read-modify-write with `updateCatalog` must start from it,
+   * or the PUT would drop the fields the decoder does not know.
+   */
+  readonly getCatalogConfiguration: (hrn: string) => Effect.Effect<Readonly<Record<string, unknown>>, ConfigFailure>
   /** `PUT /catalogs/{hrn}` with the full configuration; answers with a status link. */
   readonly updateCatalog: (hrn: string, configuration: unknown) => Effect.Effect<StatusLink, ConfigFailure>
   readonly disableAutomaticVersionDeletion: (hrn: string) => Effect.Effect<StatusLink, ConfigFailure>
@@ -32,6 +38,7 @@ const STATUS_POLL = "500 millis"
 
 const SummaryList = CatalogList(CatalogSummary)
 const VerboseList = CatalogList(Catalog)
+const RawCatalog = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 
 export class ConfigApi extends Context.Tag("catalog-export/client/ConfigApi")<ConfigApi, ConfigApiShape>() {
   static readonly layer: Layer.Layer<ConfigApi, never, ApiClient | Lookup> = Layer.effect(
@@ -75,6 +82,16 @@ export class ConfigApi extends Context.Tag("catalog-export/client/ConfigApi")<Co
         )
       })
 
+      const getCatalogConfiguration = Effect.fn("ConfigApi.getCatalogConfiguration")(function* (hrn: string) {
+        const root = yield* base
+        return yield* api.json(HttpClientRequest.get(joinUrl(root, `/catalogs/${hrn}`)), RawCatalog).pipe(
+          Effect.catchIf(
+            (e): e is ApiError => e instanceof ApiError && (e.status === 403 || e.status === 404),
+            (e) => Effect.fail(new CatalogNotFound({ hrn, status: e.status, detail: e.detail ?? e.title }))
+          )
+        )
+      })
+
       const updateCatalog = Effect.fn("ConfigApi.updateCatalog")(function* (hrn: string, configuration: unknown) {
         const root = yield* base
         return yield* api.json(HttpClientRequest.put(joinUrl(root, `/catalogs/${hrn}`)).pipe(HttpClientRequest.bodyUnsafeJson(configuration)), StatusLink)
@@ -98,7 +115,7 @@ export class ConfigApi extends Context.Tag("catalog-export/client/ConfigApi")<Co
         }
       })
 
-      return ConfigApi.of({ listCatalogs, listCatalogsVerbose, getCatalog, updateCatalog, disableAutomaticVersionDeletion, awaitStatus })
+      return ConfigApi.of({ listCatalogs, listCatalogsVerbose, getCatalog, getCatalogConfiguration, updateCatalog, disableAutomaticVersionDeletion, awaitStatus })
     })
   )
 }

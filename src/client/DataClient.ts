@@ -1,4 +1,5 @@
 import { Layer } from "effect"
+import { AdminApi } from "./AdminApi.ts"
 import { ApiClient } from "./ApiClient.ts"
 import { Auth } from "./Auth.ts"
 import { BlobApi, VolatileBlobApi } from "./BlobApi.ts"
@@ -10,6 +11,8 @@ import { Lookup } from "./Lookup.ts"
 import { MetadataApi } from "./MetadataApi.ts"
 import { PublishApi } from "./PublishApi.ts"
 import { QueryApi } from "./QueryApi.ts"
+import { StreamApi } from "./StreamApi.ts"
+import { SubscriptionsApi } from "./SubscriptionsApi.ts"
 
 /** Everything the Data API client needs, in one place. */
 export interface DataClientOptions {
@@ -40,6 +43,9 @@ export type DataClient =
   | BlobApi
   | VolatileBlobApi
   | PublishApi
+  | AdminApi
+  | SubscriptionsApi
+  | StreamApi
   | Lookup
   | ApiClient
   | Auth
@@ -79,7 +85,9 @@ export const layer = (options: DataClientOptions): Layer.Layer<DataClient, Crede
     QueryApi.layer,
     BlobApi.layer,
     VolatileBlobApi.layer,
-    PublishApi.layer
+    PublishApi.layer,
+    SubscriptionsApi.layer,
+    StreamApi.layer
   ).pipe(Layer.provideMerge(lookup))
-  return services
+  return AdminApi.layer.pipe(Layer.provideMerge(services))
 }

@@ -55,7 +55,7 @@ export class RetryBudgetExhausted extends Schema.TaggedError<RetryBudgetExhauste
     return (
       `Gave up on ${this.method} ${this.url} after ${this.retries} ${this.retries === 1 ? "retry" : "retries"} ` +
       `in ${(this.elapsedMs / 1000).toFixed(1)} s; last failure: ${this.lastError.message}. ` +
-      `The service kept failing transiently; run again later or raise the retry budget.`
+      `The service kept failing transiently; it is safe to run the same command again later (work already finished is kept), or to allow a larger retry budget.`
     )
   }
 }

@@ -11,6 +11,7 @@ import { TOOL } from "../domain/Tool.ts"
 import type { ParquetCompression } from "../sinks/ParquetCodecs.ts"
 import * as RollingWriter from "../sinks/RollingWriter.ts"
 import type { Row } from "../sinks/Row.ts"
+import { crashPoint, crashPointSync } from "./CrashHook.ts"
 import { IntegrityError, OutputConflict } from "./Errors.ts"
 import { type Manifest, MANIFEST, readManifest, readState, STATE, WrittenFile, writeJsonAtomic } from "./Manifest.ts"
 import { exportDir, Plan } from "./Plan.ts"
@@ -125,6 +126,9 @@ export const runExport = Effect.fn("Export.run")(function*(plan: Plan, options: 
     // A full export of the version holds everything a changes export of it would.
     const covers = m.mode === plan.mode || (m.mode === "full" && plan.mode === "changes")
     if (m.catalogHrn === plan.catalogHrn && m.layerId === plan.layerId && m.version === plan.version && covers) {
+      // A run killed right after its manifest left `_parts/` and the cursor behind: finish its commit.
+      yield* Effect.promise(() => fs.rm(path.join(dir, PARTS_DIR), { recursive: true, force: true }))
+      if (plan.layerType === "versioned") yield* advanceState(options.out, plan, m.finishedAt)
       return { _tag: "AlreadyExported", dir, manifest: m } satisfies ExportResult
     }
     return yield* new OutputConflict({
@@ -174,6 +178,7 @@ export const runExport = Effect.fn("Export.run")(function*(plan: Plan, options: 
       const tile = effective.heretile ? tileColumns(p.partition) : {}
       if (p.dataHandle === "") return { ...base, ...tile, dataSize: null, data: null } satisfies Row
       const { stored, data } = yield* fetchData(p)
+      yield* crashPoint("fetched")
       return { ...base, ...tile, dataSize: p.dataSize ?? stored.byteLength, data } satisfies Row
     })
 
@@ -212,7 +217,8 @@ export const runExport = Effect.fn("Export.run")(function*(plan: Plan, options: 
         createdBy: `${TOOL.name} ${TOOL.version}`,
         ...(options.compression === undefined ? {} : { compression: options.compression }),
         ...(options.maxFileBytes === undefined ? {} : { maxFileBytes: options.maxFileBytes }),
-        rowGroupBytes: options.rowGroupBytes ?? ROW_GROUP_BYTES
+        rowGroupBytes: options.rowGroupBytes ?? ROW_GROUP_BYTES,
+        onRenamed: () => crashPointSync("renamed")
       }).pipe(Scope.extend(scope))
       return { scope, writer, pending: [] as Array<Row>, stats: { partitions: 0, deleted: 0, bytes: 0 } }
     })
@@ -258,6 +264,7 @@ export const runExport = Effect.fn("Export.run")(function*(plan: Plan, options: 
       const checkpoint: Checkpoint = { part: index, files: files.map((f) => ({ ...f })), ...part.stats }
       yield* writeJsonAtomic(path.join(partsDir, `part-${index}.json`), checkpoint)
       checkpoints.set(index, checkpoint)
+      yield* crashPoint("checkpoint")
     })
   const accept = (index: number, row: Row) =>
     Effect.gen(function*() {
@@ -272,13 +279,29 @@ export const runExport = Effect.fn("Export.run")(function*(plan: Plan, options: 
         counters.deleted++
       }
       part.pending.push(row)
-      if (part.pending.length >= WRITE_BATCH) yield* part.writer.write(part.pending.splice(0))
+      if (part.pending.length >= WRITE_BATCH) {
+        yield* part.writer.write(part.pending.splice(0))
+        yield* crashPoint("written")
+      }
     })
 
+  // Blobs are fetched unordered: in order, one blob waiting out a Retry-After would hold back every
+  // download behind it (throttled runs were 10x slower). So a part is finished when its listing has
+  // ended and as many rows as it listed have arrived, whatever their order.
+  const tally = new Map<number, { listed: number; accepted: number; ended: boolean }>()
+  const tallyOf = (index: number) => {
+    let t = tally.get(index)
+    if (t === undefined) tally.set(index, t = { listed: 0, accepted: 0, ended: false })
+    return t
+  }
   yield* Stream.mergeAll(
     todo.map((index) =>
       listing(parts[index]).pipe(
-        Stream.map((partition): Item => ({ _tag: "Listed", part: index, partition })),
+        Stream.map((partition): Item => {
+          crashPointSync("listed")
+          tallyOf(index).listed++
+          return { _tag: "Listed", part: index, partition }
+        }),
         Stream.concat(Stream.succeed<Item>({ _tag: "End", part: index }))
       )
     ),
@@ -287,9 +310,19 @@ export const runExport = Effect.fn("Export.run")(function*(plan: Plan, options: 
     Stream.mapEffect(
       (item): Effect.Effect<Fetched, BlobFailure | IntegrityError> =>
         item._tag === "End" ? Effect.succeed(item) : Effect.map(toRow(item.partition), (row) => ({ _tag: "Row", part: item.part, row })),
-      { concurrency: options.concurrency }
+      { concurrency: options.concurrency, unordered: true }
     ),
-    Stream.runForEach((item) => (item._tag === "End" ? finishPart(item.part) : accept(item.part, item.row))),
+    Stream.runForEach((item) =>
+      Effect.gen(function*() {
+        const t = tallyOf(item.part)
+        if (item._tag === "End") t.ended = true
+        else {
+          yield* accept(item.part, item.row)
+          t.accepted++
+        }
+        if (t.ended && t.accepted === t.listed) yield* finishPart(item.part)
+      })
+    ),
     // An aborted run leaves its open files `.partial`: RollingWriter renames only on finish.
     Effect.ensuring(Effect.suspend(() => Effect.forEach(writers.values(), (w) => Scope.close(w.scope, Exit.void), { discard: true })))
   )
@@ -314,7 +347,9 @@ export const runExport = Effect.fn("Export.run")(function*(plan: Plan, options: 
     finishedAt: new Date().toISOString(),
     tool: { name: TOOL.name, version: TOOL.version }
   }
+  yield* crashPoint("manifest")
   yield* writeJsonAtomic(path.join(dir, MANIFEST), manifest)
+  yield* crashPoint("committed")
   yield* Effect.promise(() => fs.rm(partsDir, { recursive: true, force: true }))
   if (effective.layerType === "versioned") yield* advanceState(options.out, effective, manifest.finishedAt)
   return { _tag: "Exported", dir, manifest, counters } satisfies ExportResult

@@ -11,19 +11,30 @@ import { readManifest } from "../export/Manifest.ts"
  * layer changed (`layerVersions`); a version at which the layer has no data needs no export.
  */
 
-/** Versions of a layer with a committed manifest (full or changes) in OUT. */
+/**
+ * Versions of a layer whose state OUT holds: a committed full export, or a committed changes export
+ * whose base version is itself held (a chain of deltas down to a full export). A delta whose chain is
+ * broken (its base export was removed) proves nothing: the state cannot be rebuilt from it.
+ */
 export const committedVersions = (out: string, catalogHrn: string, catalogId: string, layerId: string) =>
   Effect.gen(function*() {
     const layerDir = path.join(out, catalogId, layerId)
     const entries = yield* Effect.promise(() => fs.readdir(layerDir).catch(() => [] as Array<string>))
-    const versions: Array<number> = []
+    const committed: Array<{ readonly version: number; readonly base: number | undefined }> = []
     for (const entry of entries) {
       const m = /^version=(\d+)$/.exec(entry)
       if (m === null) continue
       const manifest = yield* readManifest(path.join(layerDir, entry)).pipe(Effect.orElseSucceed(() => Option.none()))
-      if (Option.isSome(manifest) && manifest.value.catalogHrn === catalogHrn && manifest.value.layerId === layerId) versions.push(Number(m[1]))
+      if (Option.isNone(manifest) || manifest.value.catalogHrn !== catalogHrn || manifest.value.layerId !== layerId) continue
+      const version = Number(m[1])
+      if (manifest.value.version !== version) continue
+      committed.push({ version, base: manifest.value.mode === "full" ? undefined : manifest.value.baseVersion ?? -1 })
     }
-    return versions.sort((a, b) => a - b)
+    const held = new Set<number>()
+    for (const c of committed.sort((a, b) => a.version - b.version)) {
+      if (c.base === undefined || held.has(c.base)) held.add(c.version)
+    }
+    return [...held]
   })
 
 export interface Uncovered {

@@ -117,26 +117,25 @@ export const submitPublication = (publication: PublicationRow) =>
       return yield* conflict("publication", `publication ${publication.id} is ${publication.state}; only an initialized publication can be submitted`)
     }
     const now = Date.now()
-    const version = yield* store.withTransaction(
+    const committed = yield* store.withTransaction(
       Effect.gen(function*() {
         const catalog = (yield* store.catalog(publication.catalog_hrn))!
         if (publication.kind === "volatile") {
           yield* store.commitVolatile(publication.id, now)
           yield* store.setPublicationState(publication.id, "succeeded", "Publication succeeded", now)
-          return catalog.latest_version
+          return { version: catalog.latest_version, raised: false }
         }
         const version = catalog.latest_version + 1
         yield* store.commitVersioned(publication.id, version, now)
         yield* store.insertVersion(catalog.hrn, version, now, publication.dependencies)
         yield* store.setVersions(catalog.hrn, version, catalog.latest_version < 0 ? version : catalog.min_version)
         yield* store.setPublicationState(publication.id, "succeeded", "Publication succeeded", now, version)
-        return version
+        // In the commit's transaction: no POST versions/minimum can interleave and be lowered again.
+        return { version, raised: yield* applyAutomaticDeletion(catalog.hrn) }
       })
     ).pipe(Effect.orDie)
-    if (publication.kind === "versioned" && (yield* applyAutomaticDeletion(publication.catalog_hrn))) {
-      yield* Effect.forkDaemon(collect(publication.catalog_hrn))
-    }
-    return version
+    if (committed.raised) yield* Effect.forkDaemon(collect(publication.catalog_hrn))
+    return committed.version
   })
 
 export const publicationOf = (catalog: CatalogRow, id: string) =>

@@ -10,16 +10,23 @@ import { createServer } from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Effect, Layer, Option } from "effect"
+import { AdminStore } from "./AdminStore.ts"
 import { AuthConfig, type AuthOptions, AuthState, tokenEndpoint } from "./Auth.ts"
 import { BlobFiles } from "./BlobFiles.ts"
 import * as Faults from "./Faults.ts"
 import { json } from "./Reply.ts"
+import { SELECTABLE_REGIONS } from "../domain/Region.ts"
+import { regionPrefix } from "./Regions.ts"
 import * as Blob from "./routes/Blob.ts"
+import * as Catalogs from "./routes/Catalogs.ts"
 import * as Config from "./routes/Config.ts"
+import * as Features from "./routes/Features.ts"
 import * as Lookup from "./routes/Lookup.ts"
 import * as Metadata from "./routes/Metadata.ts"
 import * as Publish from "./routes/Publish.ts"
 import * as Query from "./routes/Query.ts"
+import * as Stream from "./routes/Stream.ts"
+import * as Subscriptions from "./routes/Subscriptions.ts"
 import { noSeed, seed, type SeedOptions } from "./Seed.ts"
 import { Store } from "./Store.ts"
 
@@ -44,14 +51,17 @@ export const defaultServiceOptions: ServiceOptions = {
   maxBodyBytes: 64 * 1024 * 1024
 }
 
+/** The catalog-bound APIs; lookup with `region=<id>` hands out their base URLs under `/regions/<id>`. */
+const catalogRoutes = HttpRouter.concatAll(Metadata.routes, Query.routes, Blob.routes, Publish.routes, Stream.routes, Features.routes)
+
 const router = HttpRouter.concatAll(
   HttpRouter.empty.pipe(HttpRouter.post("/oauth2/token", tokenEndpoint)),
   Lookup.routes,
   Config.routes,
-  Metadata.routes,
-  Query.routes,
-  Blob.routes,
-  Publish.routes
+  Catalogs.routes,
+  Subscriptions.routes,
+  catalogRoutes,
+  ...SELECTABLE_REGIONS.map((region) => HttpRouter.prefixAll(catalogRoutes, regionPrefix(region)))
 )
 
 /**
@@ -98,7 +108,7 @@ const dataDirectory = (dataDir: string | undefined) =>
 export const layer = (options: ServiceOptions) =>
   Layer.unwrapScoped(
     Effect.map(dataDirectory(options.dataDir), (dataDir) => {
-      const storage = Layer.mergeAll(Store.layer, BlobFiles.layer(dataDir), AuthConfig.layer(options.auth), AuthState.layer).pipe(
+      const storage = Layer.mergeAll(Store.layer, AdminStore.layer, BlobFiles.layer(dataDir), AuthConfig.layer(options.auth), AuthState.layer).pipe(
         Layer.provideMerge(SqliteClient.layer({ filename: path.join(dataDir, "catalog.db") }))
       )
       const seeded = Layer.effectDiscard(seed(options.seed ?? noSeed))

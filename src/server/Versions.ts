@@ -1,57 +1,75 @@
 import { Effect } from "effect"
 import { BlobFiles } from "./BlobFiles.ts"
 import { badRequest } from "./Reply.ts"
-import { type CatalogRow, Store } from "./Store.ts"
+import { Store } from "./Store.ts"
 
 export const MAX_VERSIONS_TO_KEEP = 50_000
 
 /**
  * Raises the minimum version: versions below it stop being readable at once; their partition
  * metadata and the blobs no surviving version uses are removed afterwards by `collect`.
- * The latest version always stays readable.
+ * The latest version always stays readable. Checked and written in one transaction on a fresh read
+ * of the catalog, so a version committed meanwhile is never overwritten by a stale `latest_version`.
  */
-export const raiseMinimum = (catalog: CatalogRow, version: number) =>
+export const raiseMinimum = (catalogHrn: string, version: number) =>
   Effect.gen(function*() {
-    if (catalog.latest_version < 0) {
-      return yield* badRequest("version", `Catalog ${catalog.hrn} has no versions yet`)
-    }
-    if (version > catalog.latest_version) {
-      return yield* badRequest(
-        "version",
-        `Invalid version: latest known version is ${catalog.latest_version}; the minimum version cannot pass it (the last version of a catalog cannot be deleted; delete the catalog instead)`
-      )
-    }
-    if (version < catalog.min_version) {
-      return yield* badRequest("version", `Invalid version: the minimum version is ${catalog.min_version} and cannot be lowered`)
-    }
-    if (version === catalog.min_version) return false
-    yield* (yield* Store).setVersions(catalog.hrn, catalog.latest_version, version).pipe(Effect.orDie)
-    return true
+    const store = yield* Store
+    return yield* store.withTransaction(
+      Effect.gen(function*() {
+        const catalog = (yield* store.catalog(catalogHrn))!
+        if (catalog.latest_version < 0) {
+          return yield* badRequest("version", `Catalog ${catalog.hrn} has no versions yet`)
+        }
+        if (version > catalog.latest_version) {
+          return yield* badRequest(
+            "version",
+            `Invalid version: latest known version is ${catalog.latest_version}; the minimum version cannot pass it (the last version of a catalog cannot be deleted; delete the catalog instead)`
+          )
+        }
+        if (version < catalog.min_version) {
+          return yield* badRequest("version", `Invalid version: the minimum version is ${catalog.min_version} and cannot be lowered`)
+        }
+        if (version === catalog.min_version) return false
+        yield* store.setVersions(catalog.hrn, catalog.latest_version, version)
+        return true
+      })
+    ).pipe(Effect.catchTag("SqlError", Effect.die))
   })
 
 /**
  * Physical removal below the minimum: partition rows no version at or above it can see, and blobs
  * whose owning row (the first one published with the handle) is gone, even when a later version
- * reused the handle; that is the data-handle reuse hazard the interface warns about.
+ * reused the handle; that is the data-handle reuse hazard the interface warns about. Content no blob
+ * refers to any more is forgotten in the same transaction, so an upload of identical bytes committed
+ * after it stores them again instead of pointing at removed content.
  */
 export const collect = (catalogHrn: string) =>
   Effect.gen(function*() {
     const store = yield* Store
     const files = yield* BlobFiles
-    const catalog = yield* store.catalog(catalogHrn)
-    if (catalog === undefined) return
-    const orphaned = yield* store.withTransaction(store.purgeBelowMinimum(catalogHrn, catalog.min_version))
-    for (const sha256 of orphaned) yield* files.remove(sha256)
+    yield* store.withTransaction(
+      Effect.gen(function*() {
+        const catalog = yield* store.catalog(catalogHrn)
+        if (catalog === undefined) return
+        const orphaned = yield* store.purgeBelowMinimum(catalogHrn, catalog.min_version)
+        for (const sha256 of orphaned) yield* files.remove(sha256)
+      })
+    )
   }).pipe(Effect.orDie)
 
-/** After a commit: keep only `numberOfVersionsToKeep` versions when automatic deletion is on. */
+/**
+ * After a commit: keep only `numberOfVersionsToKeep` versions when automatic deletion is on. Meant
+ * to run inside the commit's transaction; the minimum only ever moves up.
+ */
 export const applyAutomaticDeletion = (catalogHrn: string) =>
   Effect.gen(function*() {
     const store = yield* Store
-    const catalog = (yield* store.catalog(catalogHrn).pipe(Effect.orDie))!
+    const catalog = (yield* store.catalog(catalogHrn))!
     const keep = (JSON.parse(catalog.config) as { automaticVersionDeletion?: { numberOfVersionsToKeep?: number } })
       .automaticVersionDeletion?.numberOfVersionsToKeep
-    if (keep === undefined || catalog.latest_version - catalog.min_version + 1 <= keep) return false
-    yield* store.setVersions(catalog.hrn, catalog.latest_version, catalog.latest_version - keep + 1).pipe(Effect.orDie)
+    if (keep === undefined || catalog.latest_version < 0) return false
+    const minimum = Math.max(catalog.min_version, catalog.latest_version - keep + 1)
+    if (minimum === catalog.min_version) return false
+    yield* store.setVersions(catalog.hrn, catalog.latest_version, minimum)
     return true
   })

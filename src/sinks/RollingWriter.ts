@@ -29,6 +29,8 @@ export interface Options {
   readonly rowGroupBytes?: number
   /** Parquet `created_by`; default "catalog-export" */
   readonly createdBy?: string
+  /** Called after each file is renamed to its final name (the export's crash test hook). */
+  readonly onRenamed?: (file: string) => void
 }
 
 export interface WrittenFile {
@@ -259,6 +261,7 @@ export const make: (options: Options) => Effect.Effect<RollingWriter, SinkError,
               try: () => fs.promises.rename(file.partialPath, file.finalPath),
               catch: (cause) => fromCause(file.partialPath, "rename", cause)
             })
+            options.onRenamed?.(file.finalPath)
           }
           yield* fsyncDirectory(settings.dir)
           result = completed.map(({ path, format, rows, bytes, sha256 }) => ({ path, format, rows, bytes, sha256 }))

@@ -5,6 +5,8 @@ import { Effect } from "effect"
 import { configCatalogFor, decodeSegment } from "../Access.ts"
 import { Caller, withCaller } from "../Auth.ts"
 import { checkCatalog, storedCatalogConfig, storedLayerConfig } from "../CatalogConfig.ts"
+import { operationProgress, recreateWarnings, withWarnings } from "../Operations.ts"
+import { checkUpdate } from "../Regions.ts"
 import { badRequest, json, notFound } from "../Reply.ts"
 import { type OperationRow, Store } from "../Store.ts"
 import { catalogView, originOf } from "../Views.ts"
@@ -102,6 +104,7 @@ const update = Effect.gen(function*() {
     return yield* badRequest("replication", "the region and replication of a catalog are chosen at creation and cannot be changed; delete and recreate the catalog")
   }
   const existing = new Map((yield* store.layers(catalog.hrn).pipe(Effect.orDie)).map((l) => [l.id, l]))
+  yield* checkUpdate(body, previous)
   for (const layer of (body.layers ?? []) as Array<Record<string, any>>) {
     const current = existing.get(layer.id)
     if (current === undefined) continue
@@ -121,7 +124,9 @@ const update = Effect.gen(function*() {
       else yield* store.updateLayerConfig(current.pk, config)
     }
   })).pipe(Effect.orDie)
-  return yield* accepted("update", catalog.hrn, "Catalog Update")
+  const added = ((body.layers ?? []) as Array<Record<string, any>>).map((l) => l.id as string).filter((id) => !existing.has(id))
+  const warnings = yield* recreateWarnings(catalog.hrn, added)
+  return withWarnings(warnings)(yield* accepted("update", catalog.hrn, "Catalog Update"))
 })
 
 const disableAutomaticDeletion = Effect.gen(function*() {
@@ -139,6 +144,8 @@ const status = Effect.gen(function*() {
   const search = yield* HttpServerRequest.ParsedSearchParams
   const operation = yield* (yield* Store).operation(decodeSegment(params.token)).pipe(Effect.orDie)
   if (operation === undefined) return yield* notFound("token", "unknown status token")
+  const progress = yield* operationProgress(operation)
+  if (progress !== undefined) return progress
   if (operation.state === "pending") return json(202, { status: "pending" })
   if (operation.state === "failure") return json(410, { status: "failure", reason: "Operation failed." })
   const origin = originOf(request.headers)

@@ -5,6 +5,7 @@ import * as Hrn from "../../domain/Hrn.ts"
 import type { ApiEntry } from "../../domain/Lookup.ts"
 import { decodeSegment, mayAccess } from "../Access.ts"
 import { Caller, withCaller } from "../Auth.ts"
+import { lookupRegion, regionPrefix, regionsOf } from "../Regions.ts"
 import { dataError, json, notFound } from "../Reply.ts"
 import { Store } from "../Store.ts"
 import { originOf } from "../Views.ts"
@@ -53,7 +54,16 @@ const resource = Effect.gen(function*() {
   if (catalog === undefined || !(yield* mayAccess(catalog, appId, "read"))) {
     return yield* notFound("hrn", `Resource not found: ${hrn}`)
   }
-  const entries = yield* pick(resourceApis(originOf(request.headers), hrn), params.api, params.version)
+  const origin = originOf(request.headers)
+  const region = yield* lookupRegion(new URL(request.url, "http://x").searchParams.get("region") ?? undefined)
+  if (region !== undefined && !regionsOf(JSON.parse(catalog.config)).some((r) => r.id === region)) {
+    return yield* notFound("region", `catalog ${hrn} is not stored in region ${region}`)
+  }
+  // Per-region base URLs: the catalog-bound APIs under /regions/<id>; config stays platform-wide.
+  const apis = region === undefined
+    ? resourceApis(origin, hrn)
+    : resourceApis(`${origin}${regionPrefix(region)}`, hrn).map((e) => (e.api === "config" ? entry("config", "v1", `${origin}/config/v1`) : e))
+  const entries = yield* pick(apis, params.api, params.version)
   return json(200, entries, CACHE)
 })
 

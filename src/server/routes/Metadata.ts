@@ -249,7 +249,7 @@ const setMinimum = Effect.gen(function*() {
   const request = yield* HttpServerRequest.HttpServerRequest
   const body = yield* request.json.pipe(Effect.catchAll(() => badRequest("body", "the request body is not valid JSON")))
   const { version } = yield* Schema.decodeUnknown(SetMinimum)(body).pipe(Effect.catchAll(() => badRequest("version", "a body {\"version\": <integer>} is required")))
-  if (yield* raiseMinimum(catalog, version)) yield* Effect.forkDaemon(collect(catalog.hrn))
+  if (yield* raiseMinimum(catalog.hrn, version)) yield* Effect.forkDaemon(collect(catalog.hrn))
   return HttpServerResponse.empty({ status: 204 })
 })
 

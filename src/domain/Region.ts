@@ -1,0 +1,35 @@
+/**
+ * Storage regions of a catalog. The interface names a US West and an EU West region; the config API
+ * spells them `us-oregon` and `eu-ireland` (`ap-seoul` exists on the platform but is not selectable).
+ * A catalog's regions live in `replication.regions`: one `primary`, and a `secondary` for a
+ * multi-region catalog.
+ */
+export const SELECTABLE_REGIONS = ["eu-ireland", "us-oregon"] as const
+export type RegionId = (typeof SELECTABLE_REGIONS)[number]
+
+export const DEFAULT_REGION: RegionId = "eu-ireland"
+export const US_WEST: RegionId = "us-oregon"
+
+/** Layer types a US West or a multi-region catalog may hold. */
+export const REPLICABLE_LAYER_TYPES: ReadonlyArray<string> = ["versioned", "volatile", "stream"]
+
+const ALIASES: Record<string, RegionId> = {
+  "eu-ireland": "eu-ireland",
+  "eu-west": "eu-ireland",
+  "eu west": "eu-ireland",
+  "us-oregon": "us-oregon",
+  "us-west": "us-oregon",
+  "us west": "us-oregon"
+}
+
+/** A region id from its id or its display name ("US West", "eu-west", ...); undefined when unknown. */
+export const regionOf = (input: string): RegionId | undefined => ALIASES[input.trim().toLowerCase()]
+
+export interface ReplicationRegion {
+  readonly id: string
+  readonly role: "primary" | "secondary"
+}
+
+export interface Replication {
+  readonly regions: ReadonlyArray<ReplicationRegion>
+}

@@ -1,0 +1,88 @@
+import { createHash } from "node:crypto"
+import { Effect } from "effect"
+import {
+  type Changeset,
+  type ChangeNotification,
+  type Feature,
+  type FeatureChange,
+  featureCollection,
+  type FeatureOperation,
+  type Notification
+} from "../domain/Notification.ts"
+import { AdminStore, type NewStreamMessage } from "./AdminStore.ts"
+import { Store } from "./Store.ts"
+
+/** One committed transaction of an interactive map layer. */
+export interface CommittedTransaction {
+  readonly catalogHrn: string
+  readonly layerId: string
+  readonly version: number
+  readonly author: string
+  /** Milliseconds since the Unix epoch. */
+  readonly createdAt: number
+  readonly inserted: ReadonlyArray<Feature>
+  readonly updated: ReadonlyArray<Feature>
+  /** The last state of each deleted feature. */
+  readonly deleted: ReadonlyArray<Feature>
+}
+
+/** The messages one subscription type makes of a transaction, with the stream partition key of each. */
+export const notificationsFor = (type: string, tx: CommittedTransaction): ReadonlyArray<{ key: string; message: Notification }> => {
+  switch (type) {
+    case "perFeature": {
+      const change = (operation: FeatureOperation) => (feature: Feature) => ({
+        key: String(feature.id ?? ""),
+        message: { type: "FeatureChange", operation, catalogHrn: tx.catalogHrn, layerId: tx.layerId, feature } satisfies FeatureChange
+      })
+      return [...tx.inserted.map(change("INSERT")), ...tx.updated.map(change("UPDATE")), ...tx.deleted.map(change("DELETE"))]
+    }
+    case "perTransaction":
+      return [{
+        key: String(tx.version),
+        message: {
+          type: "Changeset",
+          version: tx.version,
+          author: tx.author,
+          catalogHrn: tx.catalogHrn,
+          layerId: tx.layerId,
+          createdAt: tx.createdAt,
+          inserted: featureCollection(tx.inserted),
+          updated: featureCollection(tx.updated),
+          deleted: featureCollection(tx.deleted)
+        } satisfies Changeset
+      }]
+    case "contentChange":
+      return [{
+        key: tx.layerId,
+        message: { type: "ChangeNotification", catalogHrn: tx.catalogHrn, layerId: tx.layerId, createdAt: tx.createdAt } satisfies ChangeNotification
+      }]
+    default:
+      return []
+  }
+}
+
+const encode = (message: Notification, key: string, timestamp: number): NewStreamMessage => {
+  const data = new TextEncoder().encode(JSON.stringify(message))
+  return { partition: key, data, checksum: createHash("sha1").update(data).digest("hex"), timestamp }
+}
+
+/**
+ * Writes the notifications of a committed transaction to the destination stream layer of every
+ * active subscription on the layer. Runs inside the transaction's database transaction, so the
+ * change and its notifications commit together and in order. A subscription whose destination is
+ * gone is disabled.
+ */
+export const deliver = (tx: CommittedTransaction) =>
+  Effect.gen(function*() {
+    const admin = yield* AdminStore
+    const store = yield* Store
+    for (const subscription of yield* admin.activeSubscriptionsOn(tx.catalogHrn, tx.layerId)) {
+      const destination = yield* store.layer(subscription.destination_catalog, subscription.destination_layer)
+      if (destination === undefined || destination.layer_type !== "stream") {
+        yield* admin.disableSubscription(subscription.hrn, "The destination stream layer no longer exists.", new Date().toISOString())
+        continue
+      }
+      const messages = notificationsFor(subscription.type, tx).map(({ key, message }) => encode(message, key, tx.createdAt))
+      yield* admin.appendMessages(destination.pk, messages)
+    }
+  })

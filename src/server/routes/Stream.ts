@@ -1,0 +1,207 @@
+import * as HttpRouter from "@effect/platform/HttpRouter"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import { randomInt, randomUUID } from "node:crypto"
+import { Effect } from "effect"
+import { routeLayer } from "../Access.ts"
+import { AdminStore, type StreamConsumerRow } from "../AdminStore.ts"
+import { Caller, withCaller } from "../Auth.ts"
+import { json, Reply } from "../Reply.ts"
+import type { CatalogRow, LayerRow } from "../Store.ts"
+import { originOf } from "../Views.ts"
+
+/**
+ * Stream API v2, enough to consume a stream layer: subscribe, read (`GET .../partitions`), commit
+ * offsets, seek, unsubscribe. The local service keeps one stream partition (0) per layer, so the
+ * offsets of a layer order all its messages; messages are always inlined as base64 `data`.
+ * A subscription reads from its consumer group's committed offset, else from the earliest (or,
+ * with `auto.offset.reset: latest`, the next) message.
+ */
+
+const NODE = "nodes/local-1"
+const DEFAULT_MAX_RECORDS = 500
+const MAX_RECORDS = 10_000
+/** The only stream partition of a local stream layer. */
+export const STREAM_PARTITION = 0
+
+/** The stream API's error body `{title, status, code, cause, action, correlationId}`. */
+const streamError = (status: number, title: string, code: string, cause: string, action: string) => {
+  const correlationId = randomUUID()
+  return new Reply({
+    response: json(status, { title, status, code, cause, action, correlationId }, { "x-correlation-id": correlationId })
+  })
+}
+
+type Params = Readonly<Record<string, string | ReadonlyArray<string> | undefined>>
+const one = (params: Params, name: string): string | undefined => {
+  const v = params[name]
+  return typeof v === "string" ? v : v?.[0]
+}
+
+const streamLayer = Effect.gen(function*() {
+  const { catalog, layer } = yield* routeLayer("read").pipe(
+    Effect.catchIf(
+      (e): e is Reply => e instanceof Reply && e.response.status === 400,
+      () => Effect.flatMap(HttpRouter.params, (p) => streamError(404, "Stream layer not found", "E213027", `Stream layer ${p.layer} not found`, "Verify stream layer name and existence, and retry"))
+    )
+  )
+  if (layer.layer_type !== "stream") {
+    return yield* streamError(404, "Stream layer not found", "E213027", `Layer ${layer.id} is a ${layer.layer_type} layer, not a stream layer`, "Verify stream layer name and existence, and retry")
+  }
+  return { catalog, layer }
+})
+
+const modeOf = (params: Params) =>
+  Effect.gen(function*() {
+    const mode = one(params, "mode") ?? "serial"
+    if (mode !== "serial" && mode !== "parallel") {
+      return yield* streamError(400, "Subscription mode not supported", "E213002", `Subscription mode '${mode}' not supported`, "Retry with valid subscription mode 'serial' or 'parallel'")
+    }
+    return mode
+  })
+
+/** The path before `/stream/v2/`, so a consumer found through a regional base URL stays regional. */
+const nodeBaseUrl = (request: HttpServerRequest.HttpServerRequest, catalog: CatalogRow) => {
+  const path = new URL(request.url, "http://x").pathname
+  const prefix = path.slice(0, Math.max(0, path.indexOf("/stream/v2/")))
+  return `${originOf(request.headers)}${prefix}/stream/v2/${NODE}/catalogs/${catalog.hrn}`
+}
+
+const consumerProperties = Effect.gen(function*() {
+  const request = yield* HttpServerRequest.HttpServerRequest
+  const text = yield* request.text.pipe(Effect.orElseSucceed(() => ""))
+  if (text.trim() === "") return {} as Record<string, unknown>
+  let body: any
+  try {
+    body = JSON.parse(text)
+  } catch {
+    return yield* streamError(400, "Invalid request body", "E213001", "The request body is not valid JSON", "Send {kafkaConsumerProperties: {...}} or no body")
+  }
+  const props = body?.kafkaConsumerProperties ?? {}
+  if (typeof props !== "object" || props === null) {
+    return yield* streamError(400, "Invalid request body", "E213001", "kafkaConsumerProperties must be an object", "Send {kafkaConsumerProperties: {...}} or no body")
+  }
+  return props as Record<string, unknown>
+})
+
+const subscribe = Effect.gen(function*() {
+  const { catalog, layer } = yield* streamLayer
+  const { appId } = yield* Caller
+  const request = yield* HttpServerRequest.HttpServerRequest
+  const params = yield* HttpServerRequest.ParsedSearchParams
+  const mode = yield* modeOf(params)
+  const admin = yield* AdminStore
+  const existingId = one(params, "subscriptionId")
+  if (existingId !== undefined) {
+    const consumer = yield* admin.consumer(existingId).pipe(Effect.orDie)
+    if (consumer === undefined || consumer.layer_pk !== layer.pk || consumer.app_id !== appId) return yield* subscriptionNotFound(existingId)
+    return json(201, { nodeBaseURL: nodeBaseUrl(request, catalog), subscriptionId: consumer.id })
+  }
+  const props = yield* consumerProperties
+  const reset = props["auto.offset.reset"] ?? "earliest"
+  if (reset !== "earliest" && reset !== "latest") {
+    return yield* streamError(400, "Invalid consumer property", "E213005", `auto.offset.reset '${String(reset)}' is not supported`, "Use earliest or latest")
+  }
+  const maxRecords = props["max.poll.records"] ?? DEFAULT_MAX_RECORDS
+  if (typeof maxRecords !== "number" || !Number.isInteger(maxRecords) || maxRecords < 1 || maxRecords > MAX_RECORDS) {
+    return yield* streamError(400, "Invalid consumer property", "E213005", `max.poll.records must be an integer within 1..${MAX_RECORDS}`, "Correct max.poll.records and retry")
+  }
+  const group = typeof props["group.id"] === "string" && props["group.id"] !== "" ? (props["group.id"] as string) : "default"
+  const bounds = yield* admin.messageBounds(layer.pk).pipe(Effect.orDie)
+  const committed = yield* admin.committedOffset(layer.pk, appId, group).pipe(Effect.orDie)
+  const position = committed ?? (reset === "latest" ? bounds.next : bounds.low)
+  const serial = `-${randomInt(1_000_000_000, 2_147_483_647)}`
+  const id = mode === "serial" ? serial : `${serial}.${one(params, "consumerId") ?? randomUUID()}`
+  const row: StreamConsumerRow = { id, layer_pk: layer.pk, app_id: appId, group_id: group, mode, position, max_records: maxRecords, created: Date.now() }
+  yield* admin.insertConsumer(row).pipe(Effect.orDie)
+  return json(201, { nodeBaseURL: nodeBaseUrl(request, catalog), subscriptionId: id }, { "x-correlation-id": randomUUID() })
+})
+
+const subscriptionNotFound = (id: string) =>
+  streamError(404, "Subscription not found", "E213003", `SubscriptionId ${id} not found`, "Subscribe again")
+
+/** The consumer named by `subscriptionId` (required in parallel mode; in serial mode the caller's latest one). */
+const routeConsumer = Effect.gen(function*() {
+  const { catalog, layer } = yield* streamLayer
+  const { appId } = yield* Caller
+  const params = yield* HttpServerRequest.ParsedSearchParams
+  const mode = yield* modeOf(params)
+  const admin = yield* AdminStore
+  const id = one(params, "subscriptionId")
+  if (id === undefined && mode === "parallel") {
+    return yield* streamError(400, "SubscriptionId not provided", "E213013", "SubscriptionId is mandatory for 'parallel' mode", "Retry with valid subscriptionId")
+  }
+  const consumer = id === undefined ? yield* admin.latestConsumer(layer.pk, appId, mode).pipe(Effect.orDie) : yield* admin.consumer(id).pipe(Effect.orDie)
+  if (consumer === undefined || consumer.layer_pk !== layer.pk || consumer.app_id !== appId) return yield* subscriptionNotFound(id ?? "(serial)")
+  return { catalog, layer, consumer }
+})
+
+const read = Effect.gen(function*() {
+  const { consumer, layer } = yield* routeConsumer
+  const admin = yield* AdminStore
+  const rows = yield* admin.messagesFrom(layer.pk, consumer.position, consumer.max_records).pipe(Effect.orDie)
+  if (rows.length > 0) yield* admin.setConsumerPosition(consumer.id, rows[rows.length - 1]!.offset + 1).pipe(Effect.orDie)
+  const messages = rows.map((r) => ({
+    metaData: {
+      partition: r.partition,
+      checksum: r.checksum,
+      dataSize: r.data.byteLength,
+      data: Buffer.from(r.data).toString("base64"),
+      timestamp: r.timestamp
+    },
+    offset: { partition: STREAM_PARTITION, offset: r.offset }
+  }))
+  return json(200, { messages }, { "x-correlation-id": randomUUID() })
+})
+
+/** The offset in `{offsets: [{partition, offset}]}`: a message's offset, or (for seek) the end of the layer. */
+const offsetsBody = (layer: LayerRow, allowEnd: boolean) =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const body = (yield* request.json.pipe(Effect.orElseSucceed(() => undefined))) as any
+    const offsets = body?.offsets
+    const bad = (cause: string) => streamError(400, "Invalid offsets", "E213006", cause, "Send {offsets: [{partition, offset}]} with offsets of messages read")
+    if (!Array.isArray(offsets) || offsets.length === 0) return yield* bad("offsets must be a non-empty array of {partition, offset}")
+    const bounds = yield* (yield* AdminStore).messageBounds(layer.pk).pipe(Effect.orDie)
+    let last: number | undefined
+    for (const o of offsets) {
+      if (o?.partition !== STREAM_PARTITION) return yield* bad(`partition ${JSON.stringify(o?.partition)} does not exist; layer ${layer.id} has stream partition ${STREAM_PARTITION}`)
+      if (!Number.isInteger(o.offset) || o.offset < 0 || o.offset > bounds.next || (o.offset === bounds.next && !allowEnd)) {
+        return yield* bad(`offset ${JSON.stringify(o.offset)} is not the offset of a message in partition ${STREAM_PARTITION} (0..${bounds.next - 1})`)
+      }
+      last = o.offset
+    }
+    return last!
+  })
+
+const commit = Effect.gen(function*() {
+  const { consumer, layer } = yield* routeConsumer
+  const offset = yield* offsetsBody(layer, false)
+  // As the platform: the offset given is the last message read; the service adds one.
+  yield* (yield* AdminStore).commitOffset(layer.pk, consumer.app_id, consumer.group_id, offset + 1).pipe(Effect.orDie)
+  return HttpServerResponse.empty({ status: 200, headers: { "x-correlation-id": randomUUID() } })
+})
+
+const seek = Effect.gen(function*() {
+  const { consumer, layer } = yield* routeConsumer
+  const offset = yield* offsetsBody(layer, true)
+  yield* (yield* AdminStore).setConsumerPosition(consumer.id, offset).pipe(Effect.orDie)
+  return HttpServerResponse.empty({ status: 200, headers: { "x-correlation-id": randomUUID() } })
+})
+
+const unsubscribe = Effect.gen(function*() {
+  const { consumer } = yield* routeConsumer
+  yield* (yield* AdminStore).deleteConsumer(consumer.id).pipe(Effect.orDie)
+  return HttpServerResponse.empty({ status: 200 })
+})
+
+const base = "/stream/v2/catalogs/:catalog/layers/:layer"
+const node = `/stream/v2/${NODE}/catalogs/:catalog/layers/:layer`
+
+export const routes = HttpRouter.empty.pipe(
+  HttpRouter.post(`${base}/subscribe`, withCaller(subscribe)),
+  HttpRouter.get(`${node}/partitions`, withCaller(read)),
+  HttpRouter.put(`${node}/offsets`, withCaller(commit)),
+  HttpRouter.put(`${node}/seek`, withCaller(seek)),
+  HttpRouter.del(`${node}/subscribe`, withCaller(unsubscribe))
+)

@@ -1,0 +1,300 @@
+/**
+ * Helpers of the reliability tests: the real CLI as a child process, a recording (and misbehaving)
+ * HTTP proxy in front of the local service, and what the service holds, computed independently of
+ * the exporter (its own listing and every blob fetched directly, hashed here).
+ */
+import { spawn } from "node:child_process"
+import { createHash } from "node:crypto"
+import * as fs from "node:fs"
+import * as http from "node:http"
+import type { AddressInfo } from "node:net"
+import * as path from "node:path"
+import { gunzipSync } from "node:zlib"
+import { expect } from "vitest"
+import { literal, query, withDuckDB } from "../support/duckdb.ts"
+import type { TestService } from "../support/service.ts"
+
+export const DEMO = "hrn:local:data:::demo"
+export const RESTRICTED = "hrn:local:data:::restricted"
+export const ROOT = path.resolve(import.meta.dirname, "..", "..")
+
+export const sha1 = (bytes: Uint8Array | string) => createHash("sha1").update(bytes).digest("hex")
+export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+// --- the CLI -------------------------------------------------------------------------------------
+
+export interface CliResult {
+  readonly code: number | null
+  readonly signal: NodeJS.Signals | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+/** Runs `catalog-export <args>` (the bin every user runs) to its end. */
+export const cli = (args: ReadonlyArray<string>, options: { env?: Record<string, string | undefined>; timeoutMs?: number; uid?: number; gid?: number } = {}) =>
+  new Promise<CliResult>((resolve, reject) => {
+    const env: Record<string, string> = {}
+    for (const [k, v] of Object.entries({ ...process.env, ...options.env })) if (v !== undefined) env[k] = v
+    // Never pick up a developer's real lookup URL or credentials.
+    if (options.env?.CATALOG_LOOKUP_URL === undefined) delete env.CATALOG_LOOKUP_URL
+    if (options.env?.HERE_CREDENTIALS_FILE === undefined) delete env.HERE_CREDENTIALS_FILE
+    const child = spawn(process.execPath, [path.join(ROOT, "src/cli/bin.mjs"), ...args], {
+      cwd: ROOT,
+      env,
+      stdio: ["ignore", "pipe", "pipe"],
+      ...(options.uid === undefined ? {} : { uid: options.uid, gid: options.gid ?? options.uid })
+    })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (c: Buffer) => (stdout += c.toString("utf8")))
+    child.stderr.on("data", (c: Buffer) => (stderr += c.toString("utf8")))
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL")
+      reject(new Error(`catalog-export ${args.join(" ")} did not finish within ${options.timeoutMs ?? 120_000} ms\n${stderr}`))
+    }, options.timeoutMs ?? 120_000)
+    child.on("error", reject)
+    child.on("close", (code, signal) => {
+      clearTimeout(timer)
+      resolve({ code, signal, stdout, stderr })
+    })
+  })
+
+/** The `catalog-export: <sentence>` lines a failed run printed. */
+export const failureLines = (r: CliResult) => r.stderr.split("\n").filter((l) => l.startsWith("catalog-export: "))
+
+// --- a recording proxy ---------------------------------------------------------------------------
+
+export interface Exchange {
+  readonly method: string
+  /** Raw request target, as sent (path and query). */
+  readonly url: string
+  readonly path: string
+  readonly authorization: string | undefined
+  readonly range: string | undefined
+  /** Status sent to the client; 0 when the connection was cut before a response head. */
+  status: number
+  readonly at: number
+  /** What the proxy did: forwarded as is, answered itself, cut the body, replaced the upstream answer. */
+  readonly action: Decision["kind"]
+}
+
+export type Decision =
+  | { readonly kind: "forward" }
+  | { readonly kind: "respond"; readonly status: number; readonly headers?: Record<string, string>; readonly body?: string }
+  /** Forward, but drop the connection after this many body bytes. */
+  | { readonly kind: "cut"; readonly afterBytes: number }
+  /** Forward, then answer `replace(upstreamStatus)` instead when it returns something. */
+  | { readonly kind: "inspect"; readonly replace: (status: number) => { status: number; headers?: Record<string, string>; body?: string } | undefined }
+
+export interface Proxy {
+  readonly url: string
+  readonly lookupUrl: string
+  readonly log: Array<Exchange>
+  /** Decides per request; default forwards everything. */
+  decide: (request: http.IncomingMessage, log: ReadonlyArray<Exchange>) => Decision
+  readonly close: () => Promise<void>
+}
+
+/**
+ * A proxy in front of `target` that keeps the client's Host header, so the service's lookup answers
+ * point at the proxy and every later request passes it too.
+ */
+export const startProxy = async (target: string): Promise<Proxy> => {
+  const upstream = new URL(target)
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 256 })
+  const log: Array<Exchange> = []
+  const server = http.createServer((req, res) => {
+    const decision = proxy.decide(req, log)
+    const entry: Exchange = {
+      method: req.method ?? "GET",
+      url: req.url ?? "/",
+      path: (req.url ?? "/").split("?")[0]!,
+      authorization: req.headers.authorization,
+      range: req.headers.range,
+      status: 0,
+      at: Date.now(),
+      action: decision.kind
+    }
+    log.push(entry)
+    if (decision.kind === "respond") {
+      req.resume()
+      entry.status = decision.status
+      res.writeHead(decision.status, { "content-type": "application/json", ...decision.headers })
+      res.end(decision.body ?? JSON.stringify({ title: http.STATUS_CODES[decision.status], status: decision.status }))
+      return
+    }
+    const forward = http.request(
+      { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers, agent },
+      (answer) => {
+        if (decision.kind === "inspect") {
+          const replaced = decision.replace(answer.statusCode ?? 0)
+          if (replaced !== undefined) {
+            answer.resume()
+            entry.status = replaced.status
+            res.writeHead(replaced.status, { "content-type": "application/json", ...replaced.headers })
+            res.end(replaced.body ?? JSON.stringify({ title: http.STATUS_CODES[replaced.status], status: replaced.status }))
+            return
+          }
+        }
+        entry.status = answer.statusCode ?? 0
+        res.writeHead(answer.statusCode ?? 502, answer.headers)
+        if (decision.kind !== "cut") {
+          answer.pipe(res)
+          return
+        }
+        let sent = 0
+        answer.on("data", (chunk: Buffer) => {
+          if (sent >= decision.afterBytes) return
+          const part = chunk.subarray(0, decision.afterBytes - sent)
+          sent += part.byteLength
+          res.write(part)
+          if (sent >= decision.afterBytes) {
+            answer.destroy()
+            // Let the bytes leave before the connection drops (a cut, not a reset).
+            res.socket?.end(() => res.socket?.destroy())
+            setTimeout(() => res.socket?.destroy(), 50)
+          }
+        })
+        answer.on("end", () => res.end())
+      }
+    )
+    forward.on("error", () => res.destroy())
+    req.pipe(forward)
+  })
+  server.keepAliveTimeout = 30_000
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+  const proxy: Proxy = {
+    url,
+    lookupUrl: `${url}/lookup/v1`,
+    log,
+    decide: () => ({ kind: "forward" }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        agent.destroy()
+        server.closeAllConnections()
+        server.close(() => resolve())
+      })
+  }
+  return proxy
+}
+
+export const isBlobRequest = (e: Exchange) => e.method === "GET" && /\/blobstore\/v1\/catalogs\/[^/]+\/layers\/[^/]+\/data\//.test(e.path)
+export const handleOf = (e: Exchange) => decodeURIComponent(e.path.slice(e.path.lastIndexOf("/") + 1))
+export const isListing = (e: Exchange) => e.method === "GET" && /\/metadata\/v1\/catalogs\/[^/]+\/layers\/[^/]+\/(partitions|changes)$/.test(e.path)
+
+// --- what the service holds ---------------------------------------------------------------------
+
+export interface Expected {
+  readonly version: number
+  readonly dataHandle: string
+  readonly checksum: string | null
+  readonly dataSize: number | null
+  /** sha1 of the blob as the service serves it (gunzipped when stored gzip); null for a deletion. */
+  readonly dataSha1: string | null
+}
+
+/** Runs `work` over `items` with at most `limit` at once. */
+export const eachLimited = async <T>(items: ReadonlyArray<T>, limit: number, work: (item: T) => Promise<void>) => {
+  let next = 0
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, async () => {
+    while (next < items.length) await work(items[next++]!)
+  }))
+}
+
+/** GETs from the service as the demo application, with a fresh token whenever one expired (short token lifetimes). */
+export const authorizedGetter = (svc: TestService) => {
+  let token: Promise<string> | undefined
+  return async (pathOrUrl: string): Promise<Response> => {
+    const url = pathOrUrl.startsWith("http") ? pathOrUrl : `${svc.url}${pathOrUrl}`
+    for (let attempt = 0; ; attempt++) {
+      const current = token ??= svc.token()
+      const res = await fetch(url, { headers: { authorization: `Bearer ${await current}` } })
+      if (res.status !== 401 || attempt >= 2) return res
+      await res.arrayBuffer()
+      if (token === current) token = undefined
+    }
+  }
+}
+
+/** The service's own listing of a layer at a version, and every blob fetched from it and hashed here. */
+export const serviceState = async (svc: TestService, layer: string, version: number | undefined, catalog = DEMO): Promise<Map<string, Expected>> => {
+  const get = authorizedGetter(svc)
+  const params = `${version === undefined ? "" : `version=${version}&`}additionalFields=checksum,dataSize`
+  const res = await get(`/metadata/v1/catalogs/${catalog}/layers/${layer}/partitions?${params}`)
+  expect(res.status).toBe(200)
+  const listing = (await res.json()) as { partitions: Array<{ partition: string; version: number; dataHandle: string; checksum?: string; dataSize?: number }> }
+  const state = new Map<string, Expected>()
+  await eachLimited(listing.partitions, 16, async (p) => {
+    let dataSha1: string | null = null
+    if (p.dataHandle !== "") {
+      const blob = await get(`/blobstore/v1/catalogs/${catalog}/layers/${layer}/data/${p.dataHandle}`)
+      expect(blob.status === 200 || blob.status === 204, `blob ${p.dataHandle}: ${blob.status}`).toBe(true)
+      let bytes = new Uint8Array(await blob.arrayBuffer())
+      if (bytes[0] === 0x1f && bytes[1] === 0x8b) bytes = new Uint8Array(gunzipSync(bytes))
+      dataSha1 = sha1(bytes)
+    }
+    state.set(p.partition, { version: p.version, dataHandle: p.dataHandle, checksum: p.checksum ?? null, dataSize: p.dataSize ?? null, dataSha1 })
+  })
+  return state
+}
+
+export interface ReadRow {
+  readonly partition: string
+  readonly partition_version: bigint
+  readonly data_handle: string
+  readonly data_size: bigint | null
+  readonly checksum: string | null
+  readonly data_sha1: string | null
+}
+
+/** Every Parquet row of an export directory, read by DuckDB (an independent reader), sorted by partition. */
+export const readParquet = (dir: string): Promise<Array<ReadRow>> =>
+  withDuckDB((c) =>
+    query(
+      c,
+      `SELECT partition, partition_version, data_handle, data_size, checksum, sha1(data) AS data_sha1
+       FROM read_parquet(${literal(path.join(dir, "*.parquet"))}, hive_partitioning = false) ORDER BY partition`
+    )
+  ) as unknown as Promise<Array<ReadRow>>
+
+/** Row for row, the files hold what the service holds: each partition exactly once, data equal by sha1. */
+export const expectMatchesService = (rows: ReadonlyArray<ReadRow>, expected: ReadonlyMap<string, Expected>) => {
+  const seen = new Set<string>()
+  const problems: Array<string> = []
+  for (const row of rows) {
+    if (seen.has(row.partition)) problems.push(`${row.partition} twice`)
+    seen.add(row.partition)
+    const want = expected.get(row.partition)
+    if (want === undefined) {
+      problems.push(`${row.partition} is not in the service`)
+      continue
+    }
+    if (row.data_handle !== want.dataHandle) problems.push(`${row.partition}: data handle ${row.data_handle} != ${want.dataHandle}`)
+    if (Number(row.partition_version) !== want.version) problems.push(`${row.partition}: version ${row.partition_version} != ${want.version}`)
+    if (row.data_sha1 !== want.dataSha1) problems.push(`${row.partition}: data sha1 ${row.data_sha1} != ${want.dataSha1}`)
+    if (want.checksum !== null && row.checksum !== want.checksum) problems.push(`${row.partition}: checksum ${row.checksum} != ${want.checksum}`)
+  }
+  for (const id of expected.keys()) if (!seen.has(id)) problems.push(`${id} is missing`)
+  expect(problems.slice(0, 20), `${problems.length} differences`).toEqual([])
+  expect(rows.length).toBe(expected.size)
+}
+
+// --- files ---------------------------------------------------------------------------------------
+
+/** Every file below `dir`, relative, sorted. */
+export const filesBelow = (dir: string): Array<string> => {
+  if (!fs.existsSync(dir)) return []
+  const out: Array<string> = []
+  const walk = (d: string) => {
+    for (const entry of fs.readdirSync(d, { withFileTypes: true })) {
+      const full = path.join(d, entry.name)
+      if (entry.isDirectory()) walk(full)
+      else out.push(path.relative(dir, full))
+    }
+  }
+  walk(dir)
+  return out.sort()
+}
+
+export const readJson = <T = any>(file: string): T => JSON.parse(fs.readFileSync(file, "utf8")) as T
