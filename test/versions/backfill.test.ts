@@ -1,10 +1,12 @@
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { Effect } from "effect"
+import { Effect, Layer, Stream } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { BackfillJob } from "../../pipelines/backfill.ts"
+import { BackfillJob, runBackfill, type VersionOutcome } from "../../pipelines/backfill.ts"
+import { MetadataApi } from "../../src/client/MetadataApi.ts"
 import { load } from "../../src/export/JobConfig.ts"
+import { clientLayerFor, runWith } from "../support/client.ts"
 import { startService, type TestService } from "../support/service.ts"
 import { cli, DEMO, expectedRows, latestVersion, listing, manifestOf, readExport, ROOT, serviceFlags, setMinimum } from "./support.ts"
 
@@ -138,5 +140,36 @@ describe("backfill", () => {
     expect(exported).toEqual([8, 9].filter((v) => v >= job.from && v <= job.to))
     expect(result.stdout).toContain(`versions ${job.from}..7: deleted (below the minimum version 8), skipped`)
     await expectVersionsMatch(root, [exported[0]!])
+  })
+
+  it("reports a version deleted while it is being exported as deleted, and goes on", async () => {
+    const client = await clientLayerFor(svc)
+    // The minimum moves past version 8 right when its partitions are about to be listed.
+    const raiseDuringListing = Layer.effect(
+      MetadataApi,
+      Effect.map(MetadataApi, (metadata) =>
+        MetadataApi.of({
+          ...metadata,
+          partitions: (hrn, layer, options) =>
+            options?.version === 8
+              ? Stream.unwrap(Effect.promise(async () => {
+                expect((await setMinimum(svc, 9)).status).toBe(204)
+                return metadata.partitions(hrn, layer, options)
+              }))
+              : metadata.partitions(hrn, layer, options)
+        }))
+    ).pipe(Layer.provideMerge(client))
+    const target = path.join(svc.dir, "out-deleted-meanwhile")
+    const outcomes: Array<VersionOutcome> = []
+    const totals = await runWith(raiseDuringListing, runBackfill(
+      { catalog: DEMO, layer: "places", from: 8, to: 9, parts: 1, export: { out: target, format: "parquet", concurrency: 4, listConcurrency: 1 } },
+      "none",
+      (outcome) => Effect.sync(() => outcomes.push(outcome))
+    ))
+    expect(outcomes.map((o) => [o.version, o.status])).toEqual([[8, "below-minimum"], [9, "exported"]])
+    expect(outcomes[0]).toMatchObject({ version: 8, through: 8, status: "below-minimum", minimum: 9 })
+    expect(totals).toEqual({ exported: 1, alreadyExported: 0, belowMinimum: 1, notYetPublished: 0 })
+    expect(committed(target)).toEqual([9])
+    await expectVersionsMatch(target, [9])
   })
 })
