@@ -1,5 +1,5 @@
 import * as ValidationError from "@effect/cli/ValidationError"
-import { Schema } from "effect"
+import { Effect, Schema } from "effect"
 
 /** Bad flags or values that the parser itself cannot see (ranges, combinations). */
 export class UsageError extends Schema.TaggedError<UsageError>()("UsageError", { message: Schema.String }) {}
@@ -24,6 +24,7 @@ const byTag: Record<string, number> = {
   InvalidHrn: ExitCode.usage,
   JobConfigError: ExitCode.usage,
   LayerNotExportable: ExitCode.usage,
+  InvalidLayerId: ExitCode.usage,
   RetentionRefused: ExitCode.usage,
   CatalogExists: ExitCode.usage,
   SubscriptionConflict: ExitCode.usage,
@@ -49,6 +50,22 @@ const byStatus = (status: number): number =>
     : status === 408 || status === 429 || status >= 500
     ? ExitCode.transient
     : ExitCode.failure
+
+/**
+ * The exit code of an interrupted run (SIGINT, SIGTERM). `serve` is stopped that way normally (0);
+ * commands that move data mark themselves, so a stopped export never looks like a finished one.
+ */
+export const interruption = { exitCode: ExitCode.ok as number }
+
+/** For export, backfill and run: an interruption exits 1 with a sentence saying the work is unfinished. */
+export const unfinishedWhenInterrupted = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.onInterrupt(effect, () =>
+    Effect.sync(() => {
+      interruption.exitCode = ExitCode.failure
+      process.stderr.write(
+        "catalog-export: interrupted before the work was finished (nothing unfinished has a manifest); run the same command again to resume.\n"
+      )
+    }))
 
 export const exitCodeOf = (error: unknown): number => {
   if (ValidationError.isValidationError(error)) return ExitCode.usage

@@ -4,7 +4,7 @@ import { Console, Effect, Option } from "effect"
 import { defaults } from "../export/JobConfig.ts"
 import { type BackfillJob, runBackfill, type VersionOutcome } from "../../pipelines/backfill.ts"
 import { clientLayer, type GlobalOptions, globalOptions, integerOption, loggerLayer, progressStyle, resolveLookupUrl, retryPolicyOf } from "./common.ts"
-import { UsageError } from "./Exit.ts"
+import { unfinishedWhenInterrupted, UsageError } from "./Exit.ts"
 import { checkOutputDir, checkWriteSettings, type WriteSettings, writeOptions } from "./export.ts"
 
 const versions = (from: number, through: number) => (from === through ? `version ${from}` : `versions ${from}..${through}`)
@@ -77,5 +77,5 @@ export const backfillCommand = Command.make(
     from: integerOption("from").pipe(Options.withDescription("First catalog version to export.")),
     to: integerOption("to").pipe(Options.withDescription("Last catalog version to export (inclusive)."))
   },
-  (o) => backfill(o, o).pipe(Effect.provide(loggerLayer(o)))
+  (o) => backfill(o, o).pipe(unfinishedWhenInterrupted, Effect.provide(loggerLayer(o)))
 ).pipe(Command.withDescription("Export every version in --from..--to of a versioned layer, skipping versions already exported; safe to re-run after a kill."))

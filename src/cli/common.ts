@@ -3,8 +3,10 @@ import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
 import { Duration, Effect, Either, Layer, Logger, LogLevel, Option } from "effect"
 import * as DataClient from "../client/DataClient.ts"
+import type { CredentialsError } from "../client/Errors.ts"
 import type { RetryPolicyShape } from "../client/Http.ts"
 import * as Hrn from "../domain/Hrn.ts"
+import { UsageError } from "./Exit.ts"
 
 const invalidValue = (sentence: string) => ValidationError.invalidValue(HelpDoc.p(sentence))
 
@@ -83,7 +85,9 @@ export const globalOptions = {
     Options.optional,
     Options.withDescription("Lookup API base URL (env CATALOG_LOOKUP_URL). Default: derived from the catalog HRN's partition (hrn:here → the HERE platform, hrn:local → http://localhost:31005/lookup/v1).")
   ),
-  credentials: Options.file("credentials").pipe(
+  // Text, not Options.file: the credentials loader explains a missing, unreadable or directory path (exit 3).
+  credentials: Options.text("credentials").pipe(
+    Options.withPseudoName("FILE"),
     Options.optional,
     Options.withDescription("credentials.properties (env HERE_CREDENTIALS_FILE, default ~/.here/credentials.properties).")
   ),
@@ -143,10 +147,19 @@ export interface ClientSettings {
   readonly retry?: Partial<RetryPolicyShape>
 }
 
-export const clientLayer = (settings: ClientSettings) =>
-  DataClient.layer({
-    lookupUrl: settings.lookupUrl,
-    ...(settings.credentials === undefined ? {} : { credentialsPath: settings.credentials }),
-    concurrency: settings.concurrency,
-    ...(settings.retry === undefined ? {} : { retry: settings.retry })
-  })
+const isHttpUrl = (url: string) => /^https?:\/\/[^\s]+$/i.test(url) && URL.canParse(url)
+
+/** The Data API client for a command; a lookup URL that is no http(s) URL is bad input (exit 2), not a network failure. */
+export const clientLayer = (settings: ClientSettings): Layer.Layer<DataClient.DataClient, CredentialsError | UsageError> =>
+  isHttpUrl(settings.lookupUrl)
+    ? DataClient.layer({
+      lookupUrl: settings.lookupUrl,
+      ...(settings.credentials === undefined ? {} : { credentialsPath: settings.credentials }),
+      concurrency: settings.concurrency,
+      ...(settings.retry === undefined ? {} : { retry: settings.retry })
+    })
+    : Layer.fail(
+      new UsageError({
+        message: `The lookup URL '${settings.lookupUrl}' is not an http(s) URL; check --lookup-url, CATALOG_LOOKUP_URL or the job config's lookupUrl.`
+      })
+    )

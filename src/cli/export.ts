@@ -21,7 +21,7 @@ import {
   retryOptions,
   retryPolicyOf
 } from "./common.ts"
-import { UsageError } from "./Exit.ts"
+import { unfinishedWhenInterrupted, UsageError } from "./Exit.ts"
 import { describeResult, duckdbHint } from "./summary.ts"
 
 export const positive = (name: string) => (value: number) =>
@@ -140,7 +140,7 @@ export const exportCommand = Command.make(
         yield* Console.log(describeResult(result, Date.now() - started, yield* http.retryCount))
         if (o.raiseMinimum) yield* reportRaised(yield* raiseToExported([{ catalog: o.catalog, layer: o.layer, result: Either.right(result), note: undefined, elapsedMs: 0 }], o.out))
       }).pipe(Effect.provide(client))
-    }).pipe(Effect.provide(loggerLayer(o)))
+    }).pipe(unfinishedWhenInterrupted, Effect.provide(loggerLayer(o)))
 ).pipe(Command.withDescription("Export one layer version (or a volatile layer's current data) to Parquet and/or Arrow files."))
 
 const reportRaised = (raised: ReadonlyArray<{ catalogHrn: string; from: number; to: number }>) =>
@@ -157,18 +157,19 @@ export const runNightlyJob = (job: NightlyJob, global: GlobalOptions, showHints:
       const http = yield* Http
       const { outcomes, raised } = yield* runNightly(job, progressStyle(global))
       const retries = yield* http.retryCount
+      const failed = outcomes.find((o) => Either.isLeft(o.result))
       for (const outcome of outcomes) {
         if (Either.isRight(outcome.result)) {
           if (outcome.note !== undefined) yield* Console.log(`${outcome.catalog} ${outcome.layer}: ${outcome.note}`)
           yield* Console.log(describeResult(outcome.result.right, outcome.elapsedMs, retries))
           const hint = showHints ? duckdbHint(outcome.result.right) : undefined
           if (hint !== undefined) yield* Console.log(`  query it: ${hint}`)
-        } else {
+        } else if (outcome !== failed) {
+          // The first failure ends the run and is printed as its sentence; the others are listed here.
           yield* Console.error(`Failed ${outcome.catalog} ${outcome.layer}: ${(outcome.result.left as Error).message ?? String(outcome.result.left)}`)
         }
       }
       yield* reportRaised(raised)
-      const failed = outcomes.find((o) => Either.isLeft(o.result))
       if (failed !== undefined && Either.isLeft(failed.result)) return yield* Effect.fail(failed.result.left)
       return outcomes
     }).pipe(Effect.provide(clientLayer({ lookupUrl, credentials, concurrency, retry: retryPolicyOf(global) })))

@@ -3,7 +3,7 @@ import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Console, Effect, Exit } from "effect"
 import { TOOL } from "../domain/Tool.ts"
-import { ExitCode, exitCodeOf, sentenceOf } from "./Exit.ts"
+import { ExitCode, exitCodeOf, interruption, sentenceOf } from "./Exit.ts"
 import { adminCommands } from "./admin.ts"
 import { demoCommand } from "./demo.ts"
 import { backfillCommand } from "./backfill.ts"
@@ -44,5 +44,11 @@ const program = cli(process.argv).pipe(
 NodeRuntime.runMain(program, {
   disableErrorReporting: false,
   teardown: (exit, onExit) =>
-    onExit(Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause) && exitCode === 0 ? ExitCode.failure : exitCode)
+    onExit(
+      Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)
+        ? Math.max(exitCode, interruption.exitCode)
+        : Exit.isFailure(exit) && exitCode === 0
+        ? ExitCode.failure
+        : exitCode
+    )
 })

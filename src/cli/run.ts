@@ -8,6 +8,7 @@ import { NightlyJob } from "../../pipelines/nightly-export.ts"
 import { RetentionJob } from "../../pipelines/retention.ts"
 import { runBackfillJob } from "./backfill.ts"
 import { globalOptions, loggerLayer, retryOptions } from "./common.ts"
+import { unfinishedWhenInterrupted } from "./Exit.ts"
 import { runNightlyJob } from "./export.ts"
 import { runRetentionJob } from "./retention.ts"
 
@@ -19,9 +20,21 @@ export const runCommand = Command.make(
   { ...globalOptions, ...retryOptions, config: Args.file({ name: "config.json" }) },
   (o) =>
     Effect.gen(function*() {
+      const text = yield* Effect.try({
+        try: () => fs.readFileSync(o.config, "utf8"),
+        catch: (e) => {
+          const code = (e as NodeJS.ErrnoException).code
+          const why = code === "ENOENT" ? "the file does not exist" : code === "EISDIR" ? "this is a directory" : `it cannot be read (${code ?? String(e)})`
+          return new JobConfigError({ message: `Cannot read job config ${o.config}: ${why}. Check the path.` })
+        }
+      })
+      const json = yield* Effect.try({
+        try: () => JSON.parse(text) as unknown,
+        catch: (e) => new JobConfigError({ message: `Job config ${o.config} is not valid JSON: ${(e as Error).message}.` })
+      })
       const kind = yield* Effect.try({
-        try: () => Schema.decodeUnknownSync(JobKind)(JSON.parse(fs.readFileSync(o.config, "utf8"))).job,
-        catch: () => new JobConfigError({ message: `Job config ${o.config}: the field "job" must be one of nightly-export, backfill, retention (or the file cannot be read as JSON).` })
+        try: () => Schema.decodeUnknownSync(JobKind)(json).job,
+        catch: () => new JobConfigError({ message: `Job config ${o.config}: the field "job" must be one of nightly-export, backfill, retention.` })
       })
       switch (kind) {
         case "nightly-export":
@@ -31,5 +44,5 @@ export const runCommand = Command.make(
         case "retention":
           return yield* runRetentionJob(yield* load(RetentionJob, o.config), o.config, o)
       }
-    }).pipe(Effect.asVoid, Effect.provide(loggerLayer(o)))
+    }).pipe(Effect.asVoid, unfinishedWhenInterrupted, Effect.provide(loggerLayer(o)))
 ).pipe(Command.withDescription("Run a job config: nightly-export, backfill or retention (the config's \"job\" field)."))

@@ -87,7 +87,8 @@ const make = (options: AuthOptions) =>
               endpoint: redactUrl(credentials.tokenEndpointUrl),
               status: e.status,
               code: e.code,
-              reason: [e.title, e.detail].filter((s) => s !== undefined).join(": ") || "no reason given"
+              reason: [e.title, e.detail].filter((s) => s !== undefined).join(": ") || "no reason given",
+              credentials: credentials.source
             })
           )
       )

@@ -89,13 +89,15 @@ export class AuthError extends Schema.TaggedError<AuthError>()("AuthError", {
   endpoint: Schema.String,
   status: Schema.optional(Schema.Number),
   code: Schema.optional(Schema.String),
-  reason: Schema.String
+  reason: Schema.String,
+  /** Where the key came from (the credentials file), so the message can name it. */
+  credentials: Schema.optional(Schema.String)
 }) {
   override get message(): string {
     return (
       `Could not get an access token from ${this.endpoint}` +
       (this.status === undefined ? "" : ` (${this.status}${this.code === undefined ? "" : `, code ${this.code}`})`) +
-      `: ${this.reason}. Check here.access.key.id and here.access.key.secret in the credentials file and that the key is enabled.`
+      `: ${this.reason.replace(/\.+$/, "")}. Check here.access.key.id and here.access.key.secret in the credentials${this.credentials === undefined ? "" : ` (${this.credentials})`} and that the key is enabled.`
     )
   }
 }

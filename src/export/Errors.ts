@@ -11,6 +11,15 @@ export class LayerNotExportable extends Schema.TaggedError<LayerNotExportable>()
   }
 }
 
+/** A layer id that no catalog can have (and that must not name a directory): `../x`, `a/b`, empty. */
+export class InvalidLayerId extends Schema.TaggedError<InvalidLayerId>()("InvalidLayerId", {
+  layerId: Schema.String
+}) {
+  override get message() {
+    return `Layer id ${JSON.stringify(this.layerId)} is not a valid layer id (up to 50 characters: letters, digits, '_', '.', '-', starting with a letter or digit); check --layer.`
+  }
+}
+
 /** A catalog, layer or version that is not there (or no longer: below the minimum version). */
 export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", {
   what: Schema.Literal("catalog", "layer", "version"),

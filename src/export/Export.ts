@@ -11,6 +11,7 @@ import { TOOL } from "../domain/Tool.ts"
 import type { ParquetCompression } from "../sinks/ParquetCodecs.ts"
 import * as RollingWriter from "../sinks/RollingWriter.ts"
 import type { Row } from "../sinks/Row.ts"
+import { fromCause } from "../sinks/SinkError.ts"
 import { crashPoint, crashPointSync } from "./CrashHook.ts"
 import { IntegrityError, OutputConflict } from "./Errors.ts"
 import { type Manifest, MANIFEST, readManifest, readState, STATE, WrittenFile, writeJsonAtomic } from "./Manifest.ts"
@@ -114,11 +115,47 @@ const advanceState = (out: string, plan: Plan, updatedAt: string) =>
   })
 
 /**
+ * After the output volume failed (disk full, I/O error): removes what no checkpoint vouches for and
+ * cannot be resumed anyway, giving the space back and leaving nothing half-written, and the
+ * directories left empty. Finished parts stay for the next run.
+ */
+const discardUnfinished = (out: string, dir: string) =>
+  Effect.promise(async () => {
+    // A committed export (the cursor failed to move after its manifest) is finished: keep all of it.
+    if ((await fileSize(path.join(dir, MANIFEST))) >= 0) return
+    const partsDir = path.join(dir, PARTS_DIR)
+    const kept = new Set<string>()
+    for (const name of await fs.readdir(partsDir).catch(() => [] as Array<string>)) {
+      if (!/^part-\d+\.json$/.test(name)) continue
+      try {
+        for (const f of JSON.parse(await fs.readFile(path.join(partsDir, name), "utf8")).files) kept.add(f.path)
+      } catch {
+        // an unreadable checkpoint vouches for nothing
+      }
+    }
+    for (const name of await fs.readdir(dir).catch(() => [] as Array<string>)) {
+      if (name !== PARTS_DIR && !kept.has(name)) await fs.rm(path.join(dir, name), { recursive: true, force: true }).catch(() => undefined)
+    }
+    if (kept.size > 0) return
+    await fs.rm(partsDir, { recursive: true, force: true }).catch(() => undefined)
+    const root = path.resolve(out)
+    for (let d = path.resolve(dir); d.startsWith(root + path.sep); d = path.dirname(d)) {
+      if (!(await fs.rmdir(d).then(() => true, () => false))) break
+    }
+  })
+
+/**
  * Runs a plan: lists each part, fetches blobs with bounded concurrency, writes Parquet/Arrow files
  * per part, checkpoints each finished part, and commits the manifest last. A re-run after a crash
- * reuses finished parts; a re-run after a commit does nothing.
+ * reuses finished parts; a re-run after a commit does nothing. When writing fails (a full disk), the
+ * unfinished files are removed; other failures leave them `.partial` for the next run to replace.
  */
-export const runExport = Effect.fn("Export.run")(function*(plan: Plan, options: ExportOptions, counters = new Counters()) {
+export const runExport = (plan: Plan, options: ExportOptions, counters = new Counters()) =>
+  exportPlan(plan, options, counters).pipe(
+    Effect.tapError((error) => (error._tag === "SinkError" ? discardUnfinished(options.out, path.join(options.out, exportDir(plan))) : Effect.void))
+  )
+
+const exportPlan = Effect.fn("Export.run")(function*(plan: Plan, options: ExportOptions, counters: Counters) {
   const dir = path.join(options.out, exportDir(plan))
   const existing = yield* readManifest(dir)
   if (Option.isSome(existing) && !options.force) {
@@ -136,7 +173,7 @@ export const runExport = Effect.fn("Export.run")(function*(plan: Plan, options: 
     })
   }
   const partsDir = path.join(dir, PARTS_DIR)
-  yield* Effect.promise(() => fs.mkdir(partsDir, { recursive: true }))
+  yield* Effect.tryPromise({ try: () => fs.mkdir(partsDir, { recursive: true }), catch: (cause) => fromCause(partsDir, "create", cause) })
   if (options.force) {
     yield* Effect.promise(() => fs.rm(path.join(dir, MANIFEST), { force: true }))
     yield* Effect.promise(() => fs.rm(partsDir, { recursive: true, force: true }).then(() => fs.mkdir(partsDir, { recursive: true })))

@@ -1,6 +1,7 @@
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { Effect, Option, Schema } from "effect"
+import { fromCause, type SinkError } from "../sinks/SinkError.ts"
 import { OutputConflict } from "./Errors.ts"
 
 export const MANIFEST = "_manifest.json"
@@ -46,18 +47,24 @@ export const State = Schema.Struct({
 })
 export type State = typeof State.Type
 
-/** Writes JSON under a temporary name, fsyncs and renames: readers see the old file or the new one, never half. */
-export const writeJsonAtomic = (file: string, value: unknown) =>
-  Effect.promise(async () => {
-    const temp = `${file}.partial`
-    const handle = await fs.open(temp, "w")
-    try {
-      await handle.writeFile(JSON.stringify(value, null, 2) + "\n")
-      await handle.sync()
-    } finally {
-      await handle.close()
-    }
-    await fs.rename(temp, file)
+/**
+ * Writes JSON under a temporary name, fsyncs and renames: readers see the old file or the new one,
+ * never half. Fails with a SinkError naming the file (a full disk is an error, not a crash).
+ */
+export const writeJsonAtomic = (file: string, value: unknown): Effect.Effect<void, SinkError> =>
+  Effect.tryPromise({
+    try: async () => {
+      const temp = `${file}.partial`
+      const handle = await fs.open(temp, "w")
+      try {
+        await handle.writeFile(JSON.stringify(value, null, 2) + "\n")
+        await handle.sync()
+      } finally {
+        await handle.close()
+      }
+      await fs.rename(temp, file)
+    },
+    catch: (cause) => fromCause(file, "write", cause)
   })
 
 const readJson = <A, I>(schema: Schema.Schema<A, I>, file: string) =>

@@ -4,7 +4,7 @@ import { ApiError } from "../client/Errors.ts"
 import { MetadataApi } from "../client/MetadataApi.ts"
 import { isHereTile } from "../domain/Catalog.ts"
 import * as Hrn from "../domain/Hrn.ts"
-import { LayerNotExportable, NotFound } from "./Errors.ts"
+import { InvalidLayerId, LayerNotExportable, NotFound } from "./Errors.ts"
 
 /**
  * What one export will do, pinned: the catalog version and the metadata parts. Serializable, so it
@@ -82,7 +82,10 @@ export const checkVersion = (catalog: string, version: number, bounds: { latest:
     : Effect.succeed(version)
 
 export const makePlan = Effect.fn("Plan.make")(function*(request: PlanRequest) {
-  const hrn = Hrn.format(yield* parseCatalogHrn(request.catalog))
+  const parsed = yield* parseCatalogHrn(request.catalog)
+  const hrn = Hrn.format(parsed)
+  // The layer id names a directory of the output: nothing but a valid id may get there.
+  if (!Hrn.isLayerId(request.layer)) return yield* new InvalidLayerId({ layerId: request.layer })
   const config = yield* ConfigApi
   const metadata = yield* MetadataApi
   const catalog = yield* config.getCatalog(hrn)
@@ -111,7 +114,8 @@ export const makePlan = Effect.fn("Plan.make")(function*(request: PlanRequest) {
   return {
     formatVersion: 1,
     catalogHrn: hrn,
-    catalogId: catalog.id,
+    // From the validated HRN, not the service's answer: it names a directory of the output.
+    catalogId: parsed.catalogId,
     layerId: layer.id,
     layerType,
     contentType: layer.contentType ?? "application/octet-stream",

@@ -54,7 +54,8 @@ export const defaultServiceOptions: ServiceOptions = {
 /** The catalog-bound APIs; lookup with `region=<id>` hands out their base URLs under `/regions/<id>`. */
 const catalogRoutes = HttpRouter.concatAll(Metadata.routes, Query.routes, Blob.routes, Publish.routes, Stream.routes, Features.routes)
 
-const router = HttpRouter.concatAll(
+/** Every route the service serves (exported so tests can probe each one, e.g. for authentication). */
+export const router = HttpRouter.concatAll(
   HttpRouter.empty.pipe(HttpRouter.post("/oauth2/token", tokenEndpoint)),
   Lookup.routes,
   Config.routes,

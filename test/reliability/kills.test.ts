@@ -5,6 +5,7 @@
  * run, without fetching again the blobs of parts already committed to a checkpoint.
  */
 import { tableFromIPC } from "apache-arrow"
+import type { ChildProcess } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -80,6 +81,31 @@ const points: ReadonlyArray<{ readonly at: string; readonly stage: string }> = [
   { at: "manifest:1", stage: "between the last rename and the manifest" },
   { at: "committed:1", stage: "after the manifest, before the cursor" }
 ]
+
+describe("an export stopped with SIGTERM (a scheduler's timeout, a shutdown)", () => {
+  it("exits non-zero with a sentence saying it is unfinished, leaves no manifest, and the re-run completes", async () => {
+    const out = path.join(root, "sigterm")
+    const dir = versionDir(out)
+    let child: ChildProcess | undefined
+    let blobs = 0
+    proxy.decide = (req) => {
+      if (req.method === "GET" && /\/data\/[^/]+$/.test(req.url ?? "") && ++blobs === 300) child?.kill("SIGTERM")
+      return { kind: "forward" }
+    }
+    try {
+      const stopped = await cli(exportArgs(out), { onSpawn: (c) => (child = c) })
+      expect(stopped.code, stopped.stderr).toBe(1)
+      expect(stopped.stderr.trim().split("\n")).toEqual([expect.stringMatching(/^catalog-export: interrupted .*run the same command again/)])
+    } finally {
+      proxy.decide = () => ({ kind: "forward" })
+    }
+    expect(fs.existsSync(path.join(dir, "_manifest.json"))).toBe(false)
+    expect(fs.existsSync(path.join(out, "demo", "places", "_state.json"))).toBe(false)
+    const rerun = await cli(exportArgs(out))
+    expect(rerun.code, rerun.stderr).toBe(0)
+    expect(await readParquet(dir)).toEqual(reference.rows)
+  })
+})
 
 describe("an export killed with SIGKILL", () => {
   it.each(points)("$stage ($at): nothing looks finished, and the re-run equals an undisturbed run", async ({ at }) => {

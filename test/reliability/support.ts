@@ -3,7 +3,7 @@
  * HTTP proxy in front of the local service, and what the service holds, computed independently of
  * the exporter (its own listing and every blob fetched directly, hashed here).
  */
-import { spawn } from "node:child_process"
+import { type ChildProcess, spawn } from "node:child_process"
 import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as http from "node:http"
@@ -31,7 +31,10 @@ export interface CliResult {
 }
 
 /** Runs `catalog-export <args>` (the bin every user runs) to its end. */
-export const cli = (args: ReadonlyArray<string>, options: { env?: Record<string, string | undefined>; timeoutMs?: number; uid?: number; gid?: number } = {}) =>
+export const cli = (
+  args: ReadonlyArray<string>,
+  options: { env?: Record<string, string | undefined>; timeoutMs?: number; uid?: number; gid?: number; onSpawn?: (child: ChildProcess) => void } = {}
+) =>
   new Promise<CliResult>((resolve, reject) => {
     const env: Record<string, string> = {}
     for (const [k, v] of Object.entries({ ...process.env, ...options.env })) if (v !== undefined) env[k] = v
@@ -44,6 +47,7 @@ export const cli = (args: ReadonlyArray<string>, options: { env?: Record<string,
       stdio: ["ignore", "pipe", "pipe"],
       ...(options.uid === undefined ? {} : { uid: options.uid, gid: options.gid ?? options.uid })
     })
+    options.onSpawn?.(child)
     let stdout = ""
     let stderr = ""
     child.stdout.on("data", (c: Buffer) => (stdout += c.toString("utf8")))
@@ -202,17 +206,31 @@ export const eachLimited = async <T>(items: ReadonlyArray<T>, limit: number, wor
   }))
 }
 
-/** GETs from the service as the demo application, with a fresh token whenever one expired (short token lifetimes). */
+/**
+ * GETs from the service as the demo application, with a fresh token whenever one expired (short
+ * token lifetimes), and again after an injected fault (429, 5xx, a reset or cut body).
+ */
 export const authorizedGetter = (svc: TestService) => {
   let token: Promise<string> | undefined
   return async (pathOrUrl: string): Promise<Response> => {
     const url = pathOrUrl.startsWith("http") ? pathOrUrl : `${svc.url}${pathOrUrl}`
     for (let attempt = 0; ; attempt++) {
       const current = token ??= svc.token()
-      const res = await fetch(url, { headers: { authorization: `Bearer ${await current}` } })
-      if (res.status !== 401 || attempt >= 2) return res
-      await res.arrayBuffer()
-      if (token === current) token = undefined
+      let res: Response
+      let body: ArrayBuffer
+      try {
+        res = await fetch(url, { headers: { authorization: `Bearer ${await current}` } })
+        body = await res.arrayBuffer()
+      } catch (e) {
+        if (attempt >= 50) throw e
+        continue
+      }
+      if (res.status === 401 && attempt < 2) {
+        if (token === current) token = undefined
+        continue
+      }
+      if ((res.status === 429 || res.status >= 500) && attempt < 50) continue
+      return new Response(res.status === 204 || res.status === 304 ? null : body, { status: res.status, headers: res.headers })
     }
   }
 }
@@ -285,6 +303,7 @@ export const expectMatchesService = (rows: ReadonlyArray<ReadRow>, expected: Rea
 /** Every file below `dir`, relative, sorted. */
 export const filesBelow = (dir: string): Array<string> => {
   if (!fs.existsSync(dir)) return []
+  if (!fs.statSync(dir).isDirectory()) return ["(a file)"]
   const out: Array<string> = []
   const walk = (d: string) => {
     for (const entry of fs.readdirSync(d, { withFileTypes: true })) {
