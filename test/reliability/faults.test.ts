@@ -5,9 +5,8 @@
  */
 import { createHash } from "node:crypto"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
-import { afterAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { noFaults } from "../../src/server/Faults.ts"
 import { startService } from "../support/service.ts"
 import {
@@ -21,19 +20,11 @@ import {
   readJson,
   readParquet,
   serviceState,
-  startProxy
+  startProxy,
+  cleanups
 } from "./support.ts"
 
-const cleanup: Array<() => Promise<void> | void> = []
-afterAll(async () => {
-  for (const f of cleanup.reverse()) await f()
-})
-
-const tempDir = (prefix: string) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix))
-  cleanup.push(() => fs.rmSync(dir, { recursive: true, force: true }))
-  return dir
-}
+const { cleanup, tempDir } = cleanups()
 
 const sha256File = (file: string) => createHash("sha256").update(fs.readFileSync(file)).digest("hex")
 

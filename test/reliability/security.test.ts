@@ -9,9 +9,8 @@ import { createRequire } from "node:module"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
-import * as os from "node:os"
 import * as path from "node:path"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { beforeAll, describe, expect, it } from "vitest"
 import { BlobApi } from "../../src/client/BlobApi.ts"
 import { noFaults } from "../../src/server/Faults.ts"
 import { router } from "../../src/server/Server.ts"
@@ -31,18 +30,11 @@ import {
   serviceState,
   sha1,
   sleep,
-  startProxy
+  startProxy,
+  cleanups
 } from "./support.ts"
 
-const cleanup: Array<() => Promise<void> | void> = []
-afterAll(async () => {
-  for (const f of cleanup.reverse()) await f()
-})
-const tempDir = (prefix: string) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix))
-  cleanup.push(() => fs.rmSync(dir, { recursive: true, force: true }))
-  return dir
-}
+const { cleanup, tempDir } = cleanups()
 
 /** SQLite, to grant access the way the service stores grants (it has no grant API). */
 const Database = createRequire(import.meta.url)("better-sqlite3") as new (file: string) => {

@@ -10,7 +10,8 @@ import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as path from "node:path"
 import { gunzipSync } from "node:zlib"
-import { expect } from "vitest"
+import * as os from "node:os"
+import { afterAll, expect } from "vitest"
 import { literal, query, withDuckDB } from "../support/duckdb.ts"
 import type { TestService } from "../support/service.ts"
 
@@ -317,3 +318,17 @@ export const filesBelow = (dir: string): Array<string> => {
 }
 
 export const readJson = <T = any>(file: string): T => JSON.parse(fs.readFileSync(file, "utf8")) as T
+
+/** Undo actions run after the file's tests, newest first, and a temporary directory maker that registers its removal. */
+export const cleanups = () => {
+  const cleanup: Array<() => Promise<void> | void> = []
+  afterAll(async () => {
+    for (const f of cleanup.reverse()) await f()
+  })
+  const tempDir = (prefix: string) => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix))
+    cleanup.push(() => fs.rmSync(dir, { recursive: true, force: true }))
+    return dir
+  }
+  return { cleanup, tempDir }
+}
