@@ -25,20 +25,12 @@ import {
   post,
   publishInline,
   put,
+  STEPS,
   type StatusLinkBody,
   warningsOf,
   withDb
 } from "./helpers.ts"
 
-const STEPS = [
-  "delete_layer:validation",
-  "delete_layer:metadata",
-  "delete_layer:catalog_publishing",
-  "delete_layer:layers",
-  "delete_layer:database",
-  "delete_layer:backups",
-  "delete_layer:cache"
-]
 
 const FORBIDDEN_TEXT = "Forbidden - A catalog with the specified HRN doesn't exist or access to this catalog is forbidden"
 

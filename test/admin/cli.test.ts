@@ -10,20 +10,19 @@ import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startService, type TestService } from "../support/service.ts"
 import { expectJson } from "../server/helpers.ts"
-import { catalogBody, createCatalog, hrnOf, layer, OTHER, post } from "./helpers.ts"
+import {
+  catalogBody,
+  createCatalog,
+  hrnOf,
+  layer,
+  OTHER,
+  post,
+  STEPS
+} from "./helpers.ts"
 
 const root = fileURLToPath(new URL("../..", import.meta.url))
 const bin = path.join(root, "src", "cli", "bin.mjs")
 
-const STEPS = [
-  "delete_layer:validation",
-  "delete_layer:metadata",
-  "delete_layer:catalog_publishing",
-  "delete_layer:layers",
-  "delete_layer:database",
-  "delete_layer:backups",
-  "delete_layer:cache"
-]
 
 let svc: TestService
 let credentials: string

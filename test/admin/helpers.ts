@@ -10,6 +10,17 @@ import { expectJson, expectStatus, sleep } from "../server/helpers.ts"
 
 export const OTHER = "other-app"
 
+/** The layer deletion steps as the interface lists them, in order (independent of the service's own list). */
+export const STEPS = [
+  "delete_layer:validation",
+  "delete_layer:metadata",
+  "delete_layer:catalog_publishing",
+  "delete_layer:layers",
+  "delete_layer:database",
+  "delete_layer:backups",
+  "delete_layer:cache"
+]
+
 export const hrnOf = (id: string) => `hrn:local:data:::${id}`
 
 type Init = { appId?: string; headers?: Record<string, string> }
