@@ -10,7 +10,7 @@ import * as Hrn from "../domain/Hrn.ts"
 import type { StreamMessage } from "../domain/Stream.ts"
 import { SUBSCRIPTION_TYPES, type Subscription, type SubscriptionRequest } from "../domain/Subscription.ts"
 import { parseCatalogHrn } from "../export/Plan.ts"
-import { clientLayer, type GlobalOptions, globalOptions, loggerLayer, resolveLookupUrl } from "./common.ts"
+import { globalOptions, withClient } from "./common.ts"
 import { UsageError } from "./Exit.ts"
 
 /**
@@ -30,12 +30,6 @@ const idempotencyKey = Options.text("idempotency-key").pipe(
 
 /** How often `--wait` polls a status link. */
 const POLL = "200 millis"
-
-const withClient = <A, E, R>(o: GlobalOptions, hrn: string | undefined, effect: Effect.Effect<A, E, R>) =>
-  effect.pipe(
-    Effect.provide(clientLayer({ lookupUrl: resolveLookupUrl(o.lookupUrl, undefined, hrn), credentials: Option.getOrUndefined(o.credentials), concurrency: 4 })),
-    Effect.provide(loggerLayer(o))
-  )
 
 const catalogHrnOf = (raw: string) => Effect.map(parseCatalogHrn(raw), Hrn.format)
 

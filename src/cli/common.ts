@@ -163,3 +163,10 @@ export const clientLayer = (settings: ClientSettings): Layer.Layer<DataClient.Da
         message: `The lookup URL '${settings.lookupUrl}' is not an http(s) URL; check --lookup-url, CATALOG_LOOKUP_URL or the job config's lookupUrl.`
       })
     )
+
+/** Runs a command's effect with the client (lookup derived from the catalog HRN unless given) and the logger. */
+export const withClient = <A, E, R>(o: GlobalOptions, catalogHrn: string | undefined, effect: Effect.Effect<A, E, R>) =>
+  effect.pipe(
+    Effect.provide(clientLayer({ lookupUrl: resolveLookupUrl(o.lookupUrl, undefined, catalogHrn), credentials: Option.getOrUndefined(o.credentials), concurrency: 4 })),
+    Effect.provide(loggerLayer(o))
+  )

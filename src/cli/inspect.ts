@@ -9,7 +9,7 @@ import { MetadataApi } from "../client/MetadataApi.ts"
 import { ADDITIONAL_FIELDS, type AdditionalField } from "../domain/Partition.ts"
 import { parseCatalogHrn } from "../export/Plan.ts"
 import * as Hrn from "../domain/Hrn.ts"
-import { clientLayer, type GlobalOptions, globalOptions, loggerLayer, resolveLookupUrl } from "./common.ts"
+import { globalOptions, withClient } from "./common.ts"
 import { catalogAdminCommands, layerAdminCommands } from "./admin.ts"
 import { UsageError } from "./Exit.ts"
 
@@ -19,14 +19,6 @@ const layer = Options.text("layer").pipe(Options.withDescription("Layer id."))
 
 /** JSON when asked or when stdout is not a terminal; aligned text for a person otherwise. */
 const wantsJson = (flag: boolean) => flag || !process.stdout.isTTY
-
-const withClient = <A, E, R>(o: GlobalOptions, hrn: string | undefined, effect: Effect.Effect<A, E, R>) =>
-  Effect.gen(function*() {
-    const catalogHrn = hrn === undefined ? undefined : Hrn.format(yield* parseCatalogHrn(hrn))
-    return yield* effect.pipe(
-      Effect.provide(clientLayer({ lookupUrl: resolveLookupUrl(o.lookupUrl, undefined, catalogHrn), credentials: Option.getOrUndefined(o.credentials), concurrency: 4 }))
-    )
-  }).pipe(Effect.provide(loggerLayer(o)))
 
 const table = (rows: ReadonlyArray<ReadonlyArray<string>>) => {
   const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => r[i]?.length ?? 0))) ?? []
