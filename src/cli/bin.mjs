@@ -1,46 +1,25 @@
 #!/usr/bin/env node
-// Runs the CLI from one bundle of the TypeScript sources. The bundle is rebuilt with esbuild
-// (a fraction of a second) whenever a source file is newer, so there is no build step to forget,
-// and Node loads Effect natively instead of through a TypeScript loader (seconds faster to start).
-import { existsSync, mkdirSync, readdirSync, renameSync, statSync, writeFileSync } from "node:fs"
+// The `catalog-export` command: runs the bundle in dist/, which the package ships (built by
+// `prepare`). Nothing here writes into an installed package. Only in a checkout (the TypeScript
+// sources beside this file) is the bundle rebuilt when a source is newer, so that editing and
+// running need no build step; `npm install` builds it the first time.
+import { existsSync } from "node:fs"
+import module from "node:module"
 import { dirname, join } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
+
+// Node 22+: V8's compiled code cached under the temporary directory makes later starts faster.
+module.enableCompileCache?.()
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..")
 const bundle = join(root, "dist", "catalog-export.mjs")
 
-const newestSource = (dir) => {
-  let newest = 0
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    const path = join(dir, entry.name)
-    newest = Math.max(newest, entry.isDirectory() ? newestSource(path) : statSync(path).mtimeMs)
-  }
-  return newest
-}
-
-const sources = [join(root, "src"), join(root, "pipelines")].filter(existsSync)
-const stale = !existsSync(bundle) ||
-  statSync(bundle).mtimeMs < Math.max(statSync(join(root, "package.json")).mtimeMs, ...sources.map(newestSource))
-
-if (stale) {
-  const { build } = await import("esbuild")
-  const result = await build({
-    entryPoints: [join(root, "src", "cli", "main.ts")],
-    outfile: bundle,
-    write: false,
-    bundle: true,
-    platform: "node",
-    format: "esm",
-    target: "node20",
-    packages: "external",
-    sourcemap: "inline",
-    logLevel: "error"
-  })
-  // Written under a private name and renamed, so concurrent starts never load a half-written file.
-  const temp = `${bundle}.${process.pid}.tmp`
-  mkdirSync(dirname(bundle), { recursive: true })
-  writeFileSync(temp, result.outputFiles[0].contents)
-  renameSync(temp, bundle)
+if (existsSync(join(root, "src", "cli", "main.ts")) && existsSync(join(root, "scripts", "build.mjs"))) {
+  const { build, isStale } = await import(pathToFileURL(join(root, "scripts", "build.mjs")).href)
+  if (isStale()) await build()
+} else if (!existsSync(bundle)) {
+  process.stderr.write(`catalog-export: ${bundle} is missing; this installation is incomplete, install the package again.\n`)
+  process.exit(1)
 }
 
 await import(pathToFileURL(bundle).href)

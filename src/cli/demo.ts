@@ -4,13 +4,12 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Console, Effect, Option } from "effect"
-import { load } from "../export/JobConfig.ts"
-import * as LocalService from "../server/LocalService.ts"
-import { defaultSeed } from "../server/Seed.ts"
-import { defaultServiceOptions } from "../server/Server.ts"
+import demoJob from "../../config/demo.json" with { type: "json" }
+import { decode, load } from "../export/JobConfig.ts"
 import { NightlyJob } from "../../pipelines/nightly-export.ts"
 import { globalOptions, loggerLayer } from "./common.ts"
 import { runNightlyJob } from "./export.ts"
+import { loadServer } from "./lazy.ts"
 
 /**
  * `npm start`: the embedded default. Starts the local service with the demo seed on a free port,
@@ -20,13 +19,14 @@ export const demoCommand = Command.make(
   "demo",
   {
     ...globalOptions,
-    config: Options.file("config").pipe(Options.withDefault("config/demo.json"), Options.withDescription("Nightly job config to run.")),
+    config: Options.file("config").pipe(Options.optional, Options.withDescription("Nightly job config to run (default: the embedded config/demo.json).")),
     out: Options.text("out").pipe(Options.optional, Options.withDescription("Output directory (default: the config's out)."))
   },
   (o) =>
     Effect.gen(function*() {
       const started = Date.now()
-      const job = yield* load(NightlyJob, o.config)
+      const job = Option.isSome(o.config) ? yield* load(NightlyJob, o.config.value) : yield* decode(NightlyJob, demoJob, "config/demo.json")
+      const { LocalService, defaultSeed, defaultServiceOptions } = yield* loadServer
       const service = yield* LocalService.start({ ...defaultServiceOptions, port: 0, seed: defaultSeed })
       const dir = yield* Effect.acquireRelease(
         Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "catalog-export-demo-"))),

@@ -1,28 +1,25 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Console, Effect, Option } from "effect"
-import { AuthConfig } from "../server/Auth.ts"
-import * as Faults from "../server/Faults.ts"
-import * as LocalService from "../server/LocalService.ts"
-import { defaultSeed, noSeed } from "../server/Seed.ts"
-import { defaultServiceOptions } from "../server/Server.ts"
+import { MAX_TOKEN_SECONDS, SEED_DEFAULTS } from "../server/Defaults.ts"
 import { UsageError } from "./Exit.ts"
+import { loadServer } from "./lazy.ts"
 
 const options = {
   port: Options.integer("port").pipe(Options.withDefault(31005), Options.withDescription("TCP port; 0 picks a free one (default 31005, the port HERE SDKs use for a local lookup service).")),
   host: Options.text("host").pipe(Options.withDefault("127.0.0.1"), Options.withDescription("Address to listen on.")),
   data: Options.directory("data").pipe(Options.optional, Options.withDescription("Directory for SQLite metadata and blob files; survives restarts. A temporary directory when absent.")),
   seed: Options.choice("seed", ["demo", "none"]).pipe(Options.withDefault("demo" as const), Options.withDescription("Seed the demo catalogs (skipped when --data already holds them).")),
-  seedPartitions: Options.integer("seed-partitions").pipe(Options.withDefault(defaultSeed.partitions), Options.withDescription("Partitions of the demo 'places' layer at its first version.")),
-  seedVersions: Options.integer("seed-versions").pipe(Options.withDefault(defaultSeed.versions), Options.withDescription("Catalog versions the demo seed creates.")),
-  seedBlobBytes: Options.integer("seed-blob-bytes").pipe(Options.withDefault(defaultSeed.blobBytes), Options.withDescription("Bytes of each 'places' blob.")),
+  seedPartitions: Options.integer("seed-partitions").pipe(Options.withDefault(SEED_DEFAULTS.partitions), Options.withDescription("Partitions of the demo 'places' layer at its first version.")),
+  seedVersions: Options.integer("seed-versions").pipe(Options.withDefault(SEED_DEFAULTS.versions), Options.withDescription("Catalog versions the demo seed creates.")),
+  seedBlobBytes: Options.integer("seed-blob-bytes").pipe(Options.withDefault(SEED_DEFAULTS.blobBytes), Options.withDescription("Bytes of each 'places' blob.")),
   credentialsOut: Options.file("credentials-out").pipe(Options.optional, Options.withDescription("Write a credentials.properties for the demo application (read and write on every seeded catalog).")),
   faults: Options.text("faults").pipe(Options.optional, Options.withDescription("Fault rates per request, e.g. 429=0.1,503=0.03,reset=0.02,truncate=0.01.")),
   faultSeed: Options.integer("fault-seed").pipe(Options.withDefault(1), Options.withDescription("Seed of the fault generator; the same seed gives the same sequence.")),
   latency: Options.text("latency").pipe(Options.optional, Options.withDescription("Added latency in ms: N or MIN-MAX.")),
   retryAfter: Options.integer("retry-after").pipe(Options.withDefault(1), Options.withDescription("Seconds announced in Retry-After on injected 429/503.")),
   faultsIncludeAuth: Options.boolean("faults-include-auth").pipe(Options.withDescription("Inject faults into token and lookup requests too.")),
-  tokenLifetime: Options.integer("token-lifetime").pipe(Options.withDefault(AuthConfig.defaults.maxTokenSeconds), Options.withDescription("Longest token lifetime the service grants, in seconds (at most 86400)."))
+  tokenLifetime: Options.integer("token-lifetime").pipe(Options.withDefault(MAX_TOKEN_SECONDS), Options.withDescription("Longest token lifetime the service grants, in seconds (at most 86400)."))
 }
 
 const positive = (name: string, value: number, min = 1) =>
@@ -35,6 +32,7 @@ export const serve = Command.make("serve", options, (o) =>
     yield* positive("seed-versions", o.seedVersions)
     yield* positive("seed-blob-bytes", o.seedBlobBytes, 0)
     yield* positive("token-lifetime", o.tokenLifetime)
+    const { Faults, LocalService, defaultSeed, noSeed, defaultServiceOptions } = yield* loadServer
     const parsed = yield* Effect.try({
       try: () => ({
         faults: Option.match(o.faults, { onNone: () => ({}), onSome: Faults.parseFaults }),

@@ -46,9 +46,13 @@ export const load = <A, I>(schema: Schema.Schema<A, I>, file: string) =>
       try: () => JSON.parse(text) as unknown,
       catch: (e) => new JobConfigError({ message: `Job config ${file} is not valid JSON: ${(e as Error).message}.` })
     })
-    const decoded = Schema.decodeUnknownEither(schema, { onExcessProperty: "error", errors: "all" })(json)
-    if (Either.isLeft(decoded)) {
-      return yield* new JobConfigError({ message: `Job config ${file} is invalid: ${describeIssues(decoded.left)}.` })
-    }
-    return decoded.right
+    return yield* decode(schema, json, file)
   })
+
+/** Validates a job config already parsed (`source` names it in errors). */
+export const decode = <A, I>(schema: Schema.Schema<A, I>, json: unknown, source: string) => {
+  const decoded = Schema.decodeUnknownEither(schema, { onExcessProperty: "error", errors: "all" })(json)
+  return Either.isLeft(decoded)
+    ? Effect.fail(new JobConfigError({ message: `Job config ${source} is invalid: ${describeIssues(decoded.left)}.` }))
+    : Effect.succeed(decoded.right)
+}

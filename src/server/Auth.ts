@@ -3,6 +3,7 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import { Context, Effect, Layer } from "effect"
 import * as OAuth1 from "../domain/OAuth1.ts"
+import { MAX_TOKEN_SECONDS } from "./Defaults.ts"
 import { accountFailure, json, Reply, unauthorized } from "./Reply.ts"
 import { Store } from "./Store.ts"
 
@@ -13,7 +14,7 @@ export interface AuthOptions {
   readonly timestampWindowSeconds: number
 }
 
-export const defaultAuthOptions: AuthOptions = { maxTokenSeconds: 86_400, timestampWindowSeconds: 600 }
+export const defaultAuthOptions: AuthOptions = { maxTokenSeconds: MAX_TOKEN_SECONDS, timestampWindowSeconds: 600 }
 
 export class AuthConfig extends Context.Tag("catalog-export/server/AuthConfig")<AuthConfig, AuthOptions>() {
   static readonly defaults = defaultAuthOptions

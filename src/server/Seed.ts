@@ -3,6 +3,7 @@ import { gzipSync } from "node:zlib"
 import { Effect } from "effect"
 import * as HereTile from "../domain/HereTile.ts"
 import { BlobFiles } from "./BlobFiles.ts"
+import { SEED_DEFAULTS } from "./Defaults.ts"
 import { prng } from "./Faults.ts"
 import { initPublication, STAGE_BATCH, submitPublication } from "./Publishing.ts"
 import { contentEncodingOf } from "./Views.ts"
@@ -23,7 +24,7 @@ export interface SeedOptions {
   readonly seed: number
 }
 
-export const defaultSeed: SeedOptions = { demo: true, partitions: 2000, versions: 12, blobBytes: 1024, seed: 42 }
+export const defaultSeed: SeedOptions = { demo: true, ...SEED_DEFAULTS, seed: 42 }
 export const noSeed: SeedOptions = { ...defaultSeed, demo: false }
 
 export const DEMO_CATALOG = "hrn:local:data:::demo"
