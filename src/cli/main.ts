@@ -7,6 +7,7 @@ import { ExitCode, exitCodeOf, interruption, sentenceOf } from "./Exit.ts"
 import { adminCommands } from "./admin.ts"
 import { demoCommand } from "./demo.ts"
 import { backfillCommand } from "./backfill.ts"
+import { defaultLoggerLayer, plainWhenPiped } from "./common.ts"
 import { exportCommand } from "./export.ts"
 import { inspectCommands } from "./inspect.ts"
 import { retentionCommand } from "./retention.ts"
@@ -38,11 +39,23 @@ const program = cli(process.argv).pipe(
       }
     })
   ),
-  Effect.provide(NodeContext.layer)
+  // A bug: one line on stderr with the cause (stdout keeps only results).
+  Effect.catchAllDefect((defect) =>
+    Effect.suspend(() => {
+      exitCode = ExitCode.failure
+      return Console.error(`catalog-export: unexpected error, please report it: ${Cause.pretty(Cause.die(defect))}`)
+    })
+  ),
+  plainWhenPiped,
+  Effect.provide(NodeContext.layer),
+  // Until a command installs the logger its flags ask for: stderr, never stdout.
+  Effect.provide(defaultLoggerLayer)
 )
 
 NodeRuntime.runMain(program, {
-  disableErrorReporting: false,
+  // Failures are reported above, as one sentence on stderr; runMain's own logger writes to stdout.
+  disableErrorReporting: true,
+  disablePrettyLogger: true,
   teardown: (exit, onExit) =>
     onExit(
       Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)
