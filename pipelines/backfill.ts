@@ -1,34 +1,54 @@
 import { Effect, Option, Schema } from "effect"
+import { ConfigApi } from "../src/client/ConfigApi.ts"
+import { ApiError } from "../src/client/Errors.ts"
 import { Http } from "../src/client/Http.ts"
+import { MetadataApi } from "../src/client/MetadataApi.ts"
 import * as Hrn from "../src/domain/Hrn.ts"
+import { InvalidLayerId, LayerNotExportable, LayerNotVersioned, NotFound } from "../src/export/Errors.ts"
 import type { ExportOptions } from "../src/export/Export.ts"
+import { ExportSettings, PositiveInt } from "../src/export/JobConfig.ts"
 import { runExport } from "../src/export/Lazy.ts"
-import { ExportSettings } from "../src/export/JobConfig.ts"
 import { readManifest } from "../src/export/Manifest.ts"
 import { exportDir, makePlan, parseCatalogHrn, versionBounds } from "../src/export/Plan.ts"
 import { Counters, type ProgressStyle, reporting } from "../src/export/Progress.ts"
-import { ConfigApi } from "../src/client/ConfigApi.ts"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 
-/** Exports every version in from..to of one layer, once each; restartable. */
+/** Exports every version in from..to of one versioned layer, once each; restartable. */
 export const BackfillJob = Schema.Struct({
   job: Schema.Literal("backfill"),
   ...ExportSettings,
   catalog: Schema.String,
   layer: Schema.String,
   from: Schema.Int.pipe(Schema.nonNegative()),
-  to: Schema.Int.pipe(Schema.nonNegative())
+  to: Schema.Int.pipe(Schema.nonNegative()),
+  /** Versions exported at once (default 1); they share `concurrency` between them. */
+  versionConcurrency: Schema.optional(PositiveInt),
+  /** Export every version, also those in which the layer did not change. */
+  everyVersion: Schema.optional(Schema.Boolean)
 })
 export type BackfillJob = typeof BackfillJob.Type
 
 export type VersionOutcome =
   | { readonly version: number; readonly status: "exported"; readonly partitions: number; readonly bytes: number; readonly elapsedMs: number }
   | { readonly version: number; readonly status: "already-exported" }
+  /** Versions `version..through` hold the layer's state of version `since`, which is exported: nothing new to export. */
+  | { readonly version: number; readonly through: number; readonly status: "unchanged"; readonly since: number }
+  /** The layer has no data at versions `version..through` (it was first published later). */
+  | { readonly version: number; readonly through: number; readonly status: "no-data" }
   /** Versions `version..through` were deleted (below the minimum version) and have no export here. */
   | { readonly version: number; readonly through: number; readonly status: "below-minimum"; readonly minimum: number }
   /** Versions `version..through` are past the latest version. */
   | { readonly version: number; readonly through: number; readonly status: "not-yet-published"; readonly latest: number }
+
+export interface BackfillTotals {
+  exported: number
+  alreadyExported: number
+  unchanged: number
+  noData: number
+  belowMinimum: number
+  notYetPublished: number
+}
 
 export interface BackfillRequest {
   readonly catalog: string
@@ -37,6 +57,10 @@ export interface BackfillRequest {
   readonly to: number
   readonly parts: number
   readonly export: Omit<ExportOptions, "force">
+  /** Versions exported at once (default 1); `export.concurrency` is shared between them. */
+  readonly versionConcurrency?: number | undefined
+  /** Export every version, also those in which the layer did not change. */
+  readonly everyVersion?: boolean | undefined
 }
 
 /**
@@ -46,90 +70,165 @@ export interface BackfillRequest {
  */
 const tidyCommitted = (dir: string) => Effect.promise(() => fs.rm(path.join(dir, "_parts"), { recursive: true, force: true }))
 
+type Ranged = Extract<VersionOutcome, { readonly through: number }>
+const sameRange = (a: Ranged, b: VersionOutcome) =>
+  a.status === b.status && b.version === a.through + 1 &&
+  (a.status !== "unchanged" || (b as typeof a).since === a.since) &&
+  (a.status !== "below-minimum" || (b as typeof a).minimum === a.minimum)
+
 /**
- * One version after the other, so memory does not grow with the range. A version with a manifest is
- * skipped without a request; an interrupted one resumes from its finished parts; versions below the
- * minimum (deleted, also while being exported) are reported, not fatal. Runs of deleted or unpublished
- * versions are reported as one range, and the versions past the latest end the run, so a range of
- * thousands of versions costs requests only for the versions that exist.
+ * Reports outcomes in version order as they become known (exports may finish out of order), with
+ * runs of skipped versions of the same kind reported as one range.
+ */
+const orderedReporter = (report: (outcome: VersionOutcome) => Effect.Effect<void>, totals: BackfillTotals) => {
+  const slots: Array<VersionOutcome | undefined> = []
+  let next = 0
+  let pending: Ranged | undefined
+  const count = (o: VersionOutcome) => {
+    const n = "through" in o ? o.through - o.version + 1 : 1
+    const key = ({ "exported": "exported", "already-exported": "alreadyExported", "unchanged": "unchanged", "no-data": "noData", "below-minimum": "belowMinimum", "not-yet-published": "notYetPublished" } as const)[o.status]
+    totals[key] += n
+  }
+  const emitPending = Effect.suspend(() => {
+    const p = pending
+    pending = undefined
+    return p === undefined ? Effect.void : report(p)
+  })
+  const flush: Effect.Effect<void> = Effect.gen(function*() {
+    while (next < slots.length && slots[next] !== undefined) {
+      const o = slots[next++]!
+      count(o)
+      if ("through" in o) {
+        if (pending !== undefined && sameRange(pending, o)) pending = { ...pending, through: o.through }
+        else {
+          yield* emitPending
+          pending = o
+        }
+      } else {
+        yield* emitPending
+        yield* report(o)
+      }
+    }
+  })
+  return {
+    /** A slot for the next outcome, in version order. */
+    reserve: () => slots.push(undefined) - 1,
+    settle: (slot: number, outcome: VersionOutcome) => Effect.suspend(() => {
+      slots[slot] = outcome
+      return flush
+    }),
+    end: Effect.zipRight(flush, emitPending)
+  }
+}
+
+/**
+ * Decides version by version, oldest first: a version with a manifest is skipped without a request;
+ * versions below the minimum (deleted, also while being exported) are reported, not fatal; a version
+ * in which the layer did not change (`layerVersions`) holds the state of an exported version and is
+ * skipped, unless `everyVersion`; the versions past the latest end the run, so a range of thousands
+ * of versions costs requests only for the versions that exist. The versions to export run
+ * `versionConcurrency` at a time (one by default, so memory does not grow with the range); an
+ * interrupted one resumes from its finished parts.
  */
 export const runBackfill = (request: BackfillRequest, progress: ProgressStyle, report: (outcome: VersionOutcome) => Effect.Effect<void>) =>
   Effect.gen(function*() {
     const catalogHrn = Hrn.format(yield* parseCatalogHrn(request.catalog))
+    if (!Hrn.isLayerId(request.layer)) return yield* new InvalidLayerId({ layerId: request.layer })
     const http = yield* Http
+    const metadata = yield* MetadataApi
     const catalog = yield* (yield* ConfigApi).getCatalog(catalogHrn)
-    const outcomes = { exported: 0, alreadyExported: 0, belowMinimum: 0, notYetPublished: 0 }
+    const layer = catalog.layers.find((l) => l.id === request.layer)
+    if (layer === undefined) {
+      return yield* new NotFound({ what: "layer", message: `Catalog ${catalogHrn} has no layer '${request.layer}' (its layers: ${catalog.layers.map((l) => l.id).join(", ") || "none"}).` })
+    }
+    if (layer.layerType === "volatile") return yield* new LayerNotVersioned({ catalogHrn, layerId: layer.id })
+    if (layer.layerType !== "versioned") return yield* new LayerNotExportable({ catalogHrn, layerId: layer.id, layerType: layer.layerType })
+
+    const totals: BackfillTotals = { exported: 0, alreadyExported: 0, unchanged: 0, noData: 0, belowMinimum: 0, notYetPublished: 0 }
+    const reporter = orderedReporter(report, totals)
     const dirOf = (version: number) =>
-      path.join(request.export.out, exportDir({ catalogId: catalog.id, layerId: request.layer, layerType: "versioned", version }))
-    let deleted: { from: number; through: number; minimum: number } | undefined
-    const flushDeleted = Effect.suspend(() => {
-      if (deleted === undefined) return Effect.void
-      const { from, through, minimum } = deleted
-      deleted = undefined
-      outcomes.belowMinimum += through - from + 1
-      return report({ version: from, through, status: "below-minimum", minimum })
-    })
-    const markDeleted = (version: number, minimum: number) =>
-      Effect.gen(function*() {
-        if (deleted !== undefined && deleted.through === version - 1) deleted = { ...deleted, through: version, minimum }
-        else {
-          yield* flushDeleted
-          deleted = { from: version, through: version, minimum }
-        }
-      })
+      path.join(request.export.out, exportDir({ catalogId: catalog.id, layerId: layer.id, layerType: "versioned", version }))
+    /** Versions whose state this run leaves exported: committed before, or to be exported now. */
+    const held = new Set<number>()
+    let changeCheck: string | undefined = request.everyVersion === true ? "every version is exported (--every-version)" : undefined
+    /** The version in which the layer last changed at `version`; none when it has no data; undefined when not known. */
+    const lastChange = (version: number) =>
+      changeCheck !== undefined
+        ? Effect.succeed(undefined)
+        : metadata.layerVersions(catalogHrn, version).pipe(
+          Effect.map((r) => Option.fromNullable(r.layerVersions.find((l) => l.layer === layer.id)?.version)),
+          Effect.catchIf((e): e is ApiError => e instanceof ApiError && [400, 404, 405, 501].includes(e.status), (e) =>
+            Effect.sync(() => {
+              // 400: the version was deleted meanwhile; its export says so. Else the service has no layerVersions.
+              if (e.status !== 400) {
+                changeCheck = `the service does not tell in which versions the layer changed (layerVersions answered ${e.status}), so every version is exported`
+              }
+              return undefined
+            }))
+        )
+
+    const toExport: Array<{ readonly version: number; readonly slot: number }> = []
     let bounds = yield* versionBounds(catalogHrn)
     for (let version = request.from; version <= request.to; version++) {
+      const slot = reporter.reserve()
       if (Option.isSome(yield* readManifest(dirOf(version)))) {
         yield* tidyCommitted(dirOf(version))
-        yield* flushDeleted
-        outcomes.alreadyExported++
-        yield* report({ version, status: "already-exported" })
+        held.add(version)
+        yield* reporter.settle(slot, { version, status: "already-exported" })
         continue
       }
       if (version < bounds.minimum) {
-        yield* markDeleted(version, bounds.minimum)
+        yield* reporter.settle(slot, { version, through: version, status: "below-minimum", minimum: bounds.minimum })
         continue
       }
       if (version > bounds.latest) {
         // Published since the run started?
         bounds = yield* versionBounds(catalogHrn)
         if (version > bounds.latest) {
-          yield* flushDeleted
-          outcomes.notYetPublished += request.to - version + 1
-          yield* report({ version, through: request.to, status: "not-yet-published", latest: bounds.latest })
+          yield* reporter.settle(slot, { version, through: request.to, status: "not-yet-published", latest: bounds.latest })
           break
         }
       }
-      const started = Date.now()
-      const counters = new Counters()
-      const exported = yield* Effect.gen(function*() {
-        const plan = yield* makePlan({ catalog: catalogHrn, layer: request.layer, version, parts: request.parts })
-        return yield* reporting(progress, `${catalogHrn} ${request.layer} v${version}`, counters, http.retryCount,
-          runExport(plan, { ...request.export, force: false }, counters))
-      }).pipe(
-        // Deleted while it was being exported (the minimum was raised meanwhile): reported, not fatal.
-        Effect.catchAll((error) =>
-          Effect.flatMap(versionBounds(catalogHrn), (now) => {
-            bounds = now
-            return version < now.minimum ? Effect.succeed(undefined) : Effect.fail(error)
-          })
-        )
-      )
-      if (exported === undefined) {
-        yield* markDeleted(version, bounds.minimum)
+      const changed = yield* lastChange(version)
+      if (changed !== undefined && Option.isNone(changed)) {
+        yield* reporter.settle(slot, { version, through: version, status: "no-data" })
         continue
       }
-      yield* flushDeleted
-      outcomes.exported++
-      yield* report({
-        version,
-        status: "exported",
-        partitions: exported.manifest.partitions,
-        bytes: exported.manifest.bytes,
-        elapsedMs: Date.now() - started
-      })
-      bounds = yield* versionBounds(catalogHrn)
+      if (changed !== undefined && changed.value < version) {
+        const since = changed.value
+        if (held.has(since) || Option.isSome(yield* readManifest(dirOf(since)))) {
+          held.add(version)
+          yield* reporter.settle(slot, { version, through: version, status: "unchanged", since })
+          continue
+        }
+      }
+      held.add(version)
+      toExport.push({ version, slot })
     }
-    yield* flushDeleted
-    return outcomes
+    if (changeCheck !== undefined) yield* Effect.logInfo(`${catalogHrn} ${layer.id}: ${changeCheck}`)
+
+    const atOnce = Math.max(1, Math.min(request.versionConcurrency ?? 1, toExport.length))
+    const options = { ...request.export, concurrency: Math.max(1, Math.floor(request.export.concurrency / atOnce)), force: false }
+    yield* Effect.forEach(toExport, ({ version, slot }) =>
+      Effect.gen(function*() {
+        const started = Date.now()
+        const counters = new Counters()
+        const exported = yield* Effect.gen(function*() {
+          const plan = yield* makePlan({ catalog: catalogHrn, layer: layer.id, version, parts: request.parts })
+          return yield* reporting(progress, `${catalogHrn} ${layer.id} v${version}`, counters, http.retryCount, runExport(plan, options, counters))
+        }).pipe(
+          // Deleted while it was being exported (the minimum was raised meanwhile): reported, not fatal.
+          Effect.catchAll((error) =>
+            Effect.flatMap(versionBounds(catalogHrn), (now) => (version < now.minimum ? Effect.succeed(now.minimum) : Effect.fail(error)))
+          )
+        )
+        yield* reporter.settle(
+          slot,
+          typeof exported === "number"
+            ? { version, through: version, status: "below-minimum", minimum: exported }
+            : { version, status: "exported", partitions: exported.manifest.partitions, bytes: exported.manifest.bytes, elapsedMs: Date.now() - started }
+        )
+      }), { concurrency: atOnce, discard: true })
+    yield* reporter.end
+    return { ...totals, changeCheck }
   })

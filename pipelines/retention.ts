@@ -4,19 +4,26 @@ import { MetadataApi } from "../src/client/MetadataApi.ts"
 import * as Hrn from "../src/domain/Hrn.ts"
 import { JobConfigError, PositiveInt } from "../src/export/JobConfig.ts"
 import { parseCatalogHrn, versionBounds } from "../src/export/Plan.ts"
+import { type ExportLocation, exportLocation } from "../src/retention/ExportLocation.ts"
 import { firstUncovered } from "../src/retention/Guard.ts"
+import { type SharedHandle, sharedHandles } from "../src/retention/HandleReuse.ts"
 import { describePolicy, parseAge, type Policy, RetentionRefused, targetMinimum } from "../src/retention/Policy.ts"
 
-/** A retention job config: one of keepLast, olderThan, minimum. */
+/**
+ * A retention job config: one of keepLast, olderThan, minimum; and `requireExported` (where the
+ * exports are: only versions exported there may go) or, deliberately, `skipExportCheck: true`.
+ */
 export const RetentionJob = Schema.Struct({
   job: Schema.Literal("retention"),
   lookupUrl: Schema.optional(Schema.String),
   credentials: Schema.optional(Schema.String),
+  region: Schema.optional(Schema.String),
   catalog: Schema.String,
   keepLast: Schema.optional(PositiveInt),
   olderThan: Schema.optional(Schema.String),
   minimum: Schema.optional(Schema.Int.pipe(Schema.nonNegative())),
   requireExported: Schema.optional(Schema.String),
+  skipExportCheck: Schema.optional(Schema.Boolean),
   layers: Schema.optional(Schema.Array(Schema.String)),
   dryRun: Schema.optional(Schema.Boolean)
 })
@@ -35,11 +42,42 @@ export const policyOfJob = (job: RetentionJob, file: string): Effect.Effect<Poli
     : Effect.succeed({ _tag: "OlderThan", age })
 }
 
+/**
+ * How the deletion is proven safe: the exports in a location (of the listed layers, else every
+ * versioned layer), deliberately not at all, or not said, which refuses the run: deleting versions
+ * cannot be undone, so the guard is on unless switched off by name.
+ */
+export type ExportCheck =
+  | { readonly _tag: "RequireExported"; readonly location: ExportLocation; readonly layers?: ReadonlyArray<string> | undefined }
+  | { readonly _tag: "Skip" }
+  | { readonly _tag: "Missing"; readonly how: string }
+
+/** The export check a job config or the flags ask for; both or a bad location is bad input. */
+export const exportCheckOf = (options: {
+  readonly requireExported: string | undefined
+  readonly skipExportCheck: boolean
+  readonly layers: ReadonlyArray<string> | undefined
+  /** The names of the two settings, for messages (flags or config fields). */
+  readonly names: { readonly require: string; readonly skip: string }
+}): Effect.Effect<ExportCheck, RetentionRefused> => {
+  const { names } = options
+  if (options.requireExported !== undefined && options.skipExportCheck) {
+    return Effect.fail(new RetentionRefused({ message: `Give either ${names.require} or ${names.skip}, not both.` }))
+  }
+  if (options.skipExportCheck) return Effect.succeed({ _tag: "Skip" })
+  if (options.requireExported === undefined) {
+    return Effect.succeed({ _tag: "Missing", how: `give ${names.require} (where the exports of this catalog are), or ${names.skip} to delete versions whether or not they were exported` })
+  }
+  return exportLocation(options.requireExported).pipe(
+    Effect.mapError((e) => new RetentionRefused({ message: e.message })),
+    Effect.map((location) => ({ _tag: "RequireExported" as const, location, layers: options.layers }))
+  )
+}
+
 export interface RetentionRequest {
   readonly catalog: string
   readonly policy: Policy
-  /** Refuse to delete versions whose data is not in a committed export under this directory. */
-  readonly requireExported?: { readonly out: string; readonly layers?: ReadonlyArray<string> | undefined } | undefined
+  readonly exportCheck: ExportCheck
 }
 
 export interface RetentionPlan {
@@ -50,6 +88,10 @@ export interface RetentionPlan {
   readonly target: number
   /** The versions that raising the minimum to `target` deletes, oldest first. */
   readonly deleted: ReadonlyArray<{ readonly version: number; readonly timestamp: number }>
+  /** Why the plan must not be carried out (the guard found a gap, or no check was chosen). */
+  readonly refusal: RetentionRefused | undefined
+  /** Surviving partitions whose data the deletion takes with it (data-handle rule 3). */
+  readonly sharedHandles: ReadonlyArray<SharedHandle>
 }
 
 /** The versioned layers whose data the guard protects: the listed ones, else every versioned layer. */
@@ -68,17 +110,22 @@ const guardedLayers = (catalogHrn: string, listed: ReadonlyArray<string> | undef
  * Refuses a minimum that would delete data no committed export holds, naming the version and layer.
  * Shared by `retention --require-exported` and `export --raise-minimum`.
  */
-export const guard = (catalogHrn: string, target: number, minimum: number, out: string, layers?: ReadonlyArray<string>) =>
+export const guard = (catalogHrn: string, target: number, minimum: number, location: ExportLocation, layers?: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     const { catalog, layers: checked } = yield* guardedLayers(catalogHrn, layers)
-    const gap = yield* firstUncovered(out, catalog, checked, minimum, target)
-    if (gap !== undefined) {
+    const gap = yield* firstUncovered(location, catalog, checked, minimum, target)
+    if (gap === undefined) return
+    const head = `Refusing to raise the minimum version of ${catalogHrn} to ${target}: version ${gap.version} of layer '${gap.layer}'`
+    if (gap.damaged !== undefined) {
       return yield* new RetentionRefused({
-        message: `Refusing to raise the minimum version of ${catalogHrn} to ${target}: version ${gap.version} of layer '${gap.layer}' ` +
-          `has no committed export in ${out}. Export it first (catalog-export backfill --catalog ${catalogHrn} --layer ${gap.layer} ` +
-          `--from ${gap.version} --to ${target - 1} --out ${out}), or set a lower minimum.`
+        message: `${head} has no intact export in ${location.name}: in the export of version ${gap.damaged.version}, ${gap.damaged.reason}. ` +
+          `Export it again (catalog-export export --catalog ${catalogHrn} --layer ${gap.layer} --version ${gap.damaged.version} --out ${location.name} --force), or set a lower minimum.`
       })
     }
+    return yield* new RetentionRefused({
+      message: `${head} has no committed export in ${location.name}. Export it first (catalog-export backfill --catalog ${catalogHrn} --layer ${gap.layer} ` +
+        `--from ${gap.version} --to ${target - 1} --out ${location.name}), or set a lower minimum.`
+    })
   })
 
 /**
@@ -99,6 +146,10 @@ const checkExplicitMinimum = (catalogHrn: string, version: number, bounds: { rea
     })
     : Effect.void
 
+/**
+ * What the policy deletes, with the guard's verdict and the data-handle check; changes nothing. A
+ * plan the guard refuses is still a plan (a dry run prints it); carrying it out is refused.
+ */
 export const planRetention = (request: RetentionRequest) =>
   Effect.gen(function*() {
     const catalogHrn = Hrn.format(yield* parseCatalogHrn(request.catalog))
@@ -108,8 +159,21 @@ export const planRetention = (request: RetentionRequest) =>
     const stamps = [...versions].map((v) => ({ version: v.version, timestamp: v.timestamp })).sort((a, b) => a.version - b.version)
     if (request.policy._tag === "Minimum") yield* checkExplicitMinimum(catalogHrn, request.policy.version, bounds)
     const target = targetMinimum(request.policy, bounds, stamps, Date.now())
-    if (target > bounds.minimum && request.requireExported !== undefined) {
-      yield* guard(catalogHrn, target, bounds.minimum, request.requireExported.out, request.requireExported.layers)
+    const check = request.exportCheck
+    const deletes = target > bounds.minimum
+    const refusal = check._tag === "Missing"
+      ? new RetentionRefused({ message: `Refusing to delete versions of ${catalogHrn} without the export guard: ${check.how}.` })
+      : deletes && check._tag === "RequireExported"
+      ? yield* guard(catalogHrn, target, bounds.minimum, check.location, check.layers).pipe(
+        Effect.as(undefined),
+        Effect.catchTag("RetentionRefused", Effect.succeed)
+      )
+      : undefined
+    const layers = check._tag === "RequireExported" ? check.layers : undefined
+    const shared: Array<SharedHandle> = []
+    if (deletes) {
+      const { layers: checked } = yield* guardedLayers(catalogHrn, layers)
+      for (const layer of checked) shared.push(...(yield* sharedHandles(catalogHrn, layer, bounds.minimum, target, bounds.latest)))
     }
     return {
       catalogHrn,
@@ -117,7 +181,9 @@ export const planRetention = (request: RetentionRequest) =>
       latest: bounds.latest,
       minimum: bounds.minimum,
       target,
-      deleted: stamps.filter((v) => v.version < target)
+      deleted: stamps.filter((v) => v.version < target),
+      refusal,
+      sharedHandles: shared
     } satisfies RetentionPlan
   })
 

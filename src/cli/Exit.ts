@@ -4,6 +4,9 @@ import { Effect, Schema } from "effect"
 /** Bad flags or values that the parser itself cannot see (ranges, combinations). */
 export class UsageError extends Schema.TaggedError<UsageError>()("UsageError", { message: Schema.String }) {}
 
+/** A job over several layers or versions that failed in part; `exitCode` is the one that decides. */
+export class JobFailed extends Schema.TaggedError<JobFailed>()("JobFailed", { exitCode: Schema.Number, message: Schema.String }) {}
+
 /**
  * Exit codes, as DESIGN.md promises them to cron wrappers:
  * 0 done; 2 bad input or usage; 3 authentication or permission; 4 catalog, layer or version not
@@ -24,6 +27,7 @@ const byTag: Record<string, number> = {
   InvalidHrn: ExitCode.usage,
   JobConfigError: ExitCode.usage,
   LayerNotExportable: ExitCode.usage,
+  LayerNotVersioned: ExitCode.usage,
   InvalidLayerId: ExitCode.usage,
   RetentionRefused: ExitCode.usage,
   CatalogExists: ExitCode.usage,
@@ -67,8 +71,25 @@ export const unfinishedWhenInterrupted = <A, E, R>(effect: Effect.Effect<A, E, R
       )
     }))
 
+/**
+ * Which exit code a run over several layers reports when more than one failed: transient first (5:
+ * running the same command again redoes only what failed, and what is still wrong is reported
+ * again), then integrity (6: do not use the output), authentication (3), not found (4), bad input
+ * (2), anything else (1). Every layer's outcome is in the summary.
+ */
+const PRECEDENCE: ReadonlyArray<number> = [ExitCode.transient, ExitCode.integrity, ExitCode.auth, ExitCode.notFound, ExitCode.usage, ExitCode.failure]
+
+export const decidingExitCode = (codes: ReadonlyArray<number>): number =>
+  codes.filter((c) => c !== ExitCode.ok).sort((a, b) => rank(a) - rank(b))[0] ?? ExitCode.ok
+
+const rank = (code: number) => {
+  const i = PRECEDENCE.indexOf(code)
+  return i === -1 ? PRECEDENCE.length : i
+}
+
 export const exitCodeOf = (error: unknown): number => {
   if (ValidationError.isValidationError(error)) return ExitCode.usage
+  if (error instanceof JobFailed) return error.exitCode
   const tagged = error as { _tag?: unknown; status?: unknown }
   if (tagged?._tag === "ApiError" && typeof tagged.status === "number") return byStatus(tagged.status)
   if (typeof tagged?._tag === "string" && tagged._tag in byTag) return byTag[tagged._tag]!

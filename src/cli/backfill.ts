@@ -3,9 +3,9 @@ import * as Options from "@effect/cli/Options"
 import { Console, Effect, Option } from "effect"
 import { defaults } from "../export/JobConfig.ts"
 import { type BackfillJob, runBackfill, type VersionOutcome } from "../../pipelines/backfill.ts"
-import { clientLayer, type GlobalOptions, globalOptions, integerOption, loggerLayer, progressStyle, resolveLookupUrl, retryPolicyOf } from "./common.ts"
+import { clientLayer, type GlobalOptions, globalOptions, integerOption, loggerLayer, progressStyle, resolveLookupUrl, retryPolicyOf, summaryJson } from "./common.ts"
 import { unfinishedWhenInterrupted, UsageError } from "./Exit.ts"
-import { checkOutputDir, checkWriteSettings, type WriteSettings, writeOptions } from "./export.ts"
+import { checkOutputDir, checkWriteSettings, positive, type WriteSettings, writeOptions } from "./export.ts"
 
 const versions = (from: number, through: number) => (from === through ? `version ${from}` : `versions ${from}..${through}`)
 
@@ -15,6 +15,10 @@ const describeOutcome = (o: VersionOutcome) => {
       return `version ${o.version}: exported ${o.partitions} partitions, ${(o.bytes / 1e6).toFixed(1)} MB in ${(o.elapsedMs / 1000).toFixed(1)} s`
     case "already-exported":
       return `version ${o.version}: already exported, skipped`
+    case "unchanged":
+      return `${versions(o.version, o.through)}: the layer did not change since version ${o.since}, whose export holds this state; skipped`
+    case "no-data":
+      return `${versions(o.version, o.through)}: the layer has no data yet, skipped`
     case "below-minimum":
       return `${versions(o.version, o.through)}: deleted (below the minimum version ${o.minimum}), skipped`
     case "not-yet-published":
@@ -27,32 +31,46 @@ interface BackfillSettings extends WriteSettings {
   readonly layer: string
   readonly from: number
   readonly to: number
+  readonly versionConcurrency: number
+  readonly everyVersion: boolean
 }
 
-const backfill = (s: BackfillSettings, global: GlobalOptions, lookupFromConfig?: string, credentialsFromConfig?: string) =>
+const backfill = (
+  s: BackfillSettings,
+  global: GlobalOptions & { readonly json: boolean },
+  fromConfig: { readonly lookupUrl?: string | undefined; readonly credentials?: string | undefined; readonly region?: string | undefined } = {}
+) =>
   Effect.gen(function*() {
     if (s.from < 0 || s.to < 0) return yield* new UsageError({ message: `--from and --to must be non-negative versions, got ${s.from}..${s.to}.` })
     if (s.from > s.to) return yield* new UsageError({ message: `--from ${s.from} is greater than --to ${s.to}; give the range oldest first.` })
     const settings = yield* checkWriteSettings(s)
+    const versionConcurrency = yield* positive("version-concurrency")(s.versionConcurrency)
     yield* checkOutputDir(s.out)
     const client = clientLayer({
-      lookupUrl: resolveLookupUrl(global.lookupUrl, lookupFromConfig, s.catalog),
-      credentials: Option.getOrElse(global.credentials, () => credentialsFromConfig),
+      lookupUrl: resolveLookupUrl(global.lookupUrl, fromConfig.lookupUrl, s.catalog),
+      credentials: Option.getOrElse(global.credentials, () => fromConfig.credentials),
       concurrency: settings.concurrency,
-      retry: retryPolicyOf(global)
+      retry: retryPolicyOf(global),
+      region: Option.getOrElse(global.region, () => fromConfig.region)
     })
+    const outcomes: Array<VersionOutcome> = []
     const totals = yield* runBackfill(
-      { catalog: s.catalog, layer: s.layer, from: s.from, to: s.to, parts: settings.parts, export: settings },
+      { catalog: s.catalog, layer: s.layer, from: s.from, to: s.to, parts: settings.parts, export: settings, versionConcurrency, everyVersion: s.everyVersion },
       progressStyle(global),
-      (outcome) => Console.log(describeOutcome(outcome))
+      (outcome) => (global.json ? Effect.sync(() => void outcomes.push(outcome)) : Console.log(describeOutcome(outcome)))
     ).pipe(Effect.provide(client))
+    if (global.json) {
+      const { changeCheck, ...counts } = totals
+      return yield* Console.log(JSON.stringify({ job: "backfill", catalog: s.catalog, layer: s.layer, from: s.from, to: s.to, versions: outcomes, totals: counts, ...(changeCheck === undefined ? {} : { note: changeCheck }) }))
+    }
+    if (totals.changeCheck !== undefined) yield* Console.log(`Note: ${totals.changeCheck}.`)
     yield* Console.log(
       `Backfill of ${s.catalog} ${s.layer} ${s.from}..${s.to}: ${totals.exported} exported, ${totals.alreadyExported} already exported, ` +
-        `${totals.belowMinimum} deleted, ${totals.notYetPublished} not published yet.`
+        `${totals.unchanged} unchanged, ${totals.noData} without data, ${totals.belowMinimum} deleted, ${totals.notYetPublished} not published yet.`
     )
   })
 
-export const runBackfillJob = (job: BackfillJob, global: GlobalOptions) =>
+export const runBackfillJob = (job: BackfillJob, global: GlobalOptions & { readonly json: boolean }) =>
   backfill({
     catalog: job.catalog,
     layer: job.layer,
@@ -64,8 +82,10 @@ export const runBackfillJob = (job: BackfillJob, global: GlobalOptions) =>
     concurrency: job.concurrency ?? defaults.concurrency,
     listConcurrency: job.listConcurrency ?? defaults.listConcurrency,
     parts: job.parts ?? defaults.parts,
-    maxFileBytes: Option.fromNullable(job.maxFileBytes)
-  }, global, job.lookupUrl, job.credentials)
+    maxFileBytes: Option.fromNullable(job.maxFileBytes),
+    versionConcurrency: job.versionConcurrency ?? 1,
+    everyVersion: job.everyVersion ?? false
+  }, global, job)
 
 export const backfillCommand = Command.make(
   "backfill",
@@ -75,7 +95,15 @@ export const backfillCommand = Command.make(
     catalog: Options.text("catalog").pipe(Options.withDescription("Catalog HRN.")),
     layer: Options.text("layer").pipe(Options.withDescription("Versioned layer id.")),
     from: integerOption("from").pipe(Options.withDescription("First catalog version to export.")),
-    to: integerOption("to").pipe(Options.withDescription("Last catalog version to export (inclusive)."))
+    to: integerOption("to").pipe(Options.withDescription("Last catalog version to export (inclusive).")),
+    versionConcurrency: integerOption("version-concurrency").pipe(
+      Options.withDefault(1),
+      Options.withDescription("Versions exported at once; they share --concurrency between them.")
+    ),
+    everyVersion: Options.boolean("every-version").pipe(
+      Options.withDescription("Export every version, also those in which the layer did not change (by default those are skipped: the export of the version where it last changed holds their state).")
+    ),
+    json: summaryJson
   },
   (o) => backfill(o, o).pipe(unfinishedWhenInterrupted, Effect.provide(loggerLayer(o)))
-).pipe(Command.withDescription("Export every version in --from..--to of a versioned layer, skipping versions already exported; safe to re-run after a kill."))
+).pipe(Command.withDescription("Export every version in --from..--to of a versioned layer, skipping versions already exported and versions in which the layer did not change; safe to re-run after a kill."))

@@ -79,6 +79,11 @@ export const retryPolicyOf = (flags: RetryFlags): Partial<RetryPolicyShape> => (
   ...(flags.maxRetries !== undefined && Option.isSome(flags.maxRetries) ? { maxRetries: flags.maxRetries.value } : {})
 })
 
+/** `--json` of the commands that run a job (export, backfill, run, retention): the summary on stdout as JSON. */
+export const summaryJson = Options.boolean("json").pipe(
+  Options.withDescription("Print the summary on stdout as one JSON object (logs and progress stay on stderr).")
+)
+
 /** Options every command that talks to a catalog service takes (DESIGN.md "CLI"). */
 export const globalOptions = {
   lookupUrl: Options.text("lookup-url").pipe(
@@ -91,6 +96,10 @@ export const globalOptions = {
     Options.optional,
     Options.withDescription("credentials.properties (env HERE_CREDENTIALS_FILE, default ~/.here/credentials.properties).")
   ),
+  region: Options.text("region").pipe(
+    Options.optional,
+    Options.withDescription("Region of a multi-region catalog to read from (lookup's region, e.g. us-oregon); default: the catalog's primary region.")
+  ),
   logFormat: choiceOption("log-format", ["text", "json"]).pipe(
     Options.optional,
     Options.withDescription("Progress and log lines: text (the default on a terminal) or json (the default otherwise).")
@@ -101,6 +110,7 @@ export const globalOptions = {
 export interface GlobalOptions extends RetryFlags {
   readonly lookupUrl: Option.Option<string>
   readonly credentials: Option.Option<string>
+  readonly region: Option.Option<string>
   readonly logFormat: Option.Option<"text" | "json">
   readonly quiet: boolean
 }
@@ -168,6 +178,8 @@ export interface ClientSettings {
   readonly credentials: string | undefined
   readonly concurrency: number
   readonly retry?: Partial<RetryPolicyShape>
+  /** Lookup's `region` for every catalog-bound API. */
+  readonly region?: string | undefined
 }
 
 const isHttpUrl = (url: string) => /^https?:\/\/[^\s]+$/i.test(url) && URL.canParse(url)
@@ -179,7 +191,8 @@ export const clientLayer = (settings: ClientSettings): Layer.Layer<DataClient.Da
       lookupUrl: settings.lookupUrl,
       ...(settings.credentials === undefined ? {} : { credentialsPath: settings.credentials }),
       concurrency: settings.concurrency,
-      ...(settings.retry === undefined ? {} : { retry: settings.retry })
+      ...(settings.retry === undefined ? {} : { retry: settings.retry }),
+      ...(settings.region === undefined ? {} : { region: settings.region })
     })
     : Layer.fail(
       new UsageError({
@@ -190,6 +203,11 @@ export const clientLayer = (settings: ClientSettings): Layer.Layer<DataClient.Da
 /** Runs a command's effect with the client (lookup derived from the catalog HRN unless given) and the logger. */
 export const withClient = <A, E, R>(o: GlobalOptions, catalogHrn: string | undefined, effect: Effect.Effect<A, E, R>) =>
   effect.pipe(
-    Effect.provide(clientLayer({ lookupUrl: resolveLookupUrl(o.lookupUrl, undefined, catalogHrn), credentials: Option.getOrUndefined(o.credentials), concurrency: 4 })),
+    Effect.provide(clientLayer({
+      lookupUrl: resolveLookupUrl(o.lookupUrl, undefined, catalogHrn),
+      credentials: Option.getOrUndefined(o.credentials),
+      concurrency: 4,
+      region: Option.getOrUndefined(o.region)
+    })),
     Effect.provide(loggerLayer(o))
   )

@@ -8,7 +8,7 @@ import demoJob from "../../config/demo.json" with { type: "json" }
 import { decode, load } from "../export/JobConfig.ts"
 import { NightlyJob } from "../../pipelines/nightly-export.ts"
 import { globalOptions, loggerLayer } from "./common.ts"
-import { runNightlyJob } from "./export.ts"
+import { runNightlyJob } from "./nightly.ts"
 import { loadServer } from "./lazy.ts"
 
 /**

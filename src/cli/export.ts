@@ -4,25 +4,23 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { Console, Effect, Either, Option } from "effect"
 import { Http } from "../client/Http.ts"
-import { runExport } from "../export/Lazy.ts"
 import { planExport } from "../export/Incremental.ts"
 import { Compression, defaults, OutputFormat } from "../export/JobConfig.ts"
-import { Counters, reporting } from "../export/Progress.ts"
-import { type NightlyJob, raiseToExported, runNightly } from "../../pipelines/nightly-export.ts"
+import { exportedVersions, exportLayer, raiseToExported } from "../../pipelines/nightly-export.ts"
 import {
   choiceOption,
   clientLayer,
-  type GlobalOptions,
   globalOptions,
   integerOption,
   loggerLayer,
   progressStyle,
   resolveLookupUrl,
   retryOptions,
-  retryPolicyOf
+  retryPolicyOf,
+  summaryJson
 } from "./common.ts"
 import { unfinishedWhenInterrupted, UsageError } from "./Exit.ts"
-import { describeResult, duckdbHint } from "./summary.ts"
+import { describeRaised, outcomeJson, outcomeLines } from "./summary.ts"
 
 export const positive = (name: string) => (value: number) =>
   value >= 1 ? Effect.succeed(value) : Effect.fail(new UsageError({ message: `--${name} must be a positive integer, got ${value}.` }))
@@ -103,74 +101,47 @@ export const exportCommand = Command.make(
     version: Options.text("version").pipe(Options.withDefault("latest"), Options.withDescription("Catalog version to export, or 'latest'.")),
     mode: choiceOption("mode", ["full", "changes"]).pipe(Options.withDefault("full" as const), Options.withDescription("changes: only what changed since the layer's cursor (_state.json) in --out; a full export when there is none.")),
     raiseMinimum: Options.boolean("raise-minimum").pipe(Options.withDescription("After the export is committed, raise the catalog's minimum version to it, if every versioned layer's data below is exported to --out.")),
+    keepSnapshots: integerOption("keep-snapshots").pipe(Options.optional, Options.withDescription("Volatile layers: after the new snapshot, keep the newest N snapshot directories and remove older ones.")),
     force: Options.boolean("force").pipe(Options.withDescription("Export again even if a manifest says it is done.")),
-    dryRun: Options.boolean("dry-run").pipe(Options.withDescription("Print the plan (pinned version and parts) as JSON and stop."))
+    dryRun: Options.boolean("dry-run").pipe(Options.withDescription("Print the plan (pinned version and parts) as JSON and stop.")),
+    json: summaryJson
   },
   (o) =>
     Effect.gen(function*() {
       const version = yield* versionArg(o.version)
       const settings = yield* checkWriteSettings(o)
+      const keepSnapshots = Option.isSome(o.keepSnapshots) ? yield* positive("keep-snapshots")(o.keepSnapshots.value) : undefined
       const client = clientLayer({
         lookupUrl: resolveLookupUrl(o.lookupUrl, undefined, o.catalog),
         credentials: Option.getOrUndefined(o.credentials),
         concurrency: settings.concurrency,
-        retry: retryPolicyOf(o)
+        retry: retryPolicyOf(o),
+        region: Option.getOrUndefined(o.region)
       })
       return yield* Effect.gen(function*() {
-        if (!o.dryRun) yield* checkOutputDir(o.out)
-        const planned = yield* planExport({ catalog: o.catalog, layer: o.layer, version, mode: o.mode, out: o.out, parts: settings.parts })
-        if (o.dryRun) return yield* Console.log(JSON.stringify(planned, null, 2))
-        const http = yield* Http
-        const started = Date.now()
-        if (planned._tag === "UpToDate") {
-          yield* Console.log(describeResult(planned, 0, 0))
-          // Committed by an earlier run whose raise may have been refused; the guard decides again.
-          if (o.raiseMinimum) yield* reportRaised(yield* raiseToExported([{ catalog: o.catalog, layer: o.layer, result: Either.right(planned), note: undefined, elapsedMs: 0 }], o.out))
-          return
+        if (o.dryRun) {
+          const planned = yield* planExport({ catalog: o.catalog, layer: o.layer, version, mode: o.mode, out: o.out, parts: settings.parts })
+          return yield* Console.log(JSON.stringify(planned, null, 2))
         }
-        if (planned.note !== undefined) yield* Console.error(`${planned.plan.catalogHrn} ${planned.plan.layerId}: ${planned.note}`)
-        const counters = new Counters()
-        const result = yield* reporting(
+        yield* checkOutputDir(o.out)
+        const http = yield* Http
+        const outcome = yield* exportLayer(
+          { catalog: o.catalog, layer: o.layer },
+          { ...settings, mode: o.mode, version, force: o.force, keepSnapshots },
           progressStyle(o),
-          `${planned.plan.catalogHrn} ${planned.plan.layerId}`,
-          counters,
-          http.retryCount,
-          runExport(planned.plan, { ...settings, force: o.force }, counters)
+          (note) => Effect.logInfo(`${o.catalog} ${o.layer}: ${note}`)
         )
-        yield* Console.log(describeResult(result, Date.now() - started, yield* http.retryCount))
-        if (o.raiseMinimum) yield* reportRaised(yield* raiseToExported([{ catalog: o.catalog, layer: o.layer, result: Either.right(result), note: undefined, elapsedMs: 0 }], o.out))
+        const retries = yield* http.retryCount
+        yield* Console.log(o.json ? JSON.stringify(outcomeJson(outcome)) : outcomeLines(outcome, retries, false).join("\n"))
+        if (Either.isLeft(outcome.result)) return yield* Effect.fail(outcome.result.left)
+        // Also when up to date or already exported: a raise refused by an earlier run is decided again.
+        const exported = exportedVersions([outcome])
+        if (o.raiseMinimum) {
+          for (const [catalogHrn, v] of exported) {
+            const raised = yield* raiseToExported(catalogHrn, v, o.out)
+            if (raised !== undefined && !o.json) yield* Console.log(describeRaised(raised))
+          }
+        }
       }).pipe(Effect.provide(client))
     }).pipe(unfinishedWhenInterrupted, Effect.provide(loggerLayer(o)))
 ).pipe(Command.withDescription("Export one layer version (or a volatile layer's current data) to Parquet and/or Arrow files."))
-
-const reportRaised = (raised: ReadonlyArray<{ catalogHrn: string; from: number; to: number }>) =>
-  Effect.forEach(raised, (r) => Console.log(`Raised the minimum version of ${r.catalogHrn} from ${r.from} to ${r.to}: versions ${r.from}..${r.to - 1} are deleted.`), { discard: true })
-
-/** Runs a nightly job; exits with the first failure's code after trying every layer. */
-export const runNightlyJob = (job: NightlyJob, global: GlobalOptions, showHints: boolean) =>
-  Effect.gen(function*() {
-    const concurrency = job.concurrency ?? defaults.concurrency
-    const lookupUrl = resolveLookupUrl(global.lookupUrl, job.lookupUrl, job.layers[0].catalog)
-    const credentials = Option.getOrElse(global.credentials, () => job.credentials)
-    yield* checkOutputDir(job.out)
-    return yield* Effect.gen(function*() {
-      const http = yield* Http
-      const { outcomes, raised } = yield* runNightly(job, progressStyle(global))
-      const retries = yield* http.retryCount
-      const failed = outcomes.find((o) => Either.isLeft(o.result))
-      for (const outcome of outcomes) {
-        if (Either.isRight(outcome.result)) {
-          if (outcome.note !== undefined) yield* Console.log(`${outcome.catalog} ${outcome.layer}: ${outcome.note}`)
-          yield* Console.log(describeResult(outcome.result.right, outcome.elapsedMs, retries))
-          const hint = showHints ? duckdbHint(outcome.result.right) : undefined
-          if (hint !== undefined) yield* Console.log(`  query it: ${hint}`)
-        } else if (outcome !== failed) {
-          // The first failure ends the run and is printed as its sentence; the others are listed here.
-          yield* Console.error(`Failed ${outcome.catalog} ${outcome.layer}: ${(outcome.result.left as Error).message ?? String(outcome.result.left)}`)
-        }
-      }
-      yield* reportRaised(raised)
-      if (failed !== undefined && Either.isLeft(failed.result)) return yield* Effect.fail(failed.result.left)
-      return outcomes
-    }).pipe(Effect.provide(clientLayer({ lookupUrl, credentials, concurrency, retry: retryPolicyOf(global) })))
-  })

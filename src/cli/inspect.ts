@@ -128,7 +128,7 @@ const blobGet = Command.make(
 
 const lookup = Command.make(
   "lookup",
-  { ...globalOptions, json, catalog: catalog.pipe(Options.optional), region: Options.text("region").pipe(Options.optional) },
+  { ...globalOptions, json, catalog: catalog.pipe(Options.optional) },
   (o) =>
     withClient(o, Option.getOrUndefined(o.catalog), Effect.gen(function*() {
       const hrn = Option.isSome(o.catalog) ? Hrn.format(yield* parseCatalogHrn(o.catalog.value)) : undefined

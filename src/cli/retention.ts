@@ -2,7 +2,8 @@ import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Console, Effect, Option } from "effect"
 import { type Policy, parseAge } from "../retention/Policy.ts"
-import { applyRetention, planRetention, policyOfJob, type RetentionJob, type RetentionPlan, setAutomaticDeletion } from "../../pipelines/retention.ts"
+import { applyRetention, exportCheckOf, planRetention, policyOfJob, type RetentionJob, type RetentionPlan, setAutomaticDeletion } from "../../pipelines/retention.ts"
+import type { SharedHandle } from "../retention/HandleReuse.ts"
 import { clientLayer, type GlobalOptions, globalOptions, loggerLayer, resolveLookupUrl } from "./common.ts"
 import { UsageError } from "./Exit.ts"
 
@@ -19,44 +20,85 @@ const describePlan = (plan: RetentionPlan) => {
     `This cannot be undone: deleted versions, their partition metadata and their data are removed permanently.`
 }
 
+const describeShared = (shared: ReadonlyArray<SharedHandle>) => {
+  if (shared.length === 0) return []
+  const shown = shared.slice(0, 10).map((h) => `'${h.partition}' of layer '${h.layer}' (version ${h.version}, data handle ${h.dataHandle}, published by version ${h.publishedBy.version})`)
+  return [
+    `warning: ${shared.length} partition(s) of the versions that stay reference data handles first published in versions this deletes; ` +
+    `their data is deleted with those versions (the interface's data-handle rule 3: a handle reused across versions): ${shown.join(", ")}` +
+    `${shared.length > shown.length ? `, and ${shared.length - shown.length} more` : ""}. Publish their data under new data handles before deleting, or keep those versions.`
+  ]
+}
+
 interface RetentionSettings {
   readonly catalog: string
   readonly policy: Policy
-  readonly requireExported: Option.Option<string>
+  readonly requireExported: string | undefined
+  readonly skipExportCheck: boolean
   readonly layers: ReadonlyArray<string>
   readonly dryRun: boolean
+  readonly json: boolean
+  /** How the user gave the two guard settings (flags or job config fields), for messages. */
+  readonly names: { readonly require: string; readonly skip: string }
 }
 
-const retention = (s: RetentionSettings, global: GlobalOptions, lookupFromConfig?: string, credentialsFromConfig?: string) =>
+/**
+ * Plans, prints the plan (also when it is refused), then carries it out unless refused or a dry run.
+ * Nothing is changed before the plan is printed.
+ */
+const retention = (s: RetentionSettings, global: GlobalOptions, fromConfig: { readonly lookupUrl?: string | undefined; readonly credentials?: string | undefined; readonly region?: string | undefined } = {}) =>
   Effect.gen(function*() {
-    const plan = yield* planRetention({
-      catalog: s.catalog,
-      policy: s.policy,
-      requireExported: Option.isSome(s.requireExported)
-        ? { out: s.requireExported.value, layers: s.layers.length === 0 ? undefined : s.layers }
-        : undefined
+    const exportCheck = yield* exportCheckOf({
+      requireExported: s.requireExported,
+      skipExportCheck: s.skipExportCheck,
+      layers: s.layers.length === 0 ? undefined : s.layers,
+      names: s.names
     })
-    yield* Console.log(describePlan(plan))
-    if (plan.target <= plan.minimum) return
-    if (s.dryRun) return yield* Console.log("Dry run: nothing was changed.")
+    const plan = yield* planRetention({ catalog: s.catalog, policy: s.policy, exportCheck })
+    const deletes = plan.target > plan.minimum
+    const applies = deletes && plan.refusal === undefined && !s.dryRun
+    if (s.json) {
+      yield* Console.log(JSON.stringify({
+        catalog: plan.catalogHrn,
+        policy: plan.policy,
+        minimum: plan.minimum,
+        latest: plan.latest,
+        target: plan.target,
+        deletes: plan.deleted,
+        sharedHandles: plan.sharedHandles,
+        refused: plan.refusal?.message ?? null,
+        dryRun: s.dryRun,
+        applied: applies
+      }))
+    } else {
+      yield* Console.log(describePlan(plan))
+    }
+    for (const line of describeShared(plan.sharedHandles)) yield* Console.error(line)
+    if (plan.refusal !== undefined) return yield* plan.refusal
+    if (!deletes) return
+    if (s.dryRun) return s.json ? undefined : yield* Console.log("Dry run: nothing was changed.")
     yield* applyRetention(plan)
-    yield* Console.log(`Done: the minimum version of ${plan.catalogHrn} is now ${plan.target}.`)
+    if (!s.json) yield* Console.log(`Done: the minimum version of ${plan.catalogHrn} is now ${plan.target}.`)
   }).pipe(Effect.provide(clientLayer({
-    lookupUrl: resolveLookupUrl(global.lookupUrl, lookupFromConfig, s.catalog),
-    credentials: Option.getOrElse(global.credentials, () => credentialsFromConfig),
-    concurrency: 4
+    lookupUrl: resolveLookupUrl(global.lookupUrl, fromConfig.lookupUrl, s.catalog),
+    credentials: Option.getOrElse(global.credentials, () => fromConfig.credentials),
+    concurrency: 4,
+    region: Option.getOrElse(global.region, () => fromConfig.region)
   })))
 
-export const runRetentionJob = (job: RetentionJob, file: string, global: GlobalOptions) =>
+export const runRetentionJob = (job: RetentionJob, file: string, global: GlobalOptions & { readonly json: boolean }) =>
   Effect.gen(function*() {
     const policy = yield* policyOfJob(job, file)
     yield* retention({
       catalog: job.catalog,
       policy,
-      requireExported: Option.fromNullable(job.requireExported),
+      requireExported: job.requireExported,
+      skipExportCheck: job.skipExportCheck ?? false,
       layers: job.layers ?? [],
-      dryRun: job.dryRun ?? false
-    }, global, job.lookupUrl, job.credentials)
+      dryRun: job.dryRun ?? false,
+      json: global.json,
+      names: { require: `"requireExported" in ${file}`, skip: `"skipExportCheck": true` }
+    }, global, job)
   })
 
 const catalog = Options.text("catalog").pipe(Options.withDescription("Catalog HRN."))
@@ -76,7 +118,12 @@ const auto = Command.make(
         return yield* new UsageError({ message: `--keep must be within 1..50000, got ${o.keep.value}.` })
       }
       yield* setAutomaticDeletion(o.catalog, Option.isSome(o.keep) ? o.keep.value : "disable").pipe(
-        Effect.provide(clientLayer({ lookupUrl: resolveLookupUrl(o.lookupUrl, undefined, o.catalog), credentials: Option.getOrUndefined(o.credentials), concurrency: 2 }))
+        Effect.provide(clientLayer({
+          lookupUrl: resolveLookupUrl(o.lookupUrl, undefined, o.catalog),
+          credentials: Option.getOrUndefined(o.credentials),
+          concurrency: 2,
+          region: Option.getOrUndefined(o.region)
+        }))
       )
       yield* Console.log(
         Option.isSome(o.keep)
@@ -96,9 +143,15 @@ export const retentionCommand = Command.make(
     keepLast: Options.integer("keep-last").pipe(Options.optional, Options.withDescription("Keep the newest N versions.")),
     olderThan: Options.text("older-than").pipe(Options.optional, Options.withDescription("Delete versions created longer ago than this (30d, 12h, \"7 days\").")),
     minimum: Options.integer("minimum").pipe(Options.optional, Options.withDescription("Raise the minimum version to exactly V.")),
-    requireExported: Options.directory("require-exported").pipe(Options.optional, Options.withDescription("Refuse to delete a version whose data is not in a committed export under DIR.")),
+    requireExported: Options.text("require-exported").pipe(
+      Options.withPseudoName("LOCATION"),
+      Options.optional,
+      Options.withDescription("Where the exports of this catalog are (the --out of the exports): only versions whose data is in an intact committed export there may be deleted. This or --skip-export-check is required.")
+    ),
+    skipExportCheck: Options.boolean("skip-export-check").pipe(Options.withDescription("Delete versions whether or not they were exported (no export guard).")),
     layers: Options.text("layer").pipe(Options.repeated, Options.withDescription("With --require-exported: the layers whose exports count (default: every versioned layer).")),
-    dryRun: Options.boolean("dry-run").pipe(Options.withDescription("Print what would be deleted and change nothing."))
+    dryRun: Options.boolean("dry-run").pipe(Options.withDescription("Print what would be deleted and change nothing.")),
+    json: Options.boolean("json").pipe(Options.withDescription("Print the plan and its outcome as one JSON object."))
   },
   (o) =>
     Effect.gen(function*() {
@@ -117,7 +170,16 @@ export const retentionCommand = Command.make(
         if (age === undefined) return yield* new UsageError({ message: `--older-than '${Option.getOrThrow(o.olderThan)}' is not a duration; use for example 30d, 12h or "7 days".` })
         policy = { _tag: "OlderThan", age }
       }
-      yield* retention({ catalog: o.catalog.value, policy, requireExported: o.requireExported, layers: o.layers, dryRun: o.dryRun }, o)
+      yield* retention({
+        catalog: o.catalog.value,
+        policy,
+        requireExported: Option.getOrUndefined(o.requireExported),
+        skipExportCheck: o.skipExportCheck,
+        layers: o.layers,
+        dryRun: o.dryRun,
+        json: o.json,
+        names: { require: "--require-exported LOCATION", skip: "--skip-export-check" }
+      }, o)
     }).pipe(Effect.provide(loggerLayer(o)))
 ).pipe(
   Command.withDescription("Raise a catalog's minimum version (deleting older versions) by a policy, only past versions already exported."),

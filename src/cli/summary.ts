@@ -1,6 +1,8 @@
 import * as path from "node:path"
-import type { LayerResult } from "../../pipelines/nightly-export.ts"
+import { Either } from "effect"
+import type { LayerOutcome, LayerResult, MinimumRaised } from "../../pipelines/nightly-export.ts"
 import { rate } from "../export/Progress.ts"
+import { ExitCode, exitCodeOf, sentenceOf } from "./Exit.ts"
 
 const mb = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`
 
@@ -29,3 +31,45 @@ export const duckdbHint = (result: LayerResult): string | undefined => {
   const glob = path.join(result.dir, "*.parquet")
   return `duckdb -c "SELECT partition, partition_version, data_size, octet_length(data) AS bytes, checksum FROM read_parquet('${glob}') LIMIT 5"`
 }
+
+/** One layer's outcome as JSON: the `--json` summary of `export` and, per layer, of `run`. */
+export const outcomeJson = (o: LayerOutcome) => {
+  const common = { catalog: o.catalog, layer: o.layer, elapsedMs: o.elapsedMs }
+  if (Either.isLeft(o.result)) {
+    const exitCode = exitCodeOf(o.result.left)
+    return { ...common, status: "failed", exitCode, retry: exitCode === ExitCode.transient, message: sentenceOf(o.result.left) }
+  }
+  const r = o.result.right
+  if (r._tag === "UpToDate") return { ...common, status: "up-to-date", exitCode: 0, version: r.version }
+  const m = r.manifest
+  return {
+    ...common,
+    status: r._tag === "Exported" ? "exported" : "already-exported",
+    exitCode: 0,
+    version: m.version,
+    ...(m.snapshot === undefined ? {} : { snapshot: m.snapshot }),
+    mode: m.mode,
+    ...(m.baseVersion === undefined ? {} : { baseVersion: m.baseVersion }),
+    dir: r.dir,
+    partitions: m.partitions,
+    deleted: m.deleted,
+    bytes: m.bytes,
+    files: m.files.length,
+    ...(o.note === undefined ? {} : { note: o.note }),
+    ...(o.pruned.length === 0 ? {} : { removedSnapshots: o.pruned })
+  }
+}
+
+/** The text summary of one layer: its note, its result line, the query hint, removed snapshots. */
+export const outcomeLines = (o: LayerOutcome, retries: number, showHints: boolean): ReadonlyArray<string> => {
+  if (Either.isLeft(o.result)) return [`Failed ${o.catalog} ${o.layer} (exit ${exitCodeOf(o.result.left)}): ${sentenceOf(o.result.left)}`]
+  const hint = showHints ? duckdbHint(o.result.right) : undefined
+  return [
+    ...(o.note === undefined ? [] : [`${o.catalog} ${o.layer}: ${o.note}`]),
+    describeResult(o.result.right, o.elapsedMs, retries),
+    ...(hint === undefined ? [] : [`  query it: ${hint}`]),
+    ...(o.pruned.length === 0 ? [] : [`  removed ${o.pruned.length} older snapshot(s) (keeping the newest): ${o.pruned.join(", ")}`])
+  ]
+}
+
+export const describeRaised = (r: MinimumRaised) => `Raised the minimum version of ${r.catalogHrn} from ${r.from} to ${r.to}: versions ${r.from}..${r.to - 1} are deleted.`

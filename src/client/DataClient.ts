@@ -18,6 +18,8 @@ import { SubscriptionsApi } from "./SubscriptionsApi.ts"
 export interface DataClientOptions {
   /** e.g. https://api-lookup.data.api.platform.here.com/lookup/v1, or the local service's lookupUrl. */
   readonly lookupUrl: string
+  /** Lookup's `region` for catalog-bound APIs (a multi-region catalog's secondary region); default: the primary. */
+  readonly region?: string
   /** credentials.properties; default $HERE_CREDENTIALS_FILE, then ~/.here/credentials.properties. */
   readonly credentialsPath?: string
   /** Credentials given directly (tests, embedding); wins over `credentialsPath`. */
@@ -78,7 +80,7 @@ export const layer = (options: DataClientOptions): Layer.Layer<DataClient, Crede
     Layer.provideMerge(Layer.merge(http, credentials))
   )
   const api = ApiClient.layer.pipe(Layer.provideMerge(auth))
-  const lookup = Lookup.layer({ lookupUrl: options.lookupUrl }).pipe(Layer.provideMerge(api))
+  const lookup = Lookup.layer({ lookupUrl: options.lookupUrl, ...(options.region === undefined ? {} : { region: options.region }) }).pipe(Layer.provideMerge(api))
   const services = Layer.mergeAll(
     ConfigApi.layer,
     MetadataApi.layer,

@@ -36,6 +36,8 @@ export interface LookupOptions {
   /** e.g. https://api-lookup.data.api.platform.here.com/lookup/v1 or http://127.0.0.1:PORT/lookup/v1 */
   readonly lookupUrl: string
   readonly defaultTtl?: Duration.DurationInput
+  /** The region catalog-bound lookups ask for when a request names none. */
+  readonly region?: string
 }
 
 class Key extends Data.Class<{ readonly hrn: string | undefined; readonly region: string | undefined }> {}
@@ -98,7 +100,7 @@ export class Lookup extends Context.Tag("catalog-export/client/Lookup")<Lookup, 
         const baseUrl = Effect.fnUntraced(function* (request: BaseUrlRequest) {
           const platform = request.hrn === undefined || PLATFORM_APIS.has(request.api)
           const hrn = platform ? undefined : request.hrn
-          const entries = yield* apis(hrn, request.region)
+          const entries = yield* apis(hrn, platform ? undefined : request.region ?? options.region)
           const entry = entries.find((e) => e.api === request.api && e.version === request.version)
           if (entry === undefined) {
             return yield* new ApiNotFound({

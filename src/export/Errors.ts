@@ -35,3 +35,13 @@ export class IntegrityError extends Schema.TaggedError<IntegrityError>()("Integr
 export class OutputConflict extends Schema.TaggedError<OutputConflict>()("OutputConflict", {
   message: Schema.String
 }) {}
+
+/** A volatile layer where versions are needed (backfill): it keeps only its current data. */
+export class LayerNotVersioned extends Schema.TaggedError<LayerNotVersioned>()("LayerNotVersioned", {
+  catalogHrn: Schema.String,
+  layerId: Schema.String
+}) {
+  override get message() {
+    return `Layer '${this.layerId}' of ${this.catalogHrn} is volatile: it keeps no versions to backfill, only its current data; export that with catalog-export export --catalog ${this.catalogHrn} --layer ${this.layerId} --out DIR.`
+  }
+}

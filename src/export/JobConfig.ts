@@ -13,6 +13,8 @@ export const Compression = Schema.Literal("zstd", "snappy", "gzip", "none")
 export const ExportSettings = {
   lookupUrl: Schema.optional(Schema.String),
   credentials: Schema.optional(Schema.String),
+  /** Lookup's `region` (a multi-region catalog's secondary region). */
+  region: Schema.optional(Schema.String),
   out: Schema.String,
   format: Schema.optional(OutputFormat),
   compression: Schema.optional(Compression),

@@ -1,8 +1,7 @@
-import * as fs from "node:fs/promises"
-import * as path from "node:path"
-import { Effect, Option } from "effect"
+import { Effect, Option, Schema } from "effect"
 import { MetadataApi } from "../client/MetadataApi.ts"
-import { readManifest } from "../export/Manifest.ts"
+import { Manifest, MANIFEST } from "../export/Manifest.ts"
+import type { ExportLocation } from "./ExportLocation.ts"
 
 /**
  * The proof that raising the minimum version loses nothing: for every listed layer, each version
@@ -11,40 +10,67 @@ import { readManifest } from "../export/Manifest.ts"
  * layer changed (`layerVersions`); a version at which the layer has no data needs no export.
  */
 
-/**
- * Versions of a layer whose state OUT holds: a committed full export, or a committed changes export
- * whose base version is itself held (a chain of deltas down to a full export). A delta whose chain is
- * broken (its base export was removed) proves nothing: the state cannot be rebuilt from it.
- */
-export const committedVersions = (out: string, catalogHrn: string, catalogId: string, layerId: string) =>
+/** An export whose manifest names files that are not there as recorded: it proves nothing. */
+export interface Damaged {
+  readonly version: number
+  readonly reason: string
+}
+
+const decodeManifest = Schema.decodeUnknownOption(Manifest)
+
+/** Every file the manifest names is in the location with the size it records; else why not. */
+const damage = (location: ExportLocation, dir: string, manifest: Manifest) =>
   Effect.gen(function*() {
-    const layerDir = path.join(out, catalogId, layerId)
-    const entries = yield* Effect.promise(() => fs.readdir(layerDir).catch(() => [] as Array<string>))
+    for (const file of manifest.files) {
+      const size = yield* location.size(`${dir}/${file.path}`)
+      if (Option.isNone(size)) return `the manifest names ${file.path}, which is missing`
+      if (size.value !== file.bytes) return `the manifest says ${file.path} has ${file.bytes} bytes, but it has ${size.value}`
+    }
+    return undefined
+  })
+
+/**
+ * Versions of a layer whose state the location holds: a committed full export, or a committed
+ * changes export whose base version is itself held (a chain of deltas down to a full export). A delta
+ * whose chain is broken (its base export was removed) proves nothing: the state cannot be rebuilt
+ * from it. Nor does an export whose files are missing or of another size than its manifest says.
+ */
+export const committedVersions = (location: ExportLocation, catalogHrn: string, catalogId: string, layerId: string) =>
+  Effect.gen(function*() {
+    const layerDir = `${catalogId}/${layerId}`
     const committed: Array<{ readonly version: number; readonly base: number | undefined }> = []
-    for (const entry of entries) {
+    const damaged: Array<Damaged> = []
+    for (const entry of yield* location.list(layerDir)) {
       const m = /^version=(\d+)$/.exec(entry)
       if (m === null) continue
-      const manifest = yield* readManifest(path.join(layerDir, entry)).pipe(Effect.orElseSucceed(() => Option.none()))
-      if (Option.isNone(manifest) || manifest.value.catalogHrn !== catalogHrn || manifest.value.layerId !== layerId) continue
       const version = Number(m[1])
-      if (manifest.value.version !== version) continue
+      const dir = `${layerDir}/${entry}`
+      const manifest = Option.flatMap(yield* location.readJson(`${dir}/${MANIFEST}`), decodeManifest)
+      if (Option.isNone(manifest) || manifest.value.catalogHrn !== catalogHrn || manifest.value.layerId !== layerId || manifest.value.version !== version) continue
+      const reason = yield* damage(location, dir, manifest.value)
+      if (reason !== undefined) {
+        damaged.push({ version, reason })
+        continue
+      }
       committed.push({ version, base: manifest.value.mode === "full" ? undefined : manifest.value.baseVersion ?? -1 })
     }
     const held = new Set<number>()
     for (const c of committed.sort((a, b) => a.version - b.version)) {
       if (c.base === undefined || held.has(c.base)) held.add(c.version)
     }
-    return [...held]
+    return { held: [...held], damaged }
   })
 
 export interface Uncovered {
   readonly version: number
   readonly layer: string
+  /** The nearest export at or above the version that would have counted but is damaged. */
+  readonly damaged: Damaged | undefined
 }
 
-/** The oldest version in [minimum, below) whose data of some listed layer no export in OUT holds. */
+/** The oldest version in [minimum, below) whose data of some listed layer no export in the location holds. */
 export const firstUncovered = (
-  out: string,
+  location: ExportLocation,
   catalog: { readonly hrn: string; readonly id: string },
   layers: ReadonlyArray<string>,
   minimum: number,
@@ -55,9 +81,9 @@ export const firstUncovered = (
     const layerVersionsAt = (version: number) => Effect.map(metadata.layerVersions(catalog.hrn, version), (r) => r.layerVersions)
     let oldest: Uncovered | undefined
     for (const layer of layers) {
-      const exported = (yield* committedVersions(out, catalog.hrn, catalog.id, layer)).filter((w) => w >= minimum)
+      const { held, damaged } = yield* committedVersions(location, catalog.hrn, catalog.id, layer)
       const intervals: Array<readonly [number, number]> = []
-      for (const w of exported) {
+      for (const w of held.filter((w) => w >= minimum)) {
         const changed = (yield* layerVersionsAt(w)).find((l) => l.layer === layer)?.version
         // No data at w: the export holds nothing older; versions without data are checked one by one below.
         if (changed !== undefined) intervals.push([changed, w])
@@ -73,7 +99,10 @@ export const firstUncovered = (
         if (hasData) break
         v++
       }
-      if (v < below && (oldest === undefined || v < oldest.version)) oldest = { version: v, layer }
+      if (v < below && (oldest === undefined || v < oldest.version)) {
+        const nearest = damaged.filter((d) => d.version >= v).sort((a, b) => a.version - b.version)[0]
+        oldest = { version: v, layer, damaged: nearest }
+      }
     }
     return oldest
   })

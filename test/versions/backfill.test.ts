@@ -89,7 +89,7 @@ describe("backfill", () => {
     for (let v = before.length; v <= 9; v++) {
       expect(rerun.stdout).toMatch(new RegExp(`^version ${v}: exported ${(await listing(svc, "places", v)).length} partitions`, "m"))
     }
-    expect(rerun.stdout).toContain(`${10 - before.length} exported, ${before.length} already exported, 0 deleted, 0 not published yet.`)
+    expect(rerun.stdout).toContain(`${10 - before.length} exported, ${before.length} already exported, 0 unchanged, 0 without data, 0 deleted, 0 not published yet.`)
     expect(committed(out)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
     // Exported once: what was committed before the kill was not written again.
     for (const v of before) expect(manifestOf(versionDir(out, v)).finishedAt).toBe(finishedAt.get(v))
@@ -102,7 +102,7 @@ describe("backfill", () => {
     const before = files(out)
     const result = await cli(backfill(0, 9, out))
     expect(result.code).toBe(0)
-    expect(result.stdout).toContain("0 exported, 10 already exported, 0 deleted, 0 not published yet.")
+    expect(result.stdout).toContain("0 exported, 10 already exported, 0 unchanged, 0 without data, 0 deleted, 0 not published yet.")
     expect(result.stdout).not.toMatch(/: exported/)
     expect(files(out)).toEqual(before)
   })
@@ -119,7 +119,7 @@ describe("backfill", () => {
     expect(lines[0]).toBe("versions 0..5: deleted (below the minimum version 6), skipped")
     expect(lines.slice(1, 5).map((l) => l.replace(/ partitions.*/, ""))).toEqual([6, 7, 8, 9].map((v) => `version ${v}: exported ${counts.get(v)}`))
     expect(lines[5]).toBe("versions 10..5000: not published yet (the latest version is 9), skipped")
-    expect(lines[6]).toContain("4 exported, 0 already exported, 6 deleted, 4991 not published yet.")
+    expect(lines[6]).toContain("4 exported, 0 already exported, 0 unchanged, 0 without data, 6 deleted, 4991 not published yet.")
     expect(lines.length).toBe(7)
     expect(committed(target)).toEqual([6, 7, 8, 9])
     await expectVersionsMatch(target, [6, 9])
@@ -168,7 +168,7 @@ describe("backfill", () => {
     ))
     expect(outcomes.map((o) => [o.version, o.status])).toEqual([[8, "below-minimum"], [9, "exported"]])
     expect(outcomes[0]).toMatchObject({ version: 8, through: 8, status: "below-minimum", minimum: 9 })
-    expect(totals).toEqual({ exported: 1, alreadyExported: 0, belowMinimum: 1, notYetPublished: 0 })
+    expect(totals).toEqual({ exported: 1, alreadyExported: 0, unchanged: 0, noData: 0, belowMinimum: 1, notYetPublished: 0, changeCheck: undefined })
     expect(committed(target)).toEqual([9])
     await expectVersionsMatch(target, [9])
   })

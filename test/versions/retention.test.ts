@@ -3,6 +3,7 @@ import * as path from "node:path"
 import { Duration, Effect, Either, type Layer } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { applyRetention, guard, planRetention, RetentionJob } from "../../pipelines/retention.ts"
+import { localLocation } from "../../src/retention/ExportLocation.ts"
 import type { Policy } from "../../src/retention/Policy.ts"
 import type * as DataClient from "../../src/client/DataClient.ts"
 import { runExport } from "../../src/export/Export.ts"
@@ -77,9 +78,13 @@ const oldestUnexported = async (target: string, layers: ReadonlyArray<string>, f
   return { version: oldest, layers: gaps.filter((g) => g.version === oldest).map((g) => g.layer) }
 }
 
-/** planRetention in-process: the plan, or why it was refused. */
+/** planRetention in-process: the plan, or why it was refused (without a location: no export check). */
 const plan = (policy: Policy, requireExported?: string, layers?: Array<string>) =>
-  runWith(client, planRetention({ catalog: DEMO, policy, requireExported: requireExported === undefined ? undefined : { out: requireExported, layers } }).pipe(Effect.either))
+  runWith(client, planRetention({
+    catalog: DEMO,
+    policy,
+    exportCheck: requireExported === undefined ? { _tag: "Skip" } : { _tag: "RequireExported", location: localLocation(requireExported), layers }
+  }).pipe(Effect.flatMap((p) => (p.refusal === undefined ? Effect.succeed(p) : Effect.fail(p.refusal))), Effect.either))
 
 const refusalOf = (stderr: string) => /version (\d+) of layer '([^']+)' has no committed export/.exec(stderr)
 
@@ -94,9 +99,28 @@ beforeAll(async () => {
 afterAll(() => svc.close())
 
 describe("retention", () => {
+  it("without --require-exported or --skip-export-check refuses with one sentence, after printing its plan, and changes nothing", async () => {
+    const before = await versionInfos()
+    for (const dryRun of [["--dry-run"], []]) {
+      const refused = await retention("--keep-last", "5", ...dryRun)
+      expect(refused.code).toBe(2)
+      expect(refused.stdout).toContain("Raising the minimum version to 3 deletes versions 0..2")
+      expect(refused.stdout).not.toContain("Dry run")
+      expect(refused.stderr.trim().split("\n")).toEqual([
+        `catalog-export: Refusing to delete versions of ${DEMO} without the export guard: give --require-exported LOCATION (where the exports of this catalog are), ` +
+        `or --skip-export-check to delete versions whether or not they were exported.`
+      ])
+    }
+    const both = await retention("--keep-last", "5", "--require-exported", out, "--skip-export-check")
+    expect(both.code).toBe(2)
+    expect(both.stderr).toContain("Give either --require-exported LOCATION or --skip-export-check, not both.")
+    expect(await minimumVersion(svc)).toBe(0)
+    expect(await versionInfos()).toEqual(before)
+  })
+
   it("--dry-run prints what would be deleted and the irreversibility warning, and changes nothing", async () => {
     const before = await versionInfos()
-    const result = await retention("--keep-last", "5", "--dry-run")
+    const result = await retention("--keep-last", "5", "--dry-run", "--skip-export-check")
     expect(result.code, result.stderr).toBe(0)
     const iso = (v: number) => new Date(before.find((i) => i.version === v)!.timestamp).toISOString()
     expect(result.stdout).toContain(`Catalog ${DEMO}: minimum version 0, latest 7. Policy: keep the last 5 version(s).`)
@@ -143,7 +167,7 @@ describe("retention", () => {
   })
 
   it("never moves the minimum down", async () => {
-    const down = await retention("--minimum", "1")
+    const down = await retention("--minimum", "1", "--skip-export-check")
     expect(down.code).toBe(2)
     expect(down.stderr).toContain(`Refusing to set the minimum version of ${DEMO} to 1: it is already 3, and the minimum version never moves down`)
     // A relative policy that asks for less than is deleted already has nothing to do.
@@ -174,7 +198,7 @@ describe("retention", () => {
     expect(await publish(svc, [{ partition: "new-8", data: JSON.stringify({ v: 8 }) }])).toBe(8)
     const infos = await versionInfos()
     const started = Date.now()
-    const dry = await retention("--older-than", "8s", "--dry-run")
+    const dry = await retention("--older-than", "8s", "--dry-run", "--skip-export-check")
     const finished = Date.now()
     expect(dry.code, dry.stderr).toBe(0)
     const target = Number(/Raising the minimum version to (\d+)/.exec(dry.stdout)![1])
@@ -209,7 +233,7 @@ describe("retention", () => {
     expect(await minimumVersion(svc)).toBe(8)
 
     await exportVersion("places", 8)
-    const stillTiles = await runWith(client, guard(DEMO, 9, 8, out).pipe(Effect.either))
+    const stillTiles = await runWith(client, guard(DEMO, 9, 8, localLocation(out)).pipe(Effect.either))
     expect(Either.isLeft(stillTiles) && (stillTiles.left as Error).message).toContain("version 8 of layer 'tiles' has no committed export")
     // tiles last changed at 7: its export at 9 holds its state at 8 too.
     const tiles = await cli(["export", "--catalog", DEMO, "--layer", "tiles", "--out", out, "--raise-minimum", ...flags])

@@ -1,0 +1,54 @@
+import { Console, Effect, Either, Option } from "effect"
+import { defaults } from "../export/JobConfig.ts"
+import { type NightlyJob, runNightly } from "../../pipelines/nightly-export.ts"
+import { clientLayer, type GlobalOptions, progressStyle, resolveLookupUrl, retryPolicyOf } from "./common.ts"
+import { checkOutputDir } from "./export.ts"
+import { decidingExitCode, ExitCode, exitCodeOf, JobFailed, sentenceOf } from "./Exit.ts"
+import { describeRaised, outcomeJson, outcomeLines } from "./summary.ts"
+
+/**
+ * Runs a nightly job and reports every layer's outcome on stdout (text, or one JSON object with
+ * `--json`). The exit code is the deciding one of the failed layers (`decidingExitCode`: 5 when any
+ * failure is transient), and the one sentence on stderr names that layer.
+ */
+export const runNightlyJob = (job: NightlyJob, global: GlobalOptions & { readonly json?: boolean }, showHints: boolean) =>
+  Effect.gen(function*() {
+    yield* checkOutputDir(job.out)
+    const credentials = Option.getOrElse(global.credentials, () => job.credentials)
+    const region = Option.getOrElse(global.region, () => job.region)
+    const concurrency = job.concurrency ?? defaults.concurrency
+    const { outcomes, raised, raiseFailure, retries } = yield* runNightly(job, {
+      progress: progressStyle(global),
+      // Each layer's lookup service follows from its own catalog's HRN, unless one is configured.
+      clientFor: (catalog) => {
+        const lookupUrl = resolveLookupUrl(global.lookupUrl, job.lookupUrl, catalog)
+        return { key: lookupUrl, layer: clientLayer({ lookupUrl, credentials, concurrency, retry: retryPolicyOf(global), region }) }
+      },
+      onNote: (catalog, layer, note) => Effect.logInfo(`${catalog} ${layer}: ${note}`)
+    })
+    const failed = outcomes.filter((o) => Either.isLeft(o.result))
+    const codes = failed.map((o) => Either.isLeft(o.result) ? exitCodeOf(o.result.left) : ExitCode.ok)
+    const exitCode = decidingExitCode(Option.isSome(raiseFailure) ? [...codes, exitCodeOf(raiseFailure.value)] : codes)
+    if (global.json === true) {
+      yield* Console.log(JSON.stringify({
+        job: "nightly-export",
+        exitCode,
+        retry: exitCode === ExitCode.transient,
+        layers: outcomes.map(outcomeJson),
+        minimumRaised: raised,
+        ...(Option.isSome(raiseFailure) ? { raiseRefused: sentenceOf(raiseFailure.value) } : {}),
+        retries
+      }))
+    } else {
+      for (const outcome of outcomes) for (const line of outcomeLines(outcome, retries, showHints)) yield* Console.log(line)
+      for (const r of raised) yield* Console.log(describeRaised(r))
+    }
+    if (failed.length > 0) {
+      const deciding = failed.find((o) => Either.isLeft(o.result) && exitCodeOf(o.result.left) === exitCode)!
+      const why = Either.isLeft(deciding.result) ? sentenceOf(deciding.result.left) : ""
+      const others = failed.length > 1 ? ` ${failed.length} of ${outcomes.length} layers failed; every layer's outcome is in the summary.` : ""
+      return yield* new JobFailed({ exitCode, message: `${deciding.catalog} ${deciding.layer}: ${why}${others}` })
+    }
+    if (Option.isSome(raiseFailure)) return yield* Effect.fail(raiseFailure.value)
+    return outcomes
+  })
