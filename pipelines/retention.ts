@@ -1,4 +1,4 @@
-import { Effect, Schema, Stream } from "effect"
+import { Effect, Schedule, Schema, Stream } from "effect"
 import { ConfigApi } from "../src/client/ConfigApi.ts"
 import { MetadataApi } from "../src/client/MetadataApi.ts"
 import * as Hrn from "../src/domain/Hrn.ts"
@@ -190,15 +190,36 @@ export const planRetention = (request: RetentionRequest) =>
 export const applyRetention = (plan: RetentionPlan) =>
   plan.target > plan.minimum ? Effect.flatMap(MetadataApi, (m) => m.setMinimumVersion(plan.catalogHrn, plan.target)) : Effect.void
 
-/** Turns automatic version deletion on (keep N) or off, and waits until the service has applied it. */
+/**
+ * Turns automatic version deletion on (keep N) or off, and waits until the service has applied it:
+ * by its status link, or, when it answers a bare 202 (as the interface describes), by reading the
+ * configuration back until it shows the change.
+ */
 export const setAutomaticDeletion = (catalog: string, keep: number | "disable") =>
   Effect.gen(function*() {
     const catalogHrn = Hrn.format(yield* parseCatalogHrn(catalog))
     const config = yield* ConfigApi
-    if (keep === "disable") return yield* config.awaitStatus(yield* config.disableAutomaticVersionDeletion(catalogHrn))
-    // The whole configuration as the service sent it: PUT replaces it, so nothing may be lost on the way.
-    const current = yield* config.getCatalogConfiguration(catalogHrn)
-    return yield* config.awaitStatus(
-      yield* config.updateCatalog(catalogHrn, { ...current, automaticVersionDeletion: { numberOfVersionsToKeep: keep } })
+    let link
+    if (keep === "disable") link = yield* config.disableAutomaticVersionDeletion(catalogHrn)
+    else {
+      // The whole configuration as the service sent it: PUT replaces it, so nothing may be lost on the way.
+      const current = yield* config.getCatalogConfiguration(catalogHrn)
+      link = yield* config.updateCatalog(catalogHrn, { ...current, automaticVersionDeletion: { numberOfVersionsToKeep: keep } })
+    }
+    if (link !== undefined) return yield* config.awaitStatus(link)
+    const applied = (c: Readonly<Record<string, unknown>>) => {
+      const kept = (c.automaticVersionDeletion as { numberOfVersionsToKeep?: unknown } | undefined)?.numberOfVersionsToKeep
+      return keep === "disable" ? kept === undefined : kept === keep
+    }
+    yield* config.getCatalogConfiguration(catalogHrn).pipe(
+      Effect.filterOrFail(applied, () => new AutomaticDeletionPending({ catalogHrn })),
+      Effect.retry({ schedule: Schedule.spaced("500 millis"), times: 120, while: (e) => e._tag === "AutomaticDeletionPending" })
     )
   })
+
+/** The service accepted the change to automatic version deletion but did not show it within a minute. */
+export class AutomaticDeletionPending extends Schema.TaggedError<AutomaticDeletionPending>()("AutomaticDeletionPending", { catalogHrn: Schema.String }) {
+  override get message() {
+    return `The change to automatic version deletion of ${this.catalogHrn} was accepted but its configuration did not show it within a minute; check it with catalog-export catalogs get --catalog ${this.catalogHrn}.`
+  }
+}

@@ -45,6 +45,10 @@ const readJsonFile = (path: string) =>
     })
   })
 
+/** Where to follow an accepted change, or that the service gave nothing to follow (a bare 202). */
+const statusOf = (accepted: Accepted) =>
+  accepted.link === undefined ? " (the service sent no status link to follow)." : `; status: ${accepted.link.href}`
+
 const printWarnings = (accepted: Accepted) => Effect.forEach(accepted.warnings, (w) => Console.error(`warning: ${w}`), { discard: true })
 
 // --- catalogs ------------------------------------------------------------------------------------
@@ -56,6 +60,13 @@ const catalogsCreate = Command.make("create", { ...globalOptions, json, file, wa
     const admin = yield* AdminApi
     const accepted = yield* admin.createCatalog(configuration)
     yield* printWarnings(accepted)
+    // The platform answers with a status link; the interface describes the catalog itself as the answer.
+    if (accepted.link === undefined) {
+      const hrn = accepted.catalog?.hrn
+      if (hrn === undefined) return yield* Console.log(o.json ? "{}" : `Catalog creation of '${configuration.id}' accepted (the service sent no status link to follow).`)
+      const created = o.wait ? yield* admin.awaitCatalog(hrn, { interval: POLL }) : accepted.catalog!
+      return yield* Console.log(o.json ? JSON.stringify(created) : `Created ${created.hrn} with ${created.layers.length} layer(s).`)
+    }
     if (!o.wait) {
       return yield* Console.log(o.json ? JSON.stringify(accepted.link) : `Catalog creation of '${configuration.id}' accepted; status: ${accepted.link.href}`)
     }
@@ -73,8 +84,8 @@ const catalogsUpdate = Command.make("update", { ...globalOptions, json, catalog,
     const admin = yield* AdminApi
     const accepted = yield* admin.updateCatalog(hrn, configuration)
     yield* printWarnings(accepted)
-    if (o.wait) yield* admin.awaitOperation(accepted.link, { interval: POLL })
-    yield* Console.log(o.json ? JSON.stringify(accepted.link) : o.wait ? `Updated ${hrn}.` : `Update of ${hrn} accepted; status: ${accepted.link.href}`)
+    if (o.wait && accepted.link !== undefined) yield* admin.awaitOperation(accepted.link, { interval: POLL })
+    yield* Console.log(o.json ? JSON.stringify(accepted.link ?? {}) : o.wait && accepted.link !== undefined ? `Updated ${hrn}.` : `Update of ${hrn} accepted${statusOf(accepted)}`)
   }))).pipe(Command.withDescription("Replace a catalog's configuration (PUT, the full configuration); layers are added or updated, region and replication stay."))
 
 const catalogsDelete = Command.make("delete", { ...globalOptions, json, catalog, wait }, (o) =>
@@ -83,8 +94,8 @@ const catalogsDelete = Command.make("delete", { ...globalOptions, json, catalog,
     const admin = yield* AdminApi
     const accepted = yield* admin.deleteCatalog(hrn)
     yield* printWarnings(accepted)
-    if (o.wait) yield* admin.awaitOperation(accepted.link, { interval: POLL })
-    yield* Console.log(o.json ? JSON.stringify(accepted.link) : o.wait ? `Deleted ${hrn}.` : `Deletion of ${hrn} accepted; status: ${accepted.link.href}`)
+    if (o.wait && accepted.link !== undefined) yield* admin.awaitOperation(accepted.link, { interval: POLL })
+    yield* Console.log(o.json ? JSON.stringify(accepted.link ?? {}) : o.wait && accepted.link !== undefined ? `Deleted ${hrn}.` : `Deletion of ${hrn} accepted${statusOf(accepted)}`)
   }))).pipe(Command.withDescription("Delete a catalog with all its layers, data and metadata (only its creator may)."))
 
 // --- layers --------------------------------------------------------------------------------------
@@ -112,8 +123,8 @@ const layersDelete = Command.make("delete", { ...globalOptions, json, catalog, l
     const admin = yield* AdminApi
     const accepted = yield* admin.deleteLayer(hrn, o.layer)
     yield* printWarnings(accepted)
-    if (!o.wait) {
-      return yield* Console.log(o.json ? JSON.stringify(accepted.link) : `Deletion of layer '${o.layer}' accepted; status: ${accepted.link.href}`)
+    if (!o.wait || accepted.link === undefined) {
+      return yield* Console.log(o.json ? JSON.stringify(accepted.link ?? {}) : `Deletion of layer '${o.layer}' accepted${statusOf(accepted)}`)
     }
     const printer = stepPrinter(o.json)
     const names: Array<string> = []

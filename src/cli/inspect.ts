@@ -6,6 +6,8 @@ import { BlobApi, VolatileBlobApi } from "../client/BlobApi.ts"
 import { ConfigApi } from "../client/ConfigApi.ts"
 import { Lookup } from "../client/Lookup.ts"
 import { MetadataApi } from "../client/MetadataApi.ts"
+import { QueryApi } from "../client/QueryApi.ts"
+import { NotFound } from "../export/Errors.ts"
 import { ADDITIONAL_FIELDS, type AdditionalField } from "../domain/Partition.ts"
 import { parseCatalogHrn } from "../export/Plan.ts"
 import * as Hrn from "../domain/Hrn.ts"
@@ -53,6 +55,24 @@ const layersList = Command.make("list", { ...globalOptions, json, catalog }, (o)
     yield* Console.log(table([["LAYER", "TYPE", "PARTITIONING", "CONTENT TYPE"], ...c.layers.map((l) => [l.id, l.layerType, l.partitioning?.scheme ?? "", l.contentType ?? ""])]))
   }))).pipe(Command.withDescription("List the layers of a catalog."))
 
+const additionalFields = (raw: string) => {
+  const fields = raw.split(",").map((f) => f.trim()).filter((f) => f !== "")
+  const unknown = fields.find((f) => !(ADDITIONAL_FIELDS as ReadonlyArray<string>).includes(f))
+  return unknown === undefined
+    ? Effect.succeed(fields as ReadonlyArray<AdditionalField>)
+    : Effect.fail(new UsageError({ message: `--additional-fields: unknown field '${unknown}' (known: ${ADDITIONAL_FIELDS.join(", ")}).` }))
+}
+
+/** The layer, and the catalog version to read it at: the one given or the latest (versioned layers only). */
+const layerAndVersion = (hrn: string, layerId: string, given: Option.Option<number>) =>
+  Effect.gen(function*() {
+    const c = yield* (yield* ConfigApi).getCatalog(hrn)
+    const l = c.layers.find((x) => x.id === layerId)
+    if (l === undefined) return yield* new NotFound({ what: "layer", message: `Catalog ${hrn} has no layer '${layerId}' (its layers: ${c.layers.map((x) => x.id).join(", ") || "none"}).` })
+    const version = l.layerType === "versioned" ? Option.isSome(given) ? given.value : yield* (yield* MetadataApi).latestVersion(hrn) : undefined
+    return { layer: l, version }
+  })
+
 const partitionsList = Command.make(
   "list",
   {
@@ -66,23 +86,48 @@ const partitionsList = Command.make(
   (o) =>
     withClient(o, o.catalog, Effect.gen(function*() {
       const hrn = Hrn.format(yield* parseCatalogHrn(o.catalog))
-      const fields = o.fields.split(",").map((f) => f.trim()).filter((f) => f !== "")
-      const unknown = fields.find((f) => !(ADDITIONAL_FIELDS as ReadonlyArray<string>).includes(f))
-      if (unknown !== undefined) return yield* new UsageError({ message: `--additional-fields: unknown field '${unknown}' (known: ${ADDITIONAL_FIELDS.join(", ")}).` })
+      const fields = yield* additionalFields(o.fields)
+      const { version } = yield* layerAndVersion(hrn, o.layer, o.version)
       const metadata = yield* MetadataApi
-      const c = yield* (yield* ConfigApi).getCatalog(hrn)
-      const l = c.layers.find((x) => x.id === o.layer)
-      if (l === undefined) return yield* new UsageError({ message: `Catalog ${hrn} has no layer '${o.layer}'.` })
-      const version = l.layerType === "versioned"
-        ? Option.isSome(o.version) ? o.version.value : yield* metadata.latestVersion(hrn)
-        : undefined
       yield* metadata.partitions(hrn, o.layer, {
-        additionalFields: fields as ReadonlyArray<AdditionalField>,
+        additionalFields: fields,
         ...(version === undefined ? {} : { version }),
         ...(Option.isSome(o.part) ? { part: o.part.value } : {})
       }).pipe(Stream.runForEach((p) => Console.log(JSON.stringify(p))))
     }))
 ).pipe(Command.withDescription("Stream the partitions of a layer as JSON lines."))
+
+const partitionsGet = Command.make(
+  "get",
+  {
+    ...globalOptions,
+    catalog,
+    layer,
+    partitions: Options.text("partition").pipe(Options.repeated, Options.withDescription("A partition id (repeat it, or join ids with commas).")),
+    version: Options.integer("version").pipe(Options.optional, Options.withDescription("Catalog version (versioned layers; default: latest).")),
+    fields: Options.text("additional-fields").pipe(Options.withDefault("dataSize,checksum"), Options.withDescription("Comma-separated: dataSize, checksum, compressedDataSize, crc."))
+  },
+  (o) =>
+    withClient(o, o.catalog, Effect.gen(function*() {
+      const hrn = Hrn.format(yield* parseCatalogHrn(o.catalog))
+      const ids = [...new Set(o.partitions.flatMap((p) => p.split(",")).map((p) => p.trim()).filter((p) => p !== ""))]
+      if (ids.length === 0) return yield* new UsageError({ message: "Give the partitions to read with --partition ID (repeated, or comma-joined)." })
+      const fields = yield* additionalFields(o.fields)
+      const { layer: l, version } = yield* layerAndVersion(hrn, o.layer, o.version)
+      const found = yield* (yield* QueryApi).partitionsById(hrn, l.id, ids, {
+        additionalFields: fields,
+        ...(version === undefined ? {} : { version })
+      })
+      yield* Effect.forEach(found, (p) => Console.log(JSON.stringify(p)), { discard: true })
+      const missing = ids.filter((id) => !found.some((p) => p.partition === id))
+      if (missing.length > 0) {
+        return yield* new NotFound({
+          what: "layer",
+          message: `Layer '${l.id}' of ${hrn} has no partition ${missing.map((id) => `'${id}'`).join(", ")}${version === undefined ? "" : ` at version ${version}`}; check the ids.`
+        })
+      }
+    }))
+).pipe(Command.withDescription("Read the metadata of partitions by id (query API), one JSON line each."))
 
 const versionsLatest = Command.make("latest", { ...globalOptions, catalog }, (o) =>
   withClient(o, o.catalog, Effect.gen(function*() {
@@ -141,7 +186,7 @@ const lookup = Command.make(
 export const inspectCommands = [
   Command.make("catalogs").pipe(Command.withDescription("Inspect and manage catalogs."), Command.withSubcommands([catalogsList, catalogsGet, ...catalogAdminCommands])),
   Command.make("layers").pipe(Command.withDescription("Inspect and delete layers."), Command.withSubcommands([layersList, ...layerAdminCommands])),
-  Command.make("partitions").pipe(Command.withDescription("Inspect partition metadata."), Command.withSubcommands([partitionsList])),
+  Command.make("partitions").pipe(Command.withDescription("Inspect partition metadata."), Command.withSubcommands([partitionsList, partitionsGet])),
   Command.make("versions").pipe(Command.withDescription("Inspect catalog versions."), Command.withSubcommands([versionsLatest, versionsMinimum, versionsList])),
   Command.make("blob").pipe(Command.withDescription("Read blobs."), Command.withSubcommands([blobGet])),
   lookup

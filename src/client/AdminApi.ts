@@ -1,7 +1,7 @@
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import { Context, Duration, Effect, Layer, ParseResult, Schema } from "effect"
-import { type Catalog, OperationStatus, StatusLink } from "../domain/Catalog.ts"
+import { Catalog, OperationStatus, StatusLink } from "../domain/Catalog.ts"
 import { ApiClient, joinUrl, segment } from "./ApiClient.ts"
 import { ConfigApi } from "./ConfigApi.ts"
 import { ApiError, CatalogNotFound, redactUrl, ResponseDecodeError } from "./Errors.ts"
@@ -35,9 +35,14 @@ export class OperationFailed extends Schema.TaggedError<OperationFailed>()("Oper
   }
 }
 
-/** An accepted change: where to poll its status, and the service's `Warning` texts. */
+/**
+ * An accepted change: where to poll its status (the platform sends a status link), or the created
+ * catalog itself (the interface's answer to a creation), or neither (a bare 202, as the interface
+ * describes PUT and DELETE automaticVersionDeletion); and the service's `Warning` texts.
+ */
 export interface Accepted {
-  readonly link: StatusLink
+  readonly link: StatusLink | undefined
+  readonly catalog: Catalog | undefined
   readonly warnings: ReadonlyArray<string>
 }
 
@@ -92,18 +97,22 @@ export class AdminApi extends Context.Tag("catalog-export/client/AdminApi")<Admi
       const lookup = yield* Lookup
       const config = yield* ConfigApi
       const base = lookup.baseUrl({ api: "config", version: "v1" })
-      const decodeLink = Schema.decodeUnknown(StatusLink, { onExcessProperty: "ignore" })
+      const decodeAnswer = Schema.decodeUnknown(Schema.Union(StatusLink, Catalog), { onExcessProperty: "ignore" })
 
-      /** Sends a change and reads its status link and warnings. */
+      /** Sends a change and reads what the service answered: a status link, the catalog, or no body; and warnings. */
       const accepted = (request: HttpClientRequest.HttpClientRequest) =>
         api.use(HttpClientRequest.acceptJson(request), (response: HttpClientResponse.HttpClientResponse) =>
           Effect.gen(function* () {
             const text = yield* readText(response)
+            const warnings = parseWarnings(response.headers["warning"])
+            if (text.trim() === "") return { link: undefined, catalog: undefined, warnings } satisfies Accepted
             const fail = (reason: string) =>
               new ResponseDecodeError({ method: request.method, url: redactUrl(requestUrl(request)), status: response.status, reason })
             const body = yield* Effect.try({ try: () => JSON.parse(text) as unknown, catch: () => fail("invalid JSON") })
-            const link = yield* Effect.mapError(decodeLink(body), (e) => fail(ParseResult.TreeFormatter.formatErrorSync(e)))
-            return { link, warnings: parseWarnings(response.headers["warning"]) } satisfies Accepted
+            const answer = yield* Effect.mapError(decodeAnswer(body), (e) => fail(`expected a status link or a catalog: ${ParseResult.TreeFormatter.formatErrorSync(e)}`))
+            return "href" in answer && !("layers" in answer)
+              ? { link: answer, catalog: undefined, warnings } satisfies Accepted
+              : { link: undefined, catalog: answer as Catalog, warnings } satisfies Accepted
           })
         )
 

@@ -1,5 +1,5 @@
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
-import { Context, Effect, Layer, Schema } from "effect"
+import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { Catalog, CatalogList, CatalogSummary, OperationStatus, StatusLink } from "../domain/Catalog.ts"
 import { ApiClient, joinUrl } from "./ApiClient.ts"
 import { ApiError, CatalogNotFound } from "./Errors.ts"
@@ -27,18 +27,26 @@ export interface ConfigApiShape {
    * or the PUT would drop the fields the decoder does not know.
    */
   readonly getCatalogConfiguration: (hrn: string) => Effect.Effect<Readonly<Record<string, unknown>>, ConfigFailure>
-  /** `PUT /catalogs/{hrn}` with the full configuration; answers with a status link. */
-  readonly updateCatalog: (hrn: string, configuration: unknown) => Effect.Effect<StatusLink, ConfigFailure>
-  readonly disableAutomaticVersionDeletion: (hrn: string) => Effect.Effect<StatusLink, ConfigFailure>
+  /**
+   * `PUT /catalogs/{hrn}` with the full configuration: 202 with a status link (the platform) or with
+   * no body (the interface), then undefined.
+   */
+  readonly updateCatalog: (hrn: string, configuration: unknown) => Effect.Effect<StatusLink | undefined, ConfigFailure>
+  /** `DELETE /catalogs/{hrn}/automaticVersionDeletion`: 202, with a status link or none, as `updateCatalog`. */
+  readonly disableAutomaticVersionDeletion: (hrn: string) => Effect.Effect<StatusLink | undefined, ConfigFailure>
   /** Polls a status link (with `flags=noRedirects`) until it is no longer pending; fails on `failure`. */
   readonly awaitStatus: (link: StatusLink, onPending?: (status: OperationStatus) => Effect.Effect<void>) => Effect.Effect<OperationStatus, ConfigFailure>
 }
 
 const STATUS_POLL = "500 millis"
 
+/** The interface: a catalog list whose generation takes over 50 s may be partial. */
+export const PARTIAL_LIST_SECONDS = 50
+
 const SummaryList = CatalogList(CatalogSummary)
 const VerboseList = CatalogList(Catalog)
 const RawCatalog = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+const MaybeStatusLink = Schema.UndefinedOr(StatusLink)
 
 export class ConfigApi extends Context.Tag("catalog-export/client/ConfigApi")<ConfigApi, ConfigApiShape>() {
   static readonly layer: Layer.Layer<ConfigApi, never, ApiClient | Lookup> = Layer.effect(
@@ -55,7 +63,15 @@ export class ConfigApi extends Context.Tag("catalog-export/client/ConfigApi")<Co
           let request = HttpClientRequest.get(joinUrl(root, "/catalogs")).pipe(HttpClientRequest.setUrlParams(params))
           const seen = new Set<string>()
           for (;;) {
+            const started = yield* Clock.currentTimeMillis
             const page = yield* api.json(request, schema)
+            const seconds = ((yield* Clock.currentTimeMillis) - started) / 1000
+            if (seconds > PARTIAL_LIST_SECONDS) {
+              yield* Effect.logWarning(
+                `The catalog list took ${seconds.toFixed(0)} s to arrive; the config API may return a partial list when generating it takes over ` +
+                  `${PARTIAL_LIST_SECONDS} s, so catalogs may be missing from it. Narrow the list (q, layerType) or page it (limit).`
+              )
+            }
             items.push(...page.results.items)
             const next = page.results.next
             if (next === undefined || next === "" || seen.has(next)) return items
@@ -94,12 +110,12 @@ export class ConfigApi extends Context.Tag("catalog-export/client/ConfigApi")<Co
 
       const updateCatalog = Effect.fn("ConfigApi.updateCatalog")(function* (hrn: string, configuration: unknown) {
         const root = yield* base
-        return yield* api.json(HttpClientRequest.put(joinUrl(root, `/catalogs/${hrn}`)).pipe(HttpClientRequest.bodyUnsafeJson(configuration)), StatusLink)
+        return yield* api.json(HttpClientRequest.put(joinUrl(root, `/catalogs/${hrn}`)).pipe(HttpClientRequest.bodyUnsafeJson(configuration)), MaybeStatusLink)
       })
 
       const disableAutomaticVersionDeletion = Effect.fn("ConfigApi.disableAutomaticVersionDeletion")(function* (hrn: string) {
         const root = yield* base
-        return yield* api.json(HttpClientRequest.del(joinUrl(root, `/catalogs/${hrn}/automaticVersionDeletion`)), StatusLink)
+        return yield* api.json(HttpClientRequest.del(joinUrl(root, `/catalogs/${hrn}/automaticVersionDeletion`)), MaybeStatusLink)
       })
 
       const awaitStatus = Effect.fn("ConfigApi.awaitStatus")(function* (

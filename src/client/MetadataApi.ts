@@ -4,6 +4,7 @@ import {
   type AdditionalField,
   LayerVersions,
   type Partition,
+  partitionVersion,
   Parts,
   type VersionInfo,
   VersionInfos,
@@ -225,11 +226,12 @@ export const toPartition = (value: unknown): Partition => {
   if (typeof value !== "object" || value === null || Array.isArray(value)) throw new InvalidPartition("a partition is not a JSON object")
   const v = value as Record<string, unknown>
   if (typeof v.partition !== "string") throw new InvalidPartition("a partition has no \"partition\" id")
-  if (typeof v.version !== "number") throw new InvalidPartition(`partition ${v.partition} has no numeric "version"`)
+  const version = partitionVersion(v.version)
+  if (version === undefined) throw new InvalidPartition(`partition ${v.partition} has no numeric "version"`)
   if (typeof v.dataHandle !== "string") throw new InvalidPartition(`partition ${v.partition} has no "dataHandle"`)
   // As a URL path segment these are dot segments, resolved away: the blob request would go elsewhere.
   if (v.dataHandle === "." || v.dataHandle === "..") throw new InvalidPartition(`partition ${v.partition} has the data handle "${v.dataHandle}", which no blob URL can address`)
-  const p: { -readonly [K in keyof Partition]: Partition[K] } = { partition: v.partition, version: v.version, dataHandle: v.dataHandle }
+  const p: { -readonly [K in keyof Partition]: Partition[K] } = { partition: v.partition, version, dataHandle: v.dataHandle }
   if (typeof v.layer === "string") p.layer = v.layer
   if (typeof v.dataSize === "number") p.dataSize = v.dataSize
   if (typeof v.checksum === "string") p.checksum = v.checksum

@@ -4,7 +4,8 @@ import { Schema } from "effect"
 export const LayerType = Schema.Literal("versioned", "volatile", "stream", "index", "objectstore", "interactivemap")
 export type LayerType = typeof LayerType.Type
 
-export const PartitioningScheme = Schema.Literal("generic", "heretile")
+/** `tile` is the interface's name of the HERE tile scheme, `heretile` the platform's. */
+export const PartitioningScheme = Schema.Literal("generic", "heretile", "tile")
 export type PartitioningScheme = typeof PartitioningScheme.Type
 
 export const Partitioning = Schema.Struct({
@@ -98,7 +99,11 @@ export const CatalogList = <A, I>(item: Schema.Schema<A, I>) =>
 export const partitioningOf = (layer: Layer): string =>
   layer.partitioning?.scheme ?? layer.partitioningScheme ?? "generic"
 
-export const isHereTile = (layer: Layer): boolean => partitioningOf(layer) === "heretile"
+/** HERE tile partitioning, by either of its names (the interface says `tile`, the platform `heretile`). */
+export const isHereTile = (layer: Layer): boolean => {
+  const scheme = partitioningOf(layer)
+  return scheme === "heretile" || scheme === "tile"
+}
 
 /** The answer of an asynchronous config operation (202): where to poll its status. */
 export const StatusLink = Schema.Struct({

@@ -1,9 +1,19 @@
 import { Schema } from "effect"
 
+/**
+ * A partition's version: a number, or a string holding one, as the interface's query response
+ * template shows it (its sample shows a number).
+ */
+export const PartitionVersion = Schema.Union(Schema.Number, Schema.NumberFromString.pipe(Schema.int()))
+
+/** The version of a partition as listed, number or numeric string; undefined when it is neither. */
+export const partitionVersion = (value: unknown): number | undefined =>
+  typeof value === "number" ? value : typeof value === "string" && /^-?\d+$/.test(value.trim()) ? Number(value) : undefined
+
 /** Metadata of one partition. The optional fields appear only when asked for in `additionalFields` and published. */
 export const Partition = Schema.Struct({
   partition: Schema.String,
-  version: Schema.Number,
+  version: PartitionVersion,
   dataHandle: Schema.String,
   layer: Schema.optional(Schema.String),
   dataSize: Schema.optional(Schema.Number),

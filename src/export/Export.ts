@@ -14,7 +14,7 @@ import type { Row } from "../sinks/Row.ts"
 import { fromCause } from "../sinks/SinkError.ts"
 import { crashPoint, crashPointSync } from "./CrashHook.ts"
 import { IntegrityError, OutputConflict } from "./Errors.ts"
-import { type Manifest, MANIFEST, readManifest, readState, STATE, WrittenFile, writeJsonAtomic } from "./Manifest.ts"
+import { advanceState, type Manifest, MANIFEST, readManifest, WrittenFile, writeJsonAtomic } from "./Manifest.ts"
 import { exportDir, Plan } from "./Plan.ts"
 import { Counters } from "./Progress.ts"
 
@@ -106,13 +106,8 @@ const samePlan = (a: Plan, b: Plan) =>
   a.baseVersion === b.baseVersion && a.snapshot === b.snapshot
 
 /** Moves the incremental cursor forward to the exported version; never back (a backfill of old versions leaves it). */
-const advanceState = (out: string, plan: Plan, updatedAt: string) =>
-  Effect.gen(function*() {
-    const layerDir = path.join(out, plan.catalogId, plan.layerId)
-    const current = yield* readState(layerDir).pipe(Effect.orElseSucceed(() => Option.none()))
-    if (Option.isSome(current) && current.value.lastVersion >= plan.version) return
-    yield* writeJsonAtomic(path.join(layerDir, STATE), { catalogHrn: plan.catalogHrn, layerId: plan.layerId, lastVersion: plan.version, updatedAt })
-  })
+const advanceCursor = (out: string, plan: Plan, updatedAt: string) =>
+  advanceState(path.join(out, plan.catalogId, plan.layerId), { catalogHrn: plan.catalogHrn, layerId: plan.layerId, lastVersion: plan.version, updatedAt })
 
 /**
  * After the output volume failed (disk full, I/O error): removes what no checkpoint vouches for and
@@ -165,7 +160,7 @@ const exportPlan = Effect.fn("Export.run")(function*(plan: Plan, options: Export
     if (m.catalogHrn === plan.catalogHrn && m.layerId === plan.layerId && m.version === plan.version && covers) {
       // A run killed right after its manifest left `_parts/` and the cursor behind: finish its commit.
       yield* Effect.promise(() => fs.rm(path.join(dir, PARTS_DIR), { recursive: true, force: true }))
-      if (plan.layerType === "versioned") yield* advanceState(options.out, plan, m.finishedAt)
+      if (plan.layerType === "versioned") yield* advanceCursor(options.out, plan, m.finishedAt)
       return { _tag: "AlreadyExported", dir, manifest: m } satisfies ExportResult
     }
     return yield* new OutputConflict({
@@ -388,6 +383,6 @@ const exportPlan = Effect.fn("Export.run")(function*(plan: Plan, options: Export
   yield* writeJsonAtomic(path.join(dir, MANIFEST), manifest)
   yield* crashPoint("committed")
   yield* Effect.promise(() => fs.rm(partsDir, { recursive: true, force: true }))
-  if (effective.layerType === "versioned") yield* advanceState(options.out, effective, manifest.finishedAt)
+  if (effective.layerType === "versioned") yield* advanceCursor(options.out, effective, manifest.finishedAt)
   return { _tag: "Exported", dir, manifest, counters } satisfies ExportResult
 })

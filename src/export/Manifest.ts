@@ -51,10 +51,13 @@ export type State = typeof State.Type
  * Writes JSON under a temporary name, fsyncs and renames: readers see the old file or the new one,
  * never half. Fails with a SinkError naming the file (a full disk is an error, not a crash).
  */
+let temporaries = 0
+
 export const writeJsonAtomic = (file: string, value: unknown): Effect.Effect<void, SinkError> =>
   Effect.tryPromise({
     try: async () => {
-      const temp = `${file}.partial`
+      // Unique: exports running at once in one process (a parallel backfill) write the same cursor.
+      const temp = `${file}.${process.pid}-${++temporaries}.partial`
       const handle = await fs.open(temp, "w")
       try {
         await handle.writeFile(JSON.stringify(value, null, 2) + "\n")
@@ -79,3 +82,18 @@ const readJson = <A, I>(schema: Schema.Schema<A, I>, file: string) =>
 
 export const readManifest = (dir: string) => readJson(Manifest, path.join(dir, MANIFEST))
 export const readState = (layerDir: string) => readJson(State, path.join(layerDir, STATE))
+
+/** Cursor updates of a layer, one at a time in this process (exports of several versions may finish together). */
+const cursorLocks = new Map<string, Effect.Semaphore>()
+
+/** Moves the incremental cursor forward to `version`; never back (a backfill of old versions leaves it). */
+export const advanceState = (layerDir: string, state: State) =>
+  Effect.suspend(() => {
+    let lock = cursorLocks.get(layerDir)
+    if (lock === undefined) cursorLocks.set(layerDir, lock = Effect.unsafeMakeSemaphore(1))
+    return lock.withPermits(1)(Effect.gen(function*() {
+      const current = yield* readState(layerDir).pipe(Effect.orElseSucceed(() => Option.none()))
+      if (Option.isSome(current) && current.value.lastVersion >= state.lastVersion) return
+      yield* writeJsonAtomic(path.join(layerDir, STATE), state)
+    }))
+  })

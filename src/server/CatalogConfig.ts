@@ -54,7 +54,8 @@ export const checkLayer = (layer: Json, index: number) =>
       return yield* badRequest(`${at}.contentType`, `a ${layer.layerType} layer needs a contentType`)
     }
     const scheme = layer.partitioning?.scheme ?? layer.partitioningScheme ?? "generic"
-    if (scheme !== "generic" && scheme !== "heretile") return yield* badRequest(`${at}.partitioning.scheme`, "scheme must be generic or heretile")
+    // `tile` is the interface's name of the scheme the platform calls `heretile`.
+    if (!["generic", "heretile", "tile"].includes(scheme)) return yield* badRequest(`${at}.partitioning.scheme`, "scheme must be generic, heretile or tile")
     if (layer.contentEncoding !== undefined && !["", "gzip", "identity"].includes(layer.contentEncoding)) {
       return yield* badRequest(`${at}.contentEncoding`, "contentEncoding must be gzip or empty")
     }

@@ -378,11 +378,11 @@ describe("client AdminApi", () => {
       const admin = yield* AdminApi
       const accepted = yield* admin.createCatalog(catalogBody("via-client", [layer("events", "stream"), layer("gone", "volatile")], { region: "us-oregon" }))
       const pendingSeen: Array<string> = []
-      const created = yield* admin.awaitOperation(accepted.link, { interval: "20 millis", onPending: (s) => Effect.sync(() => void pendingSeen.push(s.status)) })
+      const created = yield* admin.awaitOperation(accepted.link!, { interval: "20 millis", onPending: (s) => Effect.sync(() => void pendingSeen.push(s.status)) })
       const catalog = yield* admin.awaitCatalog(hrnOf("via-client"), { interval: "20 millis" })
       const deletion = yield* admin.deleteLayer(catalog.hrn, "gone")
       const steps: Array<string> = []
-      const deleted = yield* admin.awaitOperation(deletion.link, {
+      const deleted = yield* admin.awaitOperation(deletion.link!, {
         interval: "20 millis",
         onPending: (s) => Effect.sync(() => void steps.push(s.steps!.find((x) => x.state === "In progress")!.name))
       })
