@@ -10,7 +10,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, it } from "vitest"
 import { startService, type TestService } from "../support/service.ts"
-import { cli, type CliResult, DEMO, filesBelow, RESTRICTED } from "./support.ts"
+import { cli, type CliResult, DEMO, filesBelow, RESTRICTED, ROOT } from "./support.ts"
 
 const NOBODY = 65534
 
@@ -278,10 +278,17 @@ beforeAll(async () => {
     body: JSON.stringify({ version: 1 })
   })
   if (raised.status !== 204) throw new Error(`raising the minimum version failed: ${raised.status}`)
-  // The unprivileged cases cannot rebuild the CLI bundle: make sure it is fresh.
+  // The unprivileged cases run a copy of the CLI bundle (dist/, fresh after this run) that user
+  // nobody can read wherever the checkout lives: a checkout under a 0700 directory (/root, mktemp -d)
+  // is closed to it. The bundle needs nothing from node_modules before it writes files.
   const warm = await cli(["--version"])
   if (warm.code !== 0) throw new Error(warm.stderr)
+  fs.cpSync(path.join(ROOT, "dist"), path.join(root, "cli"), { recursive: true })
+  const unprivileged = await cli(["--version"], { uid: NOBODY, entry: unprivilegedEntry() })
+  if (unprivileged.code !== 0) throw new Error(`the copy of the CLI does not run as user nobody: ${unprivileged.stderr}`)
 })
+
+const unprivilegedEntry = () => path.join(root, "cli", "catalog-export.mjs")
 
 afterAll(async () => {
   for (const m of mounts) {
@@ -334,7 +341,7 @@ describe.concurrent("bad input through the real CLI", () => {
 
     const result: CliResult = await cli(args, {
       ...(testCase.env === undefined ? {} : { env: testCase.env(context) }),
-      ...(testCase.uid === undefined ? {} : { uid: testCase.uid }),
+      ...(testCase.uid === undefined ? {} : { uid: testCase.uid, entry: unprivilegedEntry() }),
       timeoutMs: 60_000
     })
     const lines = result.stderr.split("\n").map((l) => l.trim()).filter((l) => l !== "")

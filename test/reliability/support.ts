@@ -31,10 +31,13 @@ export interface CliResult {
   readonly stderr: string
 }
 
-/** Runs `catalog-export <args>` (the bin every user runs) to its end. */
+/**
+ * Runs `catalog-export <args>` (the bin every user runs) to its end; `entry` runs another copy of the
+ * CLI (a copy of the bundle an unprivileged user can read), from its own directory.
+ */
 export const cli = (
   args: ReadonlyArray<string>,
-  options: { env?: Record<string, string | undefined>; timeoutMs?: number; uid?: number; gid?: number; onSpawn?: (child: ChildProcess) => void } = {}
+  options: { env?: Record<string, string | undefined>; timeoutMs?: number; uid?: number; gid?: number; entry?: string; onSpawn?: (child: ChildProcess) => void } = {}
 ) =>
   new Promise<CliResult>((resolve, reject) => {
     const env: Record<string, string> = {}
@@ -42,8 +45,8 @@ export const cli = (
     // Never pick up a developer's real lookup URL or credentials.
     if (options.env?.CATALOG_LOOKUP_URL === undefined) delete env.CATALOG_LOOKUP_URL
     if (options.env?.HERE_CREDENTIALS_FILE === undefined) delete env.HERE_CREDENTIALS_FILE
-    const child = spawn(process.execPath, [path.join(ROOT, "src/cli/bin.mjs"), ...args], {
-      cwd: ROOT,
+    const child = spawn(process.execPath, [options.entry ?? path.join(ROOT, "src/cli/bin.mjs"), ...args], {
+      cwd: options.entry === undefined ? ROOT : path.dirname(options.entry),
       env,
       stdio: ["ignore", "pipe", "pipe"],
       ...(options.uid === undefined ? {} : { uid: options.uid, gid: options.gid ?? options.uid })
@@ -79,6 +82,8 @@ export interface Exchange {
   /** Status sent to the client; 0 when the connection was cut before a response head. */
   status: number
   readonly at: number
+  /** When the answer was sent completely (or the connection closed); undefined while in flight. */
+  endedAt: number | undefined
   /** What the proxy did: forwarded as is, answered itself, cut the body, replaced the upstream answer. */
   readonly action: Decision["kind"]
 }
@@ -90,6 +95,14 @@ export type Decision =
   | { readonly kind: "cut"; readonly afterBytes: number }
   /** Forward, then answer `replace(upstreamStatus)` instead when it returns something. */
   | { readonly kind: "inspect"; readonly replace: (status: number) => { status: number; headers?: Record<string, string>; body?: string } | undefined }
+  /**
+   * Answer what `handle` returns; it gets the request body and may call the service itself
+   * (`forward`) to build another answer from the real one.
+   */
+  | {
+    readonly kind: "handle"
+    readonly handle: (request: { method: string; url: string; headers: http.IncomingHttpHeaders; body: Buffer }, forward: () => Promise<{ status: number; headers: http.IncomingHttpHeaders; body: Buffer }>) => Promise<{ status: number; headers?: Record<string, string>; body?: string }>
+  }
 
 export interface Proxy {
   readonly url: string
@@ -118,9 +131,40 @@ export const startProxy = async (target: string): Promise<Proxy> => {
       range: req.headers.range,
       status: 0,
       at: Date.now(),
+      endedAt: undefined,
       action: decision.kind
     }
     log.push(entry)
+    res.on("close", () => (entry.endedAt = Date.now()))
+    if (decision.kind === "handle") {
+      const chunks: Array<Buffer> = []
+      req.on("data", (c: Buffer) => chunks.push(c))
+      req.on("end", () => {
+        const body = Buffer.concat(chunks)
+        const forward = () =>
+          new Promise<{ status: number; headers: http.IncomingHttpHeaders; body: Buffer }>((resolve, reject) => {
+            const upstreamRequest = http.request(
+              { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers, agent },
+              (answer) => {
+                const parts: Array<Buffer> = []
+                answer.on("data", (c: Buffer) => parts.push(c))
+                answer.on("end", () => resolve({ status: answer.statusCode ?? 0, headers: answer.headers, body: Buffer.concat(parts) }))
+              }
+            )
+            upstreamRequest.on("error", reject)
+            upstreamRequest.end(body)
+          })
+        decision.handle({ method: req.method ?? "GET", url: req.url ?? "/", headers: req.headers, body }, forward).then(
+          (answer) => {
+            entry.status = answer.status
+            res.writeHead(answer.status, { ...(answer.body === undefined ? {} : { "content-type": "application/json" }), ...answer.headers })
+            res.end(answer.body ?? "")
+          },
+          () => res.destroy()
+        )
+      })
+      return
+    }
     if (decision.kind === "respond") {
       req.resume()
       entry.status = decision.status
