@@ -6,8 +6,9 @@ import type { ExportLocation } from "./ExportLocation.ts"
 /**
  * The proof that raising the minimum version loses nothing: for every listed layer, each version
  * about to be deleted has its data in some committed export. An export of version w holds the
- * layer's state of every version v in [c, w], where c is the last version at or below w in which the
- * layer changed (`layerVersions`); a version at which the layer has no data needs no export.
+ * layer's state of every version whose last change (`layerVersions`) is the same as w's: back to
+ * that change, and forward until the next one. A version at which the layer has no data needs no
+ * export.
  */
 
 /** An export whose manifest names files that are not there as recorded: it proves nothing. */
@@ -83,10 +84,14 @@ export const firstUncovered = (
     for (const layer of layers) {
       const { held, damaged } = yield* committedVersions(location, catalog.hrn, catalog.id, layer)
       const intervals: Array<readonly [number, number]> = []
+      /** The states the exports hold, by the version in which the layer last changed. */
+      const states = new Set<number>()
       for (const w of held.filter((w) => w >= minimum)) {
         const changed = (yield* layerVersionsAt(w)).find((l) => l.layer === layer)?.version
         // No data at w: the export holds nothing older; versions without data are checked one by one below.
-        if (changed !== undefined) intervals.push([changed, w])
+        if (changed === undefined) continue
+        intervals.push([changed, w])
+        states.add(changed)
       }
       let v = minimum
       while (v < below) {
@@ -95,8 +100,9 @@ export const firstUncovered = (
           v = cover[1] + 1
           continue
         }
-        const hasData = (yield* layerVersionsAt(v)).some((l) => l.layer === layer)
-        if (hasData) break
+        // Held too when the layer has not changed since an exported version (or has no data yet).
+        const changed = (yield* layerVersionsAt(v)).find((l) => l.layer === layer)?.version
+        if (changed !== undefined && !states.has(changed)) break
         v++
       }
       if (v < below && (oldest === undefined || v < oldest.version)) {

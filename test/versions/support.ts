@@ -68,7 +68,7 @@ export interface NewPartition {
  * Publishes one catalog version of `places` over HTTP as a publisher would: PUT each blob, then
  * init / upload / submit a publication (publish v2). Returns the new version.
  */
-export const publish = async (svc: TestService, partitions: ReadonlyArray<NewPartition>, layer = "places"): Promise<number> => {
+export const publish = async (svc: TestService, partitions: ReadonlyArray<NewPartition>, layer = "places", contentType = "application/json"): Promise<number> => {
   const staged: Array<Record<string, unknown>> = []
   for (const p of partitions) {
     if (p.data === undefined) {
@@ -79,7 +79,7 @@ export const publish = async (svc: TestService, partitions: ReadonlyArray<NewPar
     const bytes = new TextEncoder().encode(p.data)
     const put = await svc.get(`/blobstore/v1/catalogs/${DEMO}/layers/${layer}/data/${handle}`, {
       method: "PUT",
-      headers: { "content-type": "application/json" },
+      headers: { "content-type": contentType },
       body: bytes
     })
     if (put.status !== 200) throw new Error(`blob PUT ${handle}: ${put.status} ${await put.text()}`)
