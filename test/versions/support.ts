@@ -68,7 +68,13 @@ export interface NewPartition {
  * Publishes one catalog version of `places` over HTTP as a publisher would: PUT each blob, then
  * init / upload / submit a publication (publish v2). Returns the new version.
  */
-export const publish = async (svc: TestService, partitions: ReadonlyArray<NewPartition>, layer = "places", contentType = "application/json"): Promise<number> => {
+export const publish = async (
+  svc: TestService,
+  partitions: ReadonlyArray<NewPartition>,
+  layer = "places",
+  contentType = "application/json",
+  catalog = DEMO
+): Promise<number> => {
   const staged: Array<Record<string, unknown>> = []
   for (const p of partitions) {
     if (p.data === undefined) {
@@ -77,7 +83,7 @@ export const publish = async (svc: TestService, partitions: ReadonlyArray<NewPar
     }
     const handle = p.dataHandle ?? `t-${crypto.randomUUID()}`
     const bytes = new TextEncoder().encode(p.data)
-    const put = await svc.get(`/blobstore/v1/catalogs/${DEMO}/layers/${layer}/data/${handle}`, {
+    const put = await svc.get(`/blobstore/v1/catalogs/${catalog}/layers/${layer}/data/${handle}`, {
       method: "PUT",
       headers: { "content-type": contentType },
       body: bytes
@@ -86,21 +92,21 @@ export const publish = async (svc: TestService, partitions: ReadonlyArray<NewPar
     staged.push({ partition: p.partition, dataHandle: handle, checksum: sha1(bytes), dataSize: bytes.byteLength })
   }
   const publication = await json<{ id: string }>(
-    await svc.get(`/publish/v2/catalogs/${DEMO}/publications`, {
+    await svc.get(`/publish/v2/catalogs/${catalog}/publications`, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ layerIds: [layer] })
     })
   )
-  const upload = await svc.get(`/publish/v2/catalogs/${DEMO}/layers/${layer}/publications/${publication.id}/partitions`, {
+  const upload = await svc.get(`/publish/v2/catalogs/${catalog}/layers/${layer}/publications/${publication.id}/partitions`, {
     method: "POST",
     headers: { "content-type": "application/json" },
     body: JSON.stringify({ partitions: staged })
   })
   if (upload.status !== 204) throw new Error(`upload: ${upload.status} ${await upload.text()}`)
-  const submit = await svc.get(`/publish/v2/catalogs/${DEMO}/publications/${publication.id}`, { method: "PUT" })
+  const submit = await svc.get(`/publish/v2/catalogs/${catalog}/publications/${publication.id}`, { method: "PUT" })
   if (submit.status !== 204) throw new Error(`submit: ${submit.status} ${await submit.text()}`)
-  const done = await json<{ catalogVersion: number; details: { state: string } }>(await svc.get(`/publish/v2/catalogs/${DEMO}/publications/${publication.id}`))
+  const done = await json<{ catalogVersion: number; details: { state: string } }>(await svc.get(`/publish/v2/catalogs/${catalog}/publications/${publication.id}`))
   expect(done.details.state).toBe("succeeded")
   return done.catalogVersion
 }
