@@ -74,5 +74,5 @@ export const build = async ({ clean = false } = {}) => {
 
 if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const written = await build({ clean: true })
-  console.log(`dist/: ${written.length} files`)
+  process.stderr.write(`dist/: ${written.length} files\n`)
 }
