@@ -18,6 +18,8 @@ import { UsageError } from "./Exit.ts"
 const json = Options.boolean("json").pipe(Options.withDescription("Print JSON (one document, or one line per item for listings)."))
 const catalog = Options.text("catalog").pipe(Options.withDescription("Catalog HRN."))
 const layer = Options.text("layer").pipe(Options.withDescription("Layer id."))
+const partitionsVersion = Options.integer("version").pipe(Options.optional, Options.withDescription("Catalog version (versioned layers; default: latest)."))
+const fieldsOption = Options.text("additional-fields").pipe(Options.withDefault("dataSize,checksum"), Options.withDescription("Comma-separated: dataSize, checksum, compressedDataSize, crc."))
 
 /** JSON when asked or when stdout is not a terminal; aligned text for a person otherwise. */
 const wantsJson = (flag: boolean) => flag || !process.stdout.isTTY
@@ -79,9 +81,9 @@ const partitionsList = Command.make(
     ...globalOptions,
     catalog,
     layer,
-    version: Options.integer("version").pipe(Options.optional, Options.withDescription("Catalog version (versioned layers; default: latest).")),
+    version: partitionsVersion,
     part: Options.text("part").pipe(Options.optional, Options.withDescription("A part id from the parts endpoint.")),
-    fields: Options.text("additional-fields").pipe(Options.withDefault("dataSize,checksum"), Options.withDescription("Comma-separated: dataSize, checksum, compressedDataSize, crc."))
+    fields: fieldsOption
   },
   (o) =>
     withClient(o, o.catalog, Effect.gen(function*() {
@@ -104,8 +106,8 @@ const partitionsGet = Command.make(
     catalog,
     layer,
     partitions: Options.text("partition").pipe(Options.repeated, Options.withDescription("A partition id (repeat it, or join ids with commas).")),
-    version: Options.integer("version").pipe(Options.optional, Options.withDescription("Catalog version (versioned layers; default: latest).")),
-    fields: Options.text("additional-fields").pipe(Options.withDefault("dataSize,checksum"), Options.withDescription("Comma-separated: dataSize, checksum, compressedDataSize, crc."))
+    version: partitionsVersion,
+    fields: fieldsOption
   },
   (o) =>
     withClient(o, o.catalog, Effect.gen(function*() {

@@ -16,6 +16,7 @@ import { beforeAll, describe, expect, it } from "vitest"
 import { literal, query, withDuckDB } from "../support/duckdb.ts"
 import { parseCredentials, requestToken } from "../support/service.ts"
 import { cleanups, filesBelow, ROOT } from "../reliability/support.ts"
+import { cli } from "../versions/support.ts"
 
 const DEMO = "hrn:local:data:::demo"
 const NATIVE = ["better-sqlite3", "zstd-napi"]
@@ -60,16 +61,7 @@ const snapshot = (dir: string) => filesBelow(dir).map((f) => {
 
 const readOnly = (dir: string) => execFileSync("chmod", ["-R", "a-w", dir])
 
-const run = (bin: string, args: ReadonlyArray<string>, cwd: string) =>
-  new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-    const child = spawn(bin, args, { cwd, env: { ...process.env, CATALOG_LOOKUP_URL: "", HOME: cwd }, stdio: ["ignore", "pipe", "pipe"], ...(RUN_AS === undefined ? {} : { uid: RUN_AS, gid: RUN_AS }) })
-    let stdout = ""
-    let stderr = ""
-    child.stdout.on("data", (d) => (stdout += d))
-    child.stderr.on("data", (d) => (stderr += d))
-    child.on("error", reject)
-    child.on("close", (code) => resolve({ code, stdout, stderr }))
-  })
+const run = (bin: string, args: ReadonlyArray<string>, cwd: string) => cli(args, { bin, cwd, env: { HOME: cwd }, uid: RUN_AS })
 
 /** `serve` from the installed package, until the test ends. */
 const serveFrom = async (bin: string) => {
@@ -139,34 +131,32 @@ describe("the packed package", () => {
     expect(Object.keys(pkg.dependencies).sort()).toEqual(NATIVE)
   })
 
+  /** The install at `dir` (its CLI at `bin`), made read-only, runs --version, serve and an export, and stays as it was. */
+  const checkInstalled = async (dir: string, bin: string) => {
+    readOnly(dir)
+    cleanup.push(() => void execFileSync("chmod", ["-R", "u+w", dir]))
+    const before = snapshot(dir)
+    const version = await run(bin, ["--version"], work)
+    expect(version.code, version.stderr).toBe(0)
+    expect(version.stdout.trim()).toBe("0.1.0")
+    // Run as a command too: its shebang and the mode npm gave it.
+    expect(execFileSync(bin, ["--version"], { cwd: work, encoding: "utf8", ...(RUN_AS === undefined ? {} : { uid: RUN_AS, gid: RUN_AS }) }).trim()).toBe("0.1.0")
+    await exportWith(bin)
+    expect(snapshot(dir)).toEqual(before)
+  }
+
   it("installed into an empty directory made read-only, runs --version, serve and a real export without writing there", async () => {
     const app = path.join(work, "app")
     fs.mkdirSync(app)
     npm(["install", "--ignore-scripts", "--prefer-offline", tarball], app)
     provideNatives(path.join(app, "node_modules"))
-    readOnly(app)
-    cleanup.push(() => void execFileSync("chmod", ["-R", "u+w", app]))
-    const before = snapshot(app)
-    const bin = path.join(app, "node_modules", ".bin", "catalog-export")
-    const version = await run(bin, ["--version"], work)
-    expect(version.code, version.stderr).toBe(0)
-    expect(version.stdout.trim()).toBe("0.1.0")
-    await exportWith(bin)
-    expect(snapshot(app)).toEqual(before)
+    await checkInstalled(app, path.join(app, "node_modules", ".bin", "catalog-export"))
   }, 300_000)
 
   it("installed globally (npm install -g --prefix) made read-only, runs --version, serve and a real export without writing there", async () => {
     const prefix = path.join(work, "global")
     npm(["install", "-g", "--prefix", prefix, "--ignore-scripts", "--prefer-offline", tarball], work)
     provideNatives(path.join(prefix, "lib", "node_modules", "catalog-export", "node_modules"))
-    readOnly(prefix)
-    cleanup.push(() => void execFileSync("chmod", ["-R", "u+w", prefix]))
-    const before = snapshot(prefix)
-    const bin = path.join(prefix, "bin", "catalog-export")
-    const version = await run(bin, ["--version"], work)
-    expect(version.code, version.stderr).toBe(0)
-    expect(version.stdout.trim()).toBe("0.1.0")
-    await exportWith(bin)
-    expect(snapshot(prefix)).toEqual(before)
+    await checkInstalled(prefix, path.join(prefix, "bin", "catalog-export"))
   }, 300_000)
 })

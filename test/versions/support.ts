@@ -126,13 +126,20 @@ export interface CliResult {
   readonly stderr: string
 }
 
-/** Runs the real CLI (`node src/cli/bin.mjs ...`) and collects its output. */
-export const cli = (args: ReadonlyArray<string>, options: { cwd?: string; env?: Record<string, string> } = {}): Promise<CliResult> =>
+/**
+ * Runs the real CLI (`node src/cli/bin.mjs ...`, or another `bin` such as an installed one) and
+ * collects its output; `uid` runs it as that user.
+ */
+export const cli = (
+  args: ReadonlyArray<string>,
+  options: { cwd?: string; env?: Record<string, string>; bin?: string; uid?: number | undefined } = {}
+): Promise<CliResult> =>
   new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], {
+    const child = spawn(process.execPath, [options.bin ?? BIN, ...args], {
       cwd: options.cwd ?? ROOT,
       env: { ...process.env, CATALOG_LOOKUP_URL: "", ...options.env },
-      stdio: ["ignore", "pipe", "pipe"]
+      stdio: ["ignore", "pipe", "pipe"],
+      ...(options.uid === undefined ? {} : { uid: options.uid, gid: options.uid })
     })
     let stdout = ""
     let stderr = ""
