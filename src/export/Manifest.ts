@@ -51,13 +51,10 @@ export type State = typeof State.Type
  * Writes JSON under a temporary name, fsyncs and renames: readers see the old file or the new one,
  * never half. Fails with a SinkError naming the file (a full disk is an error, not a crash).
  */
-let temporaries = 0
-
 export const writeJsonAtomic = (file: string, value: unknown): Effect.Effect<void, SinkError> =>
   Effect.tryPromise({
     try: async () => {
-      // Unique: exports running at once in one process (a parallel backfill) write the same cursor.
-      const temp = `${file}.${process.pid}-${++temporaries}.partial`
+      const temp = `${file}.partial`
       const handle = await fs.open(temp, "w")
       try {
         await handle.writeFile(JSON.stringify(value, null, 2) + "\n")
@@ -83,7 +80,11 @@ const readJson = <A, I>(schema: Schema.Schema<A, I>, file: string) =>
 export const readManifest = (dir: string) => readJson(Manifest, path.join(dir, MANIFEST))
 export const readState = (layerDir: string) => readJson(State, path.join(layerDir, STATE))
 
-/** Cursor updates of a layer, one at a time in this process (exports of several versions may finish together). */
+/**
+ * Cursor updates of a layer, one at a time in this process: exports of several versions may finish
+ * together (a parallel backfill), and each must read the cursor the one before it wrote, through the
+ * same temporary file.
+ */
 const cursorLocks = new Map<string, Effect.Semaphore>()
 
 /** Moves the incremental cursor forward to `version`; never back (a backfill of old versions leaves it). */
