@@ -45,9 +45,11 @@ export const build = async ({ clean = false } = {}) => {
   const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"))
   const result = await esbuild({
     absWorkingDir: root,
-    entryPoints: { "catalog-export": join(root, "src", "cli", "main.ts") },
+    // The encoder thread of exports (src/sinks/Encoder.ts) loads its own bundle beside the CLI's.
+    entryPoints: { "catalog-export": join(root, "src", "cli", "main.ts"), "encoder-worker": join(root, "src", "sinks", "EncoderWorker.ts") },
     outdir: join(root, "dist"),
-    chunkNames: "chunks/[name]-[hash]",
+    // Flat: Encoder.ts finds the encoder bundle next to whichever chunk holds it (import.meta.url).
+    chunkNames: "[name]-[hash]",
     outExtension: { ".js": ".mjs" },
     write: false,
     bundle: true,

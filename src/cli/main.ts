@@ -1,8 +1,9 @@
 import * as Command from "@effect/cli/Command"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import { Cause, Console, Effect, Exit } from "effect"
+import { Cause, Console, Effect, Exit, Layer } from "effect"
 import { TOOL } from "../domain/Tool.ts"
+import { Encoder } from "../sinks/Encoder.ts"
 import { ExitCode, exitCodeOf, interruption, sentenceOf } from "./Exit.ts"
 import { adminCommands } from "./admin.ts"
 import { demoCommand } from "./demo.ts"
@@ -47,7 +48,8 @@ const program = cli(process.argv).pipe(
     })
   ),
   plainWhenPiped,
-  Effect.provide(NodeContext.layer),
+  // The encoder thread of exports starts with the first file written, not with every command.
+  Effect.provide(Layer.merge(NodeContext.layer, Encoder.worker)),
   // Until a command installs the logger its flags ask for: stderr, never stdout.
   Effect.provide(defaultLoggerLayer)
 )

@@ -74,8 +74,9 @@ const runChild = async (variant: Variant, lookupUrl: string, credentials: string
   // Modules load before the clock starts: the timing is of the export, not of the runtime's start.
   const { Pool } = await import("undici")
   const { default: pLimit } = await import("p-limit")
-  const { Effect } = await import("effect")
+  const { Effect, Layer } = await import("effect")
   const DataClient = await import("../../src/client/DataClient.ts")
+  const { Encoder } = await import("../../src/sinks/Encoder.ts")
   const { makePlan } = await import("../../src/export/Plan.ts")
   const { runExport } = await import("../../src/export/Export.ts")
   await import("../../src/domain/OAuth1.ts")
@@ -134,7 +135,7 @@ const runChild = async (variant: Variant, lookupUrl: string, credentials: string
           listConcurrency: 4,
           force: true
         })
-      }).pipe(Effect.provide(DataClient.layer({ lookupUrl, credentialsPath: credentials, concurrency: CONCURRENCY })))
+      }).pipe(Effect.provide(Layer.merge(DataClient.layer({ lookupUrl, credentialsPath: credentials, concurrency: CONCURRENCY }), Encoder.worker)))
     )
     partitions = result.manifest.partitions
     bytes = result.manifest.bytes
