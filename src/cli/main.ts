@@ -40,7 +40,7 @@ const program = cli(process.argv).pipe(
     })
   ),
   // The encoder thread of exports starts with the first file written, not with every command.
-  Effect.provide(Layer.merge(NodeContext.layer, Encoder.worker))
+  Effect.provide(Layer.merge(NodeContext.layer, process.env.INLINE_ENC ? Encoder.inline : Encoder.worker))
 )
 
 NodeRuntime.runMain(program, {

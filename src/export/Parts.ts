@@ -125,7 +125,7 @@ export interface PartWriterOptions extends Omit<RollingWriter.Options, "dir" | "
  * per blob) into batches that `write` hands to the encoder; `finish` writes the checkpoint.
  */
 export class PartWriter {
-  private batch = new RowBatchBuilder()
+  private readonly batch: RowBatchBuilder
   partitions = 0
   deleted = 0
   bytes = 0
@@ -135,7 +135,10 @@ export class PartWriter {
     private readonly dir: string,
     private readonly writer: RollingWriter.RollingWriter,
     private readonly options: PartWriterOptions
-  ) {}
+  ) {
+    // Room for a full batch and the blob that fills it, so the buffer rarely grows.
+    this.batch = new RowBatchBuilder(options.batchBytes + 64 * 1024)
+  }
 
   static open = (dir: string, part: number, options: PartWriterOptions) =>
     Effect.gen(function*() {

@@ -1,6 +1,6 @@
 import { Context, Effect, Layer } from "effect"
 import { Worker } from "node:worker_threads"
-import { type CompletedFile, Files, loadWriters, type Settings } from "./Files.ts"
+import { type CompletedFile, loadWriters, OpenFiles, type Settings } from "./Files.ts"
 import type { RowBatch } from "./RowBatch.ts"
 import { fromCause, SinkError } from "./SinkError.ts"
 import type { SinkFailureFields } from "./SinkFailure.ts"
@@ -26,19 +26,24 @@ export interface EncoderShape {
 }
 
 export class Encoder extends Context.Tag("catalog-export/sinks/Encoder")<Encoder, EncoderShape>() {
-  static readonly inline: Layer.Layer<Encoder> = Layer.sync(Encoder, () => ({
-    open: (settings) =>
-      Effect.gen(function*() {
-        const writers = yield* Effect.promise(() => loadWriters(settings.formats))
-        const run = <A>(f: () => A) => Effect.try({ try: f, catch: (cause) => fromCause(settings.dir, "write", cause) })
-        const files = yield* run(() => new Files(settings, writers))
-        return {
-          add: (batch) => run(() => files.add(batch)),
-          complete: run(() => files.complete()),
-          abandon: Effect.sync(() => files.abandon())
-        } satisfies EncoderSession
-      })
-  }))
+  static readonly inline: Layer.Layer<Encoder> = Layer.sync(Encoder, () => {
+    const files = new OpenFiles()
+    let nextId = 0
+    return {
+      open: (settings) =>
+        Effect.gen(function*() {
+          const id = nextId++
+          const writers = yield* Effect.promise(() => loadWriters(settings.formats))
+          const run = <A>(f: () => A) => Effect.try({ try: f, catch: (cause) => fromCause(settings.dir, "write", cause) })
+          yield* run(() => files.open(id, settings, writers))
+          return {
+            add: (batch) => run(() => files.add(id, batch)),
+            complete: run(() => files.complete(id)),
+            abandon: Effect.sync(() => files.abandon(id))
+          } satisfies EncoderSession
+        })
+    }
+  })
 
   /** One encoder thread, started when the first writer opens and stopped with the layer. */
   static readonly worker: Layer.Layer<Encoder> = Layer.scoped(

@@ -238,8 +238,11 @@ const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math
 
 const main = async () => {
   const args = process.argv.slice(2)
-  if (args[0] === "--child") {
-    const result = await runChild(Number(args[1]), Number(args[2]), Number(args[3]), args[4]!)
+  if (args[0] === "--child" || args[0] === "--child-named") {
+    // --child-named: the export benchmark asks for one writer by name (its figure is a ratio's denominator).
+    const index = args[0] === "--child" ? Number(args[1]) : configs.findIndex((c) => c.name === args[1])
+    if (index < 0) throw new Error(`no writer named ${args[1]}`)
+    const result = await runChild(index, Number(args[2]), Number(args[3]), args[4]!)
     process.stdout.write(JSON.stringify(result) + "\n")
     return
   }
