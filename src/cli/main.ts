@@ -39,8 +39,8 @@ const program = cli(process.argv).pipe(
       }
     })
   ),
-  // The encoder thread of exports starts with the first file written, not with every command.
-  Effect.provide(Layer.merge(NodeContext.layer, process.env.INLINE_ENC ? Encoder.inline : Encoder.worker))
+  // The encoder thread of exports starts with the first file written there, not with every command.
+  Effect.provide(Layer.merge(NodeContext.layer, Encoder.auto))
 )
 
 NodeRuntime.runMain(program, {

@@ -140,10 +140,17 @@ export class PartWriter {
     this.batch = new RowBatchBuilder(options.batchBytes + 64 * 1024)
   }
 
-  static open = (dir: string, part: number, options: PartWriterOptions) =>
+  /** `rowBytes`: the typical blob size of the part, when known. */
+  static open = (dir: string, part: number, options: PartWriterOptions, rowBytes: number | undefined) =>
     Effect.gen(function*() {
       yield* clearPart(dir, part)
-      const writer = yield* RollingWriter.make({ ...options, dir, shard: part, onRenamed: () => crashPointSync("renamed") })
+      const writer = yield* RollingWriter.make({
+        ...options,
+        dir,
+        shard: part,
+        onRenamed: () => crashPointSync("renamed"),
+        ...(rowBytes === undefined ? {} : { rowBytes })
+      })
       return new PartWriter(part, dir, writer, options)
     })
 

@@ -164,9 +164,9 @@ const configs: ReadonlyArray<Config> = [
   { name: "hyparquet-writer / gzip -1 (node zlib)", make: parquetSink(() => parquetCodec("gzip")) },
   { name: "hyparquet-writer / brotli -1 (node zlib)", make: parquetSink(brotli(1)) },
   { name: "apache-arrow IPC file / none", make: (dir) => formatWriterSink((o) => new ArrowFileWriter(o), path.join(dir, "out.arrow")) },
-  { name: "RollingWriter parquet (defaults, encoder thread)", make: rollingSink("parquet", Encoder.worker) },
+  { name: "RollingWriter parquet (defaults, encoder thread)", make: rollingSink("parquet", Encoder.thread) },
   { name: "RollingWriter parquet (defaults, inline)", make: rollingSink("parquet", Encoder.inline) },
-  { name: "RollingWriter both (defaults, encoder thread)", make: rollingSink("both", Encoder.worker) },
+  { name: "RollingWriter both (defaults, encoder thread)", make: rollingSink("both", Encoder.thread) },
   { name: "ceiling: data bytes to disk + sha256 only", make: diskOnly },
   { name: "ceiling: making the rows only", make: () => ({ add: () => {}, close: () => [] }) }
 ]
