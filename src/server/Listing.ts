@@ -35,9 +35,16 @@ const FIELD_COLUMNS: Record<AdditionalField, number> = {
   crc: P.crc
 }
 
+/** Strings JSON.stringify writes as they are, between quotes (no quote, backslash, control character or surrogate). */
+const PLAIN = /^[^"\\\u0000-\u001f\ud800-\udfff]*$/
+
 /** A JSON value exactly as JSON.stringify writes it, without its generic machinery for the common cases. */
 const jsonValue = (value: unknown): string =>
-  typeof value === "number" ? (Number.isFinite(value) ? String(value) : "null") : JSON.stringify(value)
+  typeof value === "string"
+    ? (PLAIN.test(value) ? `"${value}"` : JSON.stringify(value))
+    : typeof value === "number"
+    ? (Number.isFinite(value) ? String(value) : "null")
+    : JSON.stringify(value)
 
 /**
  * One partition as JSON: `{version, partition, layer, dataHandle, ...fields}`, the bytes
@@ -46,12 +53,14 @@ const jsonValue = (value: unknown): string =>
  */
 export const partitionEncoder = (layerId: string, fields: ReadonlyArray<AdditionalField>, fixedVersion: number | null) => {
   const layer = `,"layer":${JSON.stringify(layerId)},"dataHandle":`
-  const columns = fields.map((field) => [`,${JSON.stringify(field)}:`, FIELD_COLUMNS[field]] as const)
+  const names = fields.map((field) => `,${JSON.stringify(field)}:`)
+  const columns = fields.map((field) => FIELD_COLUMNS[field])
+  const version = fixedVersion === null ? undefined : `{"version":${jsonValue(fixedVersion)},"partition":`
   return (row: PartitionRow): string => {
-    let out = `{"version":${jsonValue(fixedVersion ?? row[P.vfrom])},"partition":${jsonValue(row[P.partition])}${layer}${jsonValue(row[P.dataHandle])}`
-    for (const [name, column] of columns) {
-      const value = row[column]
-      if (value !== null && value !== undefined) out += name + jsonValue(value)
+    let out = (version ?? `{"version":${jsonValue(row[P.vfrom])},"partition":`) + jsonValue(row[P.partition]) + layer + jsonValue(row[P.dataHandle])
+    for (let i = 0; i < columns.length; i++) {
+      const value = row[columns[i]!]
+      if (value !== null && value !== undefined) out += names[i] + jsonValue(value)
     }
     return out + "}"
   }

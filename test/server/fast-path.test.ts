@@ -11,6 +11,7 @@ import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type FaultOptions, noFaults } from "../../src/server/Faults.ts"
 import { recognize } from "../../src/server/FastPath.ts"
+import { partitionEncoder } from "../../src/server/Listing.ts"
 import { startService, type TestService } from "../support/service.ts"
 import { catalogBody, createCatalog, grant, layer, OTHER, pollStatus, publishInline, type StatusLinkBody, del } from "../admin/helpers.ts"
 import { bearer, DEMO, type Entry, expectJson, expectStatus, listing, rawRequest, RESTRICTED, sleep } from "./helpers.ts"
@@ -69,6 +70,21 @@ describe("recognize", () => {
       ["GET", blobPath(DEMO, "places", "h-1"), { "transfer-encoding": "chunked" }]
     ] as const) {
       expect(recognize(method, url, headers), `${method} ${url.slice(0, 120)}`).toBeUndefined()
+    }
+  })
+})
+
+describe("listing rows", () => {
+  it("are the bytes JSON.stringify writes for the row's object, whatever the strings hold", () => {
+    const strings = ["plain-1", "", "quote\"d", "back\\slash", "tab\tnew\nline\r\b\f", "\u0000\u001f\u007f", "é ü 中文", "emoji 😀", "lone \ud800 high", "lone \udfff low", "\u2028\u2029", "</script>"]
+    for (const [fields, fixedVersion] of [[["dataSize", "checksum", "crc", "compressedDataSize"], null], [["crc", "dataSize"], -1], [[], null]] as const) {
+      for (const s of strings) {
+        const row = [s, 7, `h-${s}`, s, 1024, null, s === "" ? null : s] as const
+        const object: Record<string, unknown> = { version: fixedVersion ?? 7, partition: s, layer: `layer ${s}`, dataHandle: `h-${s}` }
+        const values: Record<string, unknown> = { dataSize: 1024, checksum: s, crc: row[6], compressedDataSize: null }
+        for (const field of fields) if (values[field] !== null) object[field] = values[field]
+        expect(partitionEncoder(`layer ${s}`, fields, fixedVersion)(row)).toBe(JSON.stringify(object))
+      }
     }
   })
 })
