@@ -18,8 +18,8 @@ import * as http from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { bearerToken, median, ROOT, startService, waitForLine } from "./support.ts"
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..")
 const SELF = fileURLToPath(import.meta.url)
 const CATALOG = "hrn:local:data:::demo"
 const LAYER = "places"
@@ -143,40 +143,6 @@ const listingRun = async (origin: string, token: string, expected: number, pid: 
 
 // ----------------------------------------------------------------------------------------- parent
 
-const waitForLine = (child: ChildProcess, what: string) =>
-  new Promise<Record<string, string>>((resolve, reject) => {
-    let buffer = ""
-    child.stdout!.on("data", (chunk) => {
-      buffer += chunk
-      const line = buffer.split("\n").find((l) => l.startsWith("{"))
-      if (line !== undefined) resolve(JSON.parse(line))
-    })
-    child.on("exit", (code) => reject(new Error(`${what} exited with ${code}`)))
-  })
-
-const readProperties = (file: string) =>
-  Object.fromEntries(
-    fs.readFileSync(file, "utf8").split("\n").filter((l) => l.includes("=")).map((l) => {
-      const i = l.indexOf("=")
-      return [l.slice(0, i).trim(), l.slice(i + 1).trim()]
-    })
-  ) as Record<string, string>
-
-const tokenFor = async (credentials: string) => {
-  const { signRequest } = await import("../../src/domain/OAuth1.ts")
-  const props = readProperties(credentials)
-  const tokenUrl = props["here.token.endpoint.url"]!
-  const authorization = signRequest({
-    url: tokenUrl,
-    keyId: props["here.access.key.id"]!,
-    secret: props["here.access.key.secret"]!,
-    timestamp: Math.floor(Date.now() / 1000),
-    nonce: Math.random().toString(36).slice(2)
-  })
-  const res = await fetch(tokenUrl, { method: "POST", headers: { authorization, "content-type": "application/json" }, body: JSON.stringify({ grantType: "client_credentials" }) })
-  return ((await res.json()) as { accessToken: string }).accessToken
-}
-
 const tsx = (args: ReadonlyArray<string>, env: Record<string, string>) =>
   spawn(process.execPath, [path.join(ROOT, "node_modules/tsx/dist/cli.mjs"), SELF, ...args], {
     stdio: ["ignore", "pipe", "inherit"],
@@ -191,8 +157,6 @@ const runChild = async <A>(args: ReadonlyArray<string>, token: string): Promise<
   if (code !== 0) throw new Error(`load generator ${args.join(" ")} exited with ${code}`)
   return JSON.parse(out.trim().split("\n").pop()!) as A
 }
-
-const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
 
 const option = (args: ReadonlyArray<string>, name: string, fallback: number) => {
   const i = args.indexOf(`--${name}`)
@@ -221,13 +185,10 @@ const main = async () => {
   const children: Array<ChildProcess> = []
   try {
     const credentials = path.join(work, "credentials.properties")
-    const service = spawn(process.execPath, [
-      path.join(ROOT, "src/cli/bin.mjs"), "serve", "--port", "0", "--seed-partitions", String(partitions),
-      "--seed-versions", "1", "--seed-blob-bytes", String(blobBytes), "--credentials-out", credentials
-    ], { stdio: ["ignore", "pipe", "inherit"] })
+    const { child: service, lookupUrl } = await startService(partitions, blobBytes, credentials)
     children.push(service)
-    const origin = new URL((await waitForLine(service, "serve")).lookupUrl!).origin
-    const token = await tokenFor(credentials)
+    const origin = new URL(lookupUrl).origin
+    const token = await bearerToken(credentials)
 
     const listed = await fetch(`${origin}/metadata/v1/catalogs/${CATALOG}/layers/${LAYER}/partitions?version=0`, { headers: { authorization: `Bearer ${token}` } })
     const handles = ((await listed.json()) as { partitions: Array<{ dataHandle: string }> }).partitions.map((p) => p.dataHandle)
