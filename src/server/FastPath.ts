@@ -78,6 +78,9 @@ export const make = (faults: Faults.Injector | undefined) =>
     const { knownTokens } = yield* AuthState
     // Defects are logged through the service's runtime, with the logger the CLI configured.
     const unexpected = Runtime.runSync(yield* Effect.runtime<never>())
+    // Once the service shuts down (SQLite closes after this), a listing still streaming is cut off quietly.
+    let closed = false
+    yield* Effect.addFinalizer(() => Effect.sync(() => void (closed = true)))
 
     /** What the router's handler would answer (a failure the app would turn into 500 included). */
     const outcome = (route: LeanRoute, method: string, url: string, headers: Headers): Outcome => {
@@ -118,6 +121,7 @@ export const make = (faults: Faults.Injector | undefined) =>
             if (!res.write(next.value)) return void res.once("drain", pump)
           }
         } catch (defect) {
+          if (closed) return void res.destroy()
           unexpected(unexpectedFailure(defect))
           res.end()
         }
