@@ -85,7 +85,7 @@ const app = (maxBodyBytes: number) =>
       Reply: (e) => Effect.succeed(e.response),
       RouteNotFound: () => Effect.succeed(json(404, { title: "Not Found", status: 404, detail: [{ name: "path", error: "no such endpoint" }] }))
     }),
-    Effect.catchAllDefect(unexpectedFailure),
+    Effect.catchAllDefect((defect) => unexpectedFailure(defect)),
     Effect.catchAll((error) =>
       Effect.succeed(HttpServerResponse.unsafeJson({ title: "Bad Request", status: 400, detail: [{ name: "request", error: String(error) }] }, { status: 400 }))
     )
