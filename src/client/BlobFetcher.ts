@@ -120,8 +120,12 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
     this.headers = this.anonymous = { "user-agent": options.userAgent }
   }
 
+  private target: readonly [string, string] = ["", ""]
+
   /** The blob API's base URL and the layer, e.g. from lookup: `<base>/layers/<layer>/data/<handle>`. */
   setTarget(baseUrl: string, layer: string): void {
+    if (this.target[0] === baseUrl && this.target[1] === layer) return
+    this.target = [baseUrl, layer]
     const base = new URL(baseUrl)
     this.origin = base.origin
     this.pathPrefix = `${base.pathname.replace(/\/+$/, "")}/layers/${encodeURIComponent(layer)}/data/`

@@ -25,9 +25,8 @@ import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { fileURLToPath } from "node:url"
+import { median, ROOT, waitForLine } from "./support.ts"
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..")
 const BENCH = path.join(ROOT, "test", "bench")
 const TMP = path.join(BENCH, ".tmp")
 const CLI = path.join(ROOT, "dist", "catalog-export.mjs")
@@ -63,24 +62,13 @@ const say = (s = "") => {
 const verdict = (met: boolean) => (met ? "met" : "NOT met")
 const fmt = (n: number, digits = 0) => n.toFixed(digits)
 
-const waitForJson = (child: ChildProcess) =>
-  new Promise<Record<string, string>>((resolve, reject) => {
-    let buffer = ""
-    child.stdout!.on("data", (chunk) => {
-      buffer += chunk
-      const line = buffer.split("\n").find((l) => l.startsWith("{"))
-      if (line !== undefined) resolve(JSON.parse(line))
-    })
-    child.on("exit", (code) => reject(new Error(`server exited with ${code}`)))
-  })
-
 const startFastServer = async (partitions: number, minBytes: number, maxBytes: number, latencyMs = 0): Promise<FastServer> => {
   const credentials = path.join(TMP, `fast-${process.pid}.properties`)
   const child = spawn(process.execPath, [
     TSX, path.join(BENCH, "fast-server.ts"), "--partitions", String(partitions), "--min-bytes", String(minBytes), "--max-bytes", String(maxBytes),
     "--latency-ms", String(latencyMs), "--credentials-out", credentials
   ], { stdio: ["ignore", "pipe", "inherit"] })
-  const line = await waitForJson(child)
+  const line = await waitForLine(child, "fast-server")
   return { child, lookupUrl: line.lookupUrl!, catalog: line.catalog!, layer: line.layer!, credentials }
 }
 
@@ -283,8 +271,7 @@ const main = async () => {
 
   if (wanted(7)) {
     const time = (cliArgs: ReadonlyArray<string>) => {
-      const runs = Array.from({ length: 5 }, () => measure(CLI, cliArgs).wallSeconds).sort((a, b) => a - b)
-      return runs[2]!
+      return median(Array.from({ length: 5 }, () => measure(CLI, cliArgs).wallSeconds))
     }
     await withServer(startFastServer(1000, 1024, 1024), async (server) => {
       const version = time(["--version"])

@@ -5,35 +5,16 @@
  *   tsx test/bench/naive.ts LOOKUP_URL CREDENTIALS CATALOG LAYER OUT_FILE CONCURRENCY [export|fetch-only]
  * `fetch-only` discards every blob: the floor of what fetching costs.
  */
-import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import pLimit from "p-limit"
 import { Pool } from "undici"
-import { signRequest } from "../../src/domain/OAuth1.ts"
+import { bearerToken } from "./support.ts"
 
 const [lookupUrl, credentials, catalog, layer, outFile, concurrencyArg, mode] = process.argv.slice(2) as [string, string, string, string, string, string, string | undefined]
 const concurrency = Number(concurrencyArg)
 const fetchOnly = mode === "fetch-only"
 
-const props = Object.fromEntries(
-  fs.readFileSync(credentials, "utf8").split("\n").filter((l) => l.includes("=")).map((l) => {
-    const i = l.indexOf("=")
-    return [l.slice(0, i).trim(), l.slice(i + 1).trim()]
-  })
-) as Record<string, string>
-const tokenUrl = props["here.token.endpoint.url"]!
-const authorization = signRequest({
-  url: tokenUrl,
-  keyId: props["here.access.key.id"]!,
-  secret: props["here.access.key.secret"]!,
-  timestamp: Math.floor(Date.now() / 1000),
-  nonce: Math.random().toString(36).slice(2)
-})
-const token = ((await (await fetch(tokenUrl, {
-  method: "POST",
-  headers: { authorization, "content-type": "application/json" },
-  body: JSON.stringify({ grantType: "client_credentials" })
-})).json()) as { accessToken: string }).accessToken
+const token = await bearerToken(credentials)
 const headers = { authorization: `Bearer ${token}` }
 const apis = (await (await fetch(`${lookupUrl}/resources/${catalog}/apis`, { headers })).json()) as Array<{ api: string; baseURL: string }>
 const base = (api: string) => apis.find((a) => a.api === api)!.baseURL
