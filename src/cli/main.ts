@@ -48,8 +48,8 @@ const program = cli(process.argv).pipe(
     })
   ),
   plainWhenPiped,
-  // The encoder thread of exports starts with the first file written, not with every command.
-  Effect.provide(Layer.merge(NodeContext.layer, Encoder.worker)),
+  // The encoder thread of exports starts with the first file written there, not with every command.
+  Effect.provide(Layer.merge(NodeContext.layer, Encoder.auto)),
   // Until a command installs the logger its flags ask for: stderr, never stdout.
   Effect.provide(defaultLoggerLayer)
 )

@@ -1,19 +1,18 @@
 import type { Dispatcher } from "undici"
-import { ApiError, redactUrl, RetryBudgetExhausted, TransportError } from "./Errors.ts"
+import { ApiError, redactUrl, RetryBudgetExhausted, type TransportError } from "./Errors.ts"
 import { apiErrorFrom, describeFailure, REDIRECT_STATUSES, redirectOf, transportFailure } from "./Http.ts"
 import { isRetriableStatus, type RetryLimits, retryDelay } from "./Retry.ts"
 
 /**
  * The hot path of an export: many small blob GETs with `concurrency` in flight, driving undici's
- * dispatcher directly. There is no fiber, stream, Schedule or response object per blob: a request is
- * one small object whose handler collects the body chunks and hands the bytes to `onBlob`
- * synchronously. Everything the general client does per request happens here too, with the same
- * rules: bearer token (one fresh token after a 401), redirects without credentials across origins,
- * the retry policy of Retry.ts (408/429/5xx, resets, cut bodies, Retry-After, a budget per request),
- * error answers as ApiError. Effect wraps it per chunk of listed partitions (BlobApi.fetcher).
+ * dispatcher directly. There is no fiber, stream, Schedule or response object per blob: a blob is one
+ * small object, which is also undici's handler of its requests, collecting the body chunks and handing
+ * the bytes to `onBlob` synchronously. Everything the general client does per request happens here
+ * too, with the same rules: bearer token (taken afresh for a retry, renewed once after a 401),
+ * redirects without credentials across origins, the retry policy of Retry.ts (408/429/5xx, resets, cut
+ * bodies, Retry-After, a budget per request), error answers as ApiError. Effect wraps it per chunk of
+ * listed partitions (BlobApi.fetcher).
  */
-
-export type BlobFetchFailure = ApiError | TransportError | RetryBudgetExhausted
 
 export interface BlobFetcherOptions<T> {
   readonly dispatcher: Dispatcher
@@ -22,8 +21,8 @@ export interface BlobFetcherOptions<T> {
   readonly limits: RetryLimits
   readonly maxRedirects: number
   readonly userAgent: string
-  /** The blob's bytes as stored, in completion order. An exception stops the fetcher with it. */
-  readonly onBlob: (item: T, bytes: Uint8Array) => void
+  /** The blob's bytes as stored, with the tag it was pushed with, in completion order. An exception stops the fetcher with it. */
+  readonly onBlob: (item: T, bytes: Uint8Array, tag: number) => void
   /** The first failure (and the item it concerns, when it concerns one); nothing is requested afterwards. */
   readonly onFailure: (error: unknown, item: T | undefined) => void
   /** The current token (the client renews it ahead of expiry): taken again for every retry. */
@@ -35,20 +34,34 @@ export interface BlobFetcherOptions<T> {
   readonly isPaused?: () => boolean
 }
 
-/** An undici handler for one attempt of one blob (undici 7's native hooks: no wrapper, no parsed headers on success). */
-class Attempt<T extends { readonly dataHandle: string }> implements Dispatcher.DispatchHandler {
+const EMPTY = new Uint8Array(0)
+
+/**
+ * One blob being fetched, and undici's handler of its current request (undici 7's native hooks: no
+ * wrapper, no headers parsed on success). A blob has one request at a time; a retry, a redirect or a
+ * new token starts the next one after the previous ended.
+ */
+class Download<T extends { readonly dataHandle: string }> implements Dispatcher.DispatchHandler {
+  origin = ""
+  path = ""
+  /** Whether this request carries the token: only to the blob API's origin, never back to it after a detour elsewhere. */
+  authorized = true
   status = 0
-  rawHeaders: Array<Buffer> | undefined
-  first: Buffer | undefined
-  rest: Array<Buffer> | undefined
-  abort: ((reason?: Error) => void) | undefined
-  done = false
+  rawHeaders: Array<Buffer> | undefined = undefined
+  first: Buffer | undefined = undefined
+  rest: Array<Buffer> | undefined = undefined
+  abort: ((reason?: Error) => void) | undefined = undefined
+  retries = 0
+  firstFailureAt = 0
+  redirects = 0
+  refreshedToken = false
+  timer: ReturnType<typeof setTimeout> | undefined = undefined
 
   constructor(
-    readonly fetch: Fetch<T>,
-    readonly origin: string,
-    readonly path: string,
-    readonly authorized: boolean
+    readonly fetcher: BlobFetcher<T>,
+    readonly item: T,
+    readonly tag: number,
+    readonly blobPath: string
   ) {}
 
   get href(): string {
@@ -72,26 +85,16 @@ class Attempt<T extends { readonly dataHandle: string }> implements Dispatcher.D
   }
 
   onComplete(): void {
-    this.done = true
-    this.fetch.fetcher.answered(this)
+    this.fetcher.answered(this)
   }
 
   onError(error: Error): void {
-    this.done = true
-    this.fetch.fetcher.broken(this, error)
+    this.fetcher.broken(this, error)
   }
 
   get body(): Uint8Array {
     if (this.rest === undefined) return this.first ?? EMPTY
     return Buffer.concat([this.first!, ...this.rest])
-  }
-
-  header(name: string): string | undefined {
-    const raw = this.rawHeaders ?? []
-    for (let i = 0; i + 1 < raw.length; i += 2) {
-      if (raw[i]!.toString("latin1").toLowerCase() === name) return raw[i + 1]!.toString("latin1")
-    }
-    return undefined
   }
 
   headers(): Record<string, string> {
@@ -102,43 +105,34 @@ class Attempt<T extends { readonly dataHandle: string }> implements Dispatcher.D
   }
 }
 
-const EMPTY = new Uint8Array(0)
-
-/** One blob being fetched, across its attempts, redirects and retries. */
-interface Fetch<T extends { readonly dataHandle: string }> {
-  readonly fetcher: BlobFetcher<T>
-  readonly item: T
-  readonly path: string
-  current: Attempt<T> | undefined
-  retries: number
-  firstFailureAt: number
-  redirects: number
-  refreshedToken: boolean
-  timer: ReturnType<typeof setTimeout> | undefined
-}
-
 export class BlobFetcher<T extends { readonly dataHandle: string }> {
-  private readonly queue: Array<T> = []
+  private queue: Array<T> = []
+  private tags: Array<number> = []
   private head = 0
-  private readonly active = new Set<Fetch<T>>()
+  private readonly active = new Set<Download<T>>()
   private origin = ""
   private pathPrefix = ""
   private headers: Record<string, string>
+  private readonly anonymous: Record<string, string>
   private stopped = false
 
   constructor(private readonly options: BlobFetcherOptions<T>) {
-    this.headers = { "user-agent": options.userAgent }
+    this.headers = this.anonymous = { "user-agent": options.userAgent }
   }
+
+  private target: readonly [string, string] = ["", ""]
 
   /** The blob API's base URL and the layer, e.g. from lookup: `<base>/layers/<layer>/data/<handle>`. */
   setTarget(baseUrl: string, layer: string): void {
+    if (this.target[0] === baseUrl && this.target[1] === layer) return
+    this.target = [baseUrl, layer]
     const base = new URL(baseUrl)
     this.origin = base.origin
     this.pathPrefix = `${base.pathname.replace(/\/+$/, "")}/layers/${encodeURIComponent(layer)}/data/`
   }
 
   setToken(token: string): void {
-    if (this.headers.authorization !== `Bearer ${token}`) this.headers = { "user-agent": this.options.userAgent, authorization: `Bearer ${token}` }
+    if (this.headers.authorization !== `Bearer ${token}`) this.headers = { ...this.anonymous, authorization: `Bearer ${token}` }
   }
 
   /** Blobs queued or in flight. */
@@ -146,12 +140,12 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
     return this.queue.length - this.head + this.active.size
   }
 
-  get failed(): boolean {
-    return this.stopped
-  }
-
-  push(items: Iterable<T>): void {
-    for (const item of items) this.queue.push(item)
+  /** Queues `items`; `tag` comes back with each of them in `onBlob`. */
+  push(items: ReadonlyArray<T>, tag: number): void {
+    for (const item of items) {
+      this.queue.push(item)
+      this.tags.push(tag)
+    }
     this.pump()
   }
 
@@ -163,12 +157,13 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
   /** Aborts what is in flight and requests nothing more. */
   close(): void {
     this.stopped = true
-    for (const fetch of this.active) {
-      if (fetch.timer !== undefined) clearTimeout(fetch.timer)
-      fetch.current?.abort?.()
+    for (const download of this.active) {
+      if (download.timer !== undefined) clearTimeout(download.timer)
+      download.abort?.()
     }
     this.active.clear()
-    this.queue.length = 0
+    this.queue = []
+    this.tags = []
     this.head = 0
   }
 
@@ -176,127 +171,113 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
     const { concurrency, isPaused } = this.options
     while (!this.stopped && this.active.size < concurrency && this.head < this.queue.length && !(isPaused?.() ?? false)) {
       const item = this.queue[this.head]!
-      this.queue[this.head++] = undefined as unknown as T
-      if (this.head === this.queue.length) {
-        this.queue.length = 0
-        this.head = 0
-      } else if (this.head >= 4096 && this.head * 2 >= this.queue.length) {
-        this.queue.splice(0, this.head)
+      const download = new Download(this, item, this.tags[this.head]!, this.pathPrefix + encodeURIComponent(item.dataHandle))
+      if (++this.head >= 4096 && this.head * 2 >= this.queue.length) {
+        this.queue = this.queue.slice(this.head)
+        this.tags = this.tags.slice(this.head)
         this.head = 0
       }
-      const fetch: Fetch<T> = {
-        fetcher: this,
-        item,
-        path: this.pathPrefix + encodeURIComponent(item.dataHandle),
-        current: undefined,
-        retries: 0,
-        firstFailureAt: 0,
-        redirects: 0,
-        refreshedToken: false,
-        timer: undefined
-      }
-      this.active.add(fetch)
-      this.send(fetch, this.origin, fetch.path, true)
+      this.active.add(download)
+      this.send(download, this.origin, download.blobPath, true)
     }
   }
 
-  /** `authorized`: credentials go only to the blob API's own origin, and not back to it after a detour elsewhere. */
-  private send(fetch: Fetch<T>, origin: string, path: string, authorized: boolean): void {
-    const attempt = new Attempt(fetch, origin, path, authorized)
-    fetch.current = attempt
-    const headers = authorized ? this.headers : { "user-agent": this.options.userAgent }
+  private send(download: Download<T>, origin: string, path: string, authorized: boolean): void {
+    download.origin = origin
+    download.path = path
+    download.authorized = authorized
+    download.status = 0
+    download.rawHeaders = download.first = download.rest = download.abort = undefined
     try {
-      this.options.dispatcher.dispatch({ origin, path, method: "GET", headers }, attempt)
+      this.options.dispatcher.dispatch({ origin, path, method: "GET", headers: authorized ? this.headers : this.anonymous }, download)
     } catch (error) {
-      this.fail(transportFailure("GET", attempt.href, error, false))
+      this.fail(transportFailure("GET", download.href, error, false), download.item)
     }
   }
 
   /** @internal A complete answer. */
-  answered(attempt: Attempt<T>): void {
-    const fetch = attempt.fetch
-    if (fetch.current !== attempt || this.stopped) return
-    const status = attempt.status
+  answered(download: Download<T>): void {
+    if (this.stopped) return
+    const status = download.status
     if (status >= 200 && status < 300) {
-      this.active.delete(fetch)
+      this.active.delete(download)
       try {
-        this.options.onBlob(fetch.item, status === 204 ? EMPTY : attempt.body)
+        this.options.onBlob(download.item, status === 204 ? EMPTY : download.body, download.tag)
       } catch (error) {
-        return this.fail(error, fetch.item)
+        return this.fail(error, download.item)
       }
       return this.pump()
     }
-    const location = attempt.header("location")
-    if (REDIRECT_STATUSES.has(status) && location !== undefined) return this.redirect(fetch, attempt, location)
-    const error = apiErrorFrom("GET", attempt.href, status, attempt.headers(), Buffer.from(attempt.body).toString("utf8"), Date.now())
-    if (status === 401 && !fetch.refreshedToken && attempt.authorized) return this.reauthorize(fetch, error)
-    if (isRetriableStatus(status)) return this.retry(fetch, error)
-    this.fail(error, fetch.item)
+    const headers = download.headers()
+    if (REDIRECT_STATUSES.has(status) && headers.location !== undefined) return this.redirect(download, headers.location)
+    const error = apiErrorFrom("GET", download.href, status, headers, Buffer.from(download.body).toString("utf8"), Date.now())
+    if (status === 401 && !download.refreshedToken && download.authorized) return this.reauthorize(download, error)
+    if (isRetriableStatus(status)) return this.retry(download, error)
+    this.fail(error, download.item)
   }
 
   /** @internal No complete answer: refused, reset, timed out, or the body was cut. */
-  broken(attempt: Attempt<T>, cause: Error): void {
-    const fetch = attempt.fetch
-    if (fetch.current !== attempt || this.stopped) return
-    const error = transportFailure("GET", attempt.href, cause)
-    if (error.retriable) this.retry(fetch, error)
-    else this.fail(error, fetch.item)
+  broken(download: Download<T>, cause: Error): void {
+    if (this.stopped) return
+    const error = transportFailure("GET", download.href, cause)
+    if (error.retriable) this.retry(download, error)
+    else this.fail(error, download.item)
   }
 
-  private redirect(fetch: Fetch<T>, attempt: Attempt<T>, location: string): void {
-    const redirect = redirectOf("GET", attempt.status, attempt.href, location)
-    if (redirect === undefined || fetch.redirects >= this.options.maxRedirects) {
+  private redirect(download: Download<T>, location: string): void {
+    const redirect = redirectOf("GET", download.status, download.href, location)
+    if (redirect === undefined || download.redirects >= this.options.maxRedirects) {
       return this.fail(
         new ApiError({
-          status: attempt.status,
+          status: download.status,
           method: "GET",
-          url: redactUrl(attempt.href),
+          url: redactUrl(download.href),
           title: redirect === undefined ? "Invalid redirect" : "Too many redirects",
           detail: redirect === undefined ? "the Location header is not a URL" : `more than ${this.options.maxRedirects} redirects`
         }),
-        fetch.item
+        download.item
       )
     }
-    fetch.redirects++
-    this.send(fetch, redirect.url.origin, redirect.url.pathname + redirect.url.search, attempt.authorized && !redirect.dropAuthorization)
+    download.redirects++
+    this.send(download, redirect.url.origin, redirect.url.pathname + redirect.url.search, download.authorized && !redirect.dropAuthorization)
   }
 
-  private reauthorize(fetch: Fetch<T>, error: ApiError): void {
-    fetch.refreshedToken = true
-    const stale = this.headers.authorization?.slice("Bearer ".length) ?? ""
-    this.options.refreshToken(stale).then(
-      (token) => {
-        if (this.stopped || !this.active.has(fetch)) return
-        this.setToken(token)
-        this.send(fetch, this.origin, fetch.path, true)
+  /** Sends the blob's request again from the start, with the token `token` gives. */
+  private restart(download: Download<T>, token: Promise<string>): void {
+    token.then(
+      (value) => {
+        if (this.stopped || !this.active.has(download)) return
+        this.setToken(value)
+        this.send(download, this.origin, download.blobPath, true)
       },
-      (failure) => this.fail(failure ?? error, fetch.item)
+      (failure) => this.fail(failure, download.item)
     )
   }
 
-  private retry(fetch: Fetch<T>, error: ApiError | TransportError): void {
+  private reauthorize(download: Download<T>, error: ApiError): void {
+    download.refreshedToken = true
+    const stale = this.headers.authorization?.slice("Bearer ".length) ?? ""
+    this.restart(download, this.options.refreshToken(stale).catch((failure) => Promise.reject(failure ?? error)))
+  }
+
+  private retry(download: Download<T>, error: ApiError | TransportError): void {
     const now = Date.now()
-    if (fetch.retries === 0) fetch.firstFailureAt = now
-    const elapsed = now - fetch.firstFailureAt
-    const delay = retryDelay(this.options.limits, fetch.retries, elapsed, error._tag === "ApiError" ? error.retryAfterMs : undefined, Math.random())
+    if (download.retries === 0) download.firstFailureAt = now
+    const elapsed = now - download.firstFailureAt
+    const delay = retryDelay(this.options.limits, download.retries, elapsed, error._tag === "ApiError" ? error.retryAfterMs : undefined, Math.random())
     if (delay === undefined) {
-      return this.fail(new RetryBudgetExhausted({ method: "GET", url: error.url, retries: fetch.retries, elapsedMs: elapsed, lastError: error }), fetch.item)
-    }
-    fetch.retries++
-    fetch.redirects = 0
-    this.options.onRetry?.({ url: error.url, failure: describeFailure(error), attempt: fetch.retries, delayMs: delay })
-    fetch.current = undefined
-    // A retry may come after the token it started with has expired: it takes the current one.
-    fetch.timer = setTimeout(() => {
-      fetch.timer = undefined
-      this.options.token().then(
-        (token) => {
-          if (this.stopped || !this.active.has(fetch)) return
-          this.setToken(token)
-          this.send(fetch, this.origin, fetch.path, true)
-        },
-        (failure) => this.fail(failure, fetch.item)
+      return this.fail(
+        new RetryBudgetExhausted({ method: "GET", url: error.url, retries: download.retries, elapsedMs: elapsed, lastError: error }),
+        download.item
       )
+    }
+    download.retries++
+    download.redirects = 0
+    this.options.onRetry?.({ url: error.url, failure: describeFailure(error), attempt: download.retries, delayMs: delay })
+    // A retry may come after the token it started with has expired: it takes the current one.
+    download.timer = setTimeout(() => {
+      download.timer = undefined
+      this.restart(download, this.options.token())
     }, delay)
   }
 

@@ -39,12 +39,6 @@ export class MalformedListing extends Error {
   }
 }
 
-interface Checkpoint {
-  readonly offset: number
-  readonly mode: Mode
-  readonly next: string | undefined
-}
-
 const decoder = new TextDecoder("utf-8", { fatal: false })
 
 export class PartitionsScanner {
@@ -53,7 +47,10 @@ export class PartitionsScanner {
   private mode = Mode.Document
   private key = ""
   private nextLink: string | undefined
-  private checkpoint: Checkpoint = { offset: 0, mode: Mode.Document, next: undefined }
+  // the checkpoint: where reading resumes after a cut, and the state there
+  private checkpointOffset = 0
+  private checkpointMode = Mode.Document
+  private checkpointNext: string | undefined
 
   // state of the value being scanned (Key, SkipValue, Element)
   private depth = 0
@@ -75,9 +72,9 @@ export class PartitionsScanner {
 
   /** Forgets everything after the last checkpoint and returns its offset, where reading must resume. */
   rewind(): number {
-    this.offset = this.checkpoint.offset
-    this.mode = this.checkpoint.mode
-    this.nextLink = this.checkpoint.next
+    this.offset = this.checkpointOffset
+    this.mode = this.checkpointMode
+    this.nextLink = this.checkpointNext
     this.resetValue()
     return this.offset
   }
@@ -88,6 +85,9 @@ export class PartitionsScanner {
     const length = bytes.length
     let i = 0
     let valueStart = 0
+    // The elements wholly inside these bytes, back to back: parsed at the end with one JSON.parse.
+    let runStart = -1
+    let runEnd = -1
     while (i < length) {
       const b = bytes[i]!
       switch (this.mode) {
@@ -162,9 +162,26 @@ export class PartitionsScanner {
           }
           break
         }
-        case Mode.Key:
-        case Mode.SkipValue:
         case Mode.Element: {
+          const end = this.scanValue(bytes, i)
+          if (end < 0) {
+            this.captured.push(bytes.subarray(valueStart, length))
+            i = length
+            break
+          }
+          // Only the first element completed here can have begun in earlier bytes.
+          if (this.captured.length > 0) out.push(this.parse(this.takeCaptured(bytes.subarray(valueStart, end)), end))
+          else {
+            if (runStart < 0) runStart = valueStart
+            runEnd = end
+          }
+          i = end
+          this.mode = Mode.CommaOrEnd
+          this.mark(i)
+          break
+        }
+        case Mode.Key:
+        case Mode.SkipValue: {
           const end = this.scanValue(bytes, i)
           if (end < 0) {
             if (this.capture) this.captured.push(bytes.subarray(valueStart, length))
@@ -176,10 +193,6 @@ export class PartitionsScanner {
           if (this.mode === Mode.Key) {
             this.key = JSON.parse(text) as string
             this.mode = Mode.Colon
-          } else if (this.mode === Mode.Element) {
-            out.push(this.parse(text, i))
-            this.mode = Mode.CommaOrEnd
-            this.mark(i)
           } else {
             if (this.key === "next") {
               const next = this.parse(text, i)
@@ -196,6 +209,10 @@ export class PartitionsScanner {
           break
         }
       }
+    }
+    if (runStart >= 0) {
+      const run = this.parse(`[${decoder.decode(bytes.subarray(runStart, runEnd))}]`, runStart) as Array<unknown>
+      for (const element of run) out.push(element)
     }
     this.offset += length
     return out
@@ -277,7 +294,9 @@ export class PartitionsScanner {
 
   private mark(index: number) {
     this.resetValue()
-    this.checkpoint = { offset: this.offset + index, mode: this.mode, next: this.nextLink }
+    this.checkpointOffset = this.offset + index
+    this.checkpointMode = this.mode
+    this.checkpointNext = this.nextLink
   }
 
   private malformed(index: number, reason: string) {

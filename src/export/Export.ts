@@ -142,15 +142,21 @@ const transfer = (
       batchBytes: Math.min(BATCH_BYTES, options.rowGroupBytes ?? ROW_GROUP_BYTES)
     }
 
+    // A part's files are opened with its first listed partitions, whose sizes say where to encode them.
+    const open = (part: number, listed: ReadonlyArray<Partition>) =>
+      writers.has(part)
+        ? Effect.void
+        : Effect.map(PartWriter.open(dir, part, writerOptions, meanDataSize(listed)), (writer) => void writers.set(part, writer))
+
     const listAndFetch = (part: number) =>
       Effect.gen(function*() {
         const t = { listed: 0, accepted: 0, ended: false }
-        writers.set(part, yield* PartWriter.open(dir, part, writerOptions))
         tally.set(part, t)
         yield* listPart(plan, parts[part]).pipe(
           Stream.runForEachChunk((chunk) =>
-            Effect.suspend(() => {
+            Effect.gen(function*() {
               const listed = Chunk.toReadonlyArray(chunk)
+              yield* open(part, listed)
               const fetched: Array<Partition> = []
               t.listed += listed.length
               for (const p of listed) {
@@ -159,10 +165,12 @@ const transfer = (
                 if (p.dataHandle === "") accept(part, p, 0, null)
                 else fetched.push(p)
               }
-              return fetched.length === 0 ? Effect.void : fetch.offer(part, fetched)
+              if (fetched.length > 0) yield* fetch.offer(part, fetched)
             })
           )
         )
+        // A part that listed nothing still has its (empty) files.
+        yield* open(part, [])
         t.ended = true
         if (t.accepted === t.listed) Queue.unsafeOffer(commands, { _tag: "Finish", writer: writers.get(part)! })
       })
@@ -192,6 +200,18 @@ const transfer = (
       discard: true
     })
   }))
+
+/** The mean blob size of listed partitions, where the listing says. */
+const meanDataSize = (listed: ReadonlyArray<Partition>): number | undefined => {
+  let sum = 0
+  let count = 0
+  for (const p of listed) {
+    if (p.dataSize === undefined) continue
+    sum += p.dataSize
+    count++
+  }
+  return count === 0 ? undefined : sum / count
+}
 
 const fileMetadata = (plan: Plan): Record<string, string> => ({
   catalog_hrn: plan.catalogHrn,

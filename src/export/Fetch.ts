@@ -34,12 +34,6 @@ export interface FetchStage {
   readonly resume: () => void
 }
 
-interface Item {
-  readonly part: number
-  readonly partition: Partition
-  readonly dataHandle: string
-}
-
 const HASHES: Record<string, string> = { "MD5": "md5", "SHA-1": "sha1", "SHA-256": "sha256" }
 const HASH_BY_LENGTH: Record<number, string> = { 32: "md5", 40: "sha1", 64: "sha256" }
 
@@ -55,9 +49,9 @@ const hex: (algorithm: string, data: Uint8Array) => string = typeof (crypto as {
 const isGzip = (bytes: Uint8Array) => bytes.byteLength >= 2 && bytes[0] === 0x1f && bytes[1] === 0x8b
 
 /** A blob the metadata names that the service does not have: for a versioned layer, the catalog's fault (rule 3). */
-const missingBlob = (plan: Plan, item: Item, error: ApiError) =>
+const missingBlob = (plan: Plan, partition: Partition, error: ApiError) =>
   new IntegrityError({
-    message: `The blob of partition '${item.partition.partition}' (data handle ${item.dataHandle}) in ${plan.catalogHrn} layer ${plan.layerId} ` +
+    message: `The blob of partition '${partition.partition}' (data handle ${partition.dataHandle}) in ${plan.catalogHrn} layer ${plan.layerId} ` +
       `version ${plan.version} does not exist (${error.status} from the blob API). The catalog's metadata points to deleted data: ` +
       `a data handle reused across versions loses its blob when an older version is deleted (data handle rule 3). Report it to the catalog's owner.`
   })
@@ -67,7 +61,7 @@ export const stage = (plan: Plan, options: FetchOptions) =>
     const blobs = plan.layerType === "volatile" ? yield* VolatileBlobApi : yield* BlobApi
     const runtime = yield* Effect.runtime<never>()
     const gzip = plan.contentEncoding === "gzip"
-    const attempts = new Map<Item, number>()
+    const attempts = new Map<Partition, number>()
     // `offer` waits while more than `high` blobs are queued, until no more than `low` are.
     const low = options.concurrency * 2
     const high = Math.max(options.concurrency * 8, 1024)
@@ -78,33 +72,33 @@ export const stage = (plan: Plan, options: FetchOptions) =>
     }
     let failure: FetchFailure | undefined
 
-    const verified = (item: Item, stored: Uint8Array): Uint8Array | undefined => {
+    const verified = (partition: Partition, stored: Uint8Array): Uint8Array | undefined => {
       const data = gzip && isGzip(stored) ? new Uint8Array(gunzipSync(stored)) : stored
-      const checksum = item.partition.checksum
+      const checksum = partition.checksum
       const algorithm = checksum === undefined ? undefined : hashOf(plan.digest, checksum)
       if (algorithm === undefined || hex(algorithm, data) === checksum!.toLowerCase()) return data
-      const attempt = (attempts.get(item) ?? 1) + 1
+      const attempt = (attempts.get(partition) ?? 1) + 1
       if (attempt > options.integrityAttempts) {
         throw new IntegrityError({
-          message: `The blob of partition '${item.partition.partition}' (data handle ${item.dataHandle}) in ${plan.catalogHrn} layer ${plan.layerId} ` +
+          message: `The blob of partition '${partition.partition}' (data handle ${partition.dataHandle}) in ${plan.catalogHrn} layer ${plan.layerId} ` +
             `does not match its ${algorithm} checksum after ${attempt - 1} downloads. The data in the catalog is inconsistent; report it to the catalog's owner.`
         })
       }
-      attempts.set(item, attempt)
+      attempts.set(partition, attempt)
       Runtime.runFork(runtime)(
-        Effect.logWarning("checksum mismatch, downloading again").pipe(Effect.annotateLogs({ partition: item.partition.partition, attempt }))
+        Effect.logWarning("checksum mismatch, downloading again").pipe(Effect.annotateLogs({ partition: partition.partition, attempt }))
       )
       return undefined
     }
 
-    const { fetcher, refresh } = yield* blobs.fetcher<Item>(plan.catalogHrn, plan.layerId, {
+    const { fetcher, refresh } = yield* blobs.fetcher<Partition>(plan.catalogHrn, plan.layerId, {
       concurrency: options.concurrency,
       isPaused: options.isPaused,
-      onBlob: (item, stored) => {
-        const data = verified(item, stored)
-        if (data === undefined) return fetcher.push([item])
-        attempts.delete(item)
-        options.onBlob(item.part, item.partition, stored.byteLength, data)
+      onBlob: (partition, stored, part) => {
+        const data = verified(partition, stored)
+        if (data === undefined) return fetcher.push([partition], part)
+        if (attempts.size > 0) attempts.delete(partition)
+        options.onBlob(part, partition, stored.byteLength, data)
         crashPointSync("fetched")
         if (waiting.length > 0 && fetcher.pending <= low) wake()
       },
@@ -121,9 +115,7 @@ export const stage = (plan: Plan, options: FetchOptions) =>
       Effect.gen(function*() {
         if (failure !== undefined) return yield* Effect.fail(failure)
         yield* refresh
-        const items: Array<Item> = new Array(partitions.length)
-        for (let i = 0; i < partitions.length; i++) items[i] = { part, partition: partitions[i]!, dataHandle: partitions[i]!.dataHandle }
-        fetcher.push(items)
+        fetcher.push(partitions, part)
         if (fetcher.pending <= high) return
         yield* Effect.async<void>((resume) => {
           waiting.push(() => resume(Effect.void))

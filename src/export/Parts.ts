@@ -125,7 +125,7 @@ export interface PartWriterOptions extends Omit<RollingWriter.Options, "dir" | "
  * per blob) into batches that `write` hands to the encoder; `finish` writes the checkpoint.
  */
 export class PartWriter {
-  private batch = new RowBatchBuilder()
+  private readonly batch: RowBatchBuilder
   partitions = 0
   deleted = 0
   bytes = 0
@@ -135,12 +135,22 @@ export class PartWriter {
     private readonly dir: string,
     private readonly writer: RollingWriter.RollingWriter,
     private readonly options: PartWriterOptions
-  ) {}
+  ) {
+    // Room for a full batch and the blob that fills it, so the buffer rarely grows.
+    this.batch = new RowBatchBuilder(options.batchBytes + 64 * 1024)
+  }
 
-  static open = (dir: string, part: number, options: PartWriterOptions) =>
+  /** `rowBytes`: the typical blob size of the part, when known. */
+  static open = (dir: string, part: number, options: PartWriterOptions, rowBytes: number | undefined) =>
     Effect.gen(function*() {
       yield* clearPart(dir, part)
-      const writer = yield* RollingWriter.make({ ...options, dir, shard: part, onRenamed: () => crashPointSync("renamed") })
+      const writer = yield* RollingWriter.make({
+        ...options,
+        dir,
+        shard: part,
+        onRenamed: () => crashPointSync("renamed"),
+        ...(rowBytes === undefined ? {} : { rowBytes })
+      })
       return new PartWriter(part, dir, writer, options)
     })
 

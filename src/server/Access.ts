@@ -1,7 +1,8 @@
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import { Effect } from "effect"
 import { Caller } from "./Auth.ts"
-import { badRequest, catalogForbidden, forbidden, type Reply } from "./Reply.ts"
+import { type ReadsShape, Reads } from "./Reads.ts"
+import { badRequest, catalogForbidden, forbidden, orFail, Reply, type Result } from "./Reply.ts"
 import { type CatalogAccessRow, type CatalogRow, type LayerRow, Store } from "./Store.ts"
 
 export type Permission = "read" | "write"
@@ -41,19 +42,20 @@ const catalogOf = (row: CatalogAccessRow): CatalogRow => ({
  * catalog that exists but is not the caller's answers exactly like one that does not exist, so no
  * one can probe for names.
  */
-const access = (nameOrId: string, permission: Permission, layerId: string | null, denied: () => Reply) =>
-  Effect.gen(function*() {
-    const { appId } = yield* Caller
-    const row = yield* (yield* Store).catalogAccess(nameOrId, appId, layerId).pipe(Effect.orDie)
-    if (row === undefined || !allowed(row, permission)) return yield* Effect.fail(denied())
-    return row
-  })
+const access = (reads: ReadsShape, nameOrId: string, appId: string, permission: Permission, layerId: string | null, denied: () => Reply): Result<CatalogAccessRow> => {
+  const row = reads.catalogAccess(nameOrId, appId, layerId)
+  return row === undefined || !allowed(row, permission) ? denied() : row
+}
 
 export const catalogFor = (
   nameOrId: string,
   permission: Permission,
   denied: () => Reply = forbidden
-): Effect.Effect<CatalogRow, Reply, Store | Caller> => Effect.map(access(nameOrId, permission, null, denied), catalogOf)
+): Effect.Effect<CatalogRow, Reply, Reads | Caller> =>
+  Effect.gen(function*() {
+    const { appId } = yield* Caller
+    return catalogOf(yield* orFail(access(yield* Reads, nameOrId, appId, permission, null, denied)))
+  })
 
 export const configCatalogFor = (nameOrId: string, permission: Permission) => catalogFor(nameOrId, permission, catalogForbidden)
 
@@ -66,22 +68,34 @@ export const layerOf = (catalog: CatalogRow, layerId: string): Effect.Effect<Lay
 
 const missingLayer = (layerId: string) => badRequest("layer", `Layer '${layerId}' is missing in the catalog configuration.`)
 
+/** A layer of a catalog as the caller may use it: both rows, or the 403 or 400 that answers the request. */
+export const layerAccess = (
+  reads: ReadsShape,
+  nameOrId: string,
+  layerId: string,
+  appId: string,
+  permission: Permission
+): Result<{ readonly catalog: CatalogRow; readonly layer: LayerRow }> => {
+  const row = access(reads, nameOrId, appId, permission, layerId, forbidden)
+  if (row instanceof Reply) return row
+  if (row.layer_pk === null) return missingLayer(layerId)
+  const layer: LayerRow = {
+    pk: row.layer_pk,
+    catalog_hrn: row.hrn,
+    id: row.layer_id!,
+    layer_type: row.layer_type!,
+    config: row.layer_config!,
+    created: row.layer_created!
+  }
+  return { catalog: catalogOf(row), layer }
+}
+
 /** `:catalog` and `:layer` from the route, checked for the caller. */
 export const routeLayer = (permission: Permission) =>
   Effect.gen(function*() {
     const params = yield* HttpRouter.params
-    const layerId = decodeSegment(params.layer)
-    const row = yield* access(decodeSegment(params.catalog), permission, layerId, forbidden)
-    if (row.layer_pk === null) return yield* missingLayer(layerId)
-    const layer: LayerRow = {
-      pk: row.layer_pk,
-      catalog_hrn: row.hrn,
-      id: row.layer_id!,
-      layer_type: row.layer_type!,
-      config: row.layer_config!,
-      created: row.layer_created!
-    }
-    return { catalog: catalogOf(row), layer }
+    const { appId } = yield* Caller
+    return yield* orFail(layerAccess(yield* Reads, decodeSegment(params.catalog), decodeSegment(params.layer), appId, permission))
   })
 
 export const routeCatalog = (permission: Permission) =>

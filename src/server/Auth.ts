@@ -4,7 +4,8 @@ import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import { Context, Effect, Layer } from "effect"
 import * as OAuth1 from "../domain/OAuth1.ts"
 import { MAX_TOKEN_SECONDS } from "./Defaults.ts"
-import { accountFailure, json, Reply, unauthorized } from "./Reply.ts"
+import { type ReadsShape, Reads } from "./Reads.ts"
+import { accountFailure, json, orFail, type Reply, type Result, unauthorized } from "./Reply.ts"
 import { Store } from "./Store.ts"
 
 export interface AuthOptions {
@@ -33,7 +34,11 @@ const safeEqual = (a: string, b: string): boolean => {
 export class AuthState extends Context.Tag("catalog-export/server/AuthState")<AuthState, {
   /** Nonces seen inside the timestamp window, per consumer key. */
   readonly seenNonces: Map<string, number>
-  /** Issued tokens never change, so a token seen once is not looked up in SQLite again (bounded). */
+  /**
+   * Issued tokens never change, so a token seen once is neither hashed nor looked up in SQLite again
+   * (bounded). Keyed by the token itself: hashing it on every request cost more than the rest of the
+   * check; the map is memory of this process only, never logged.
+   */
   readonly knownTokens: Map<string, { readonly app_id: string; readonly expires_at: number }>
 }>() {
   static readonly layer = Layer.sync(AuthState, () => ({ seenNonces: new Map(), knownTokens: new Map() }))
@@ -156,29 +161,36 @@ export class Caller extends Context.Tag("catalog-export/server/Caller")<Caller, 
 
 const KNOWN_TOKENS_MAX = 10_000
 
-export const authenticate = Effect.gen(function*() {
-  const request = yield* HttpServerRequest.HttpServerRequest
-  const header = request.headers["authorization"]
-  if (header === undefined) return yield* unauthorized("Token Validation Failure - missing Authorization header")
+/** The caller named by an `Authorization` header, or the 401 that answers it. */
+export const bearerCaller = (
+  header: string | undefined,
+  knownTokens: Context.Tag.Service<AuthState>["knownTokens"],
+  reads: ReadsShape
+): Result<{ readonly appId: string }> => {
+  if (header === undefined) return unauthorized("Token Validation Failure - missing Authorization header")
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header)
-  if (!match) return yield* unauthorized("Token Validation Failure - malformed Authorization header, expected 'Bearer <token>'")
-  const hash = hashToken(match[1]!)
-  const { knownTokens } = yield* AuthState
-  let found = knownTokens.get(hash)
+  if (!match) return unauthorized("Token Validation Failure - malformed Authorization header, expected 'Bearer <token>'")
+  const token = match[1]!
+  let found = knownTokens.get(token)
   if (found === undefined) {
-    found = yield* (yield* Store).tokenByHash(hash).pipe(Effect.orDie)
+    found = reads.tokenByHash(hashToken(token))
     if (found !== undefined) {
       if (knownTokens.size >= KNOWN_TOKENS_MAX) knownTokens.clear()
-      knownTokens.set(hash, found)
+      knownTokens.set(token, found)
     }
   }
-  if (found === undefined) return yield* unauthorized("Token Validation Failure - invalid token")
-  if (found.expires_at <= Date.now()) return yield* unauthorized("Token Validation Failure - invalid time in token")
+  if (found === undefined) return unauthorized("Token Validation Failure - invalid token")
+  if (found.expires_at <= Date.now()) return unauthorized("Token Validation Failure - invalid time in token")
   return { appId: found.app_id }
+}
+
+export const authenticate = Effect.gen(function*() {
+  const request = yield* HttpServerRequest.HttpServerRequest
+  return yield* orFail(bearerCaller(request.headers["authorization"], (yield* AuthState).knownTokens, yield* Reads))
 })
 
 /** Runs a handler as the authenticated caller. */
 export const withCaller = <E, R>(
   handler: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
-): Effect.Effect<HttpServerResponse.HttpServerResponse, E | Reply, Exclude<R, Caller> | Store | AuthState | HttpServerRequest.HttpServerRequest> =>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, E | Reply, Exclude<R, Caller> | Reads | AuthState | HttpServerRequest.HttpServerRequest> =>
   Effect.flatMap(authenticate, (caller) => Effect.provideService(handler, Caller, caller))

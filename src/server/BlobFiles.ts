@@ -69,9 +69,13 @@ export const make = (dataDir: string) =>
     const locate = (sha256: string) =>
       sql<Location>`SELECT pack, offset, length FROM contents WHERE sha256 = ${sha256}`.pipe(Effect.map((rows) => rows[0]), Effect.orDie)
 
+    // allocUnsafe takes small blobs from Node's buffer pool (a fresh ArrayBuffer per read costs more
+    // than the read); every byte is overwritten, and a short read is refused rather than served.
     const readAt = (at: Location) => {
-      const bytes = new Uint8Array(at.length)
-      if (at.length > 0) fs.readSync(reader(at.pack), bytes, 0, at.length, at.offset)
+      const bytes = Buffer.allocUnsafe(at.length)
+      if (at.length > 0 && fs.readSync(reader(at.pack), bytes, 0, at.length, at.offset) !== at.length) {
+        throw new Error(`${packName(at.pack)} ends before byte ${at.offset + at.length}: the pack is damaged`)
+      }
       return bytes
     }
 

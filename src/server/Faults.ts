@@ -2,8 +2,8 @@ import type * as HttpApp from "@effect/platform/HttpApp"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import type * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
-import type { ServerResponse } from "node:http"
-import { Effect, Stream } from "effect"
+import type { OutgoingHttpHeaders, ServerResponse } from "node:http"
+import { Chunk, Effect, Option, Stream } from "effect"
 import { json } from "./Reply.ts"
 
 /**
@@ -87,11 +87,62 @@ const spared = (url: string) => url.startsWith("/oauth2/") || url.startsWith("/l
 export const isActive = (o: FaultOptions) =>
   o.throttle + o.unavailable + o.reset + o.truncate > 0 || o.latencyMs[1] > 0 || o.stormMs !== undefined
 
+/** What happens to one request. */
+export type Verdict = "throttle" | "unavailable" | "reset" | "truncate" | "pass"
+
 /**
- * Sends the head and `bytes`, then drops the connection. Node corks the socket until the next tick,
- * so destroying right after `write` would discard everything and look like a reset, not a short body.
+ * The fault decisions of one service, shared by the Effect middleware and the lean path (FastPath.ts)
+ * so both draw from one generator in request order: a request's latency first (when configured),
+ * then, after that latency, its verdict.
  */
-const sendThenDrop = (node: ServerResponse, bytes: Uint8Array) => {
+export interface Injector {
+  readonly options: FaultOptions
+  /** Token and lookup requests are left alone unless `includeAuthAndLookup`. */
+  readonly spares: (url: string) => boolean
+  /** Milliseconds to hold the request, or undefined when no latency is configured. */
+  readonly latency: () => number | undefined
+  readonly verdict: () => Verdict
+}
+
+export const injector = (options: FaultOptions): Injector => {
+  const random = prng(options.seed)
+  const startedAt = Date.now()
+  const [min, max] = options.latencyMs
+  return {
+    options,
+    spares: (url) => !options.includeAuthAndLookup && spared(url),
+    latency: () => (max > 0 ? min + random() * (max - min) : undefined),
+    verdict: () => {
+      const sinceStart = Date.now() - startedAt
+      if (options.stormMs !== undefined && sinceStart >= options.stormMs[0] && sinceStart < options.stormMs[1]) return "throttle"
+      const roll = random()
+      let edge = options.throttle
+      if (roll < edge) return "throttle"
+      if (roll < (edge += options.unavailable)) return "unavailable"
+      if (roll < (edge += options.reset)) return "reset"
+      if (roll < edge + options.truncate) return "truncate"
+      return "pass"
+    }
+  }
+}
+
+/** The answer to a throttled or unavailable verdict. */
+export const refusal = (options: FaultOptions, verdict: "throttle" | "unavailable") => {
+  const retryAfter = { "retry-after": String(options.retryAfterSeconds) }
+  return verdict === "throttle"
+    ? json(429, { title: "Too Many Requests", status: 429 }, retryAfter)
+    : json(503, { title: "Service Unavailable", status: 503 }, retryAfter)
+}
+
+/**
+ * Sends the head and the first half of `first` (the body, or its first chunk), then drops the
+ * connection, as a broken proxy or network would. Node corks the socket until the next tick, so
+ * destroying right after `write` would discard everything and look like a reset, not a short body.
+ * Only a response below 300 is cut (the caller checks).
+ */
+export const sendTruncated = (node: ServerResponse, status: number, headers: OutgoingHttpHeaders, first: Uint8Array | undefined) => {
+  node.writeHead(status, headers)
+  const bytes = first === undefined ? new Uint8Array(0) : first.subarray(0, Math.floor(first.byteLength / 2))
   const drop = () => node.destroy()
   if (bytes.byteLength > 0) {
     node.write(bytes, drop)
@@ -101,50 +152,35 @@ const sendThenDrop = (node: ServerResponse, bytes: Uint8Array) => {
   }
 }
 
-/** Cuts the response body short and drops the connection, as a broken proxy or network would. */
 const truncated = (request: HttpServerRequest.HttpServerRequest, response: HttpServerResponse.HttpServerResponse) =>
   Effect.gen(function*() {
     const node = NodeHttpServerRequest.toServerResponse(request)
     const body = response.body
     const headers = { ...response.headers }
     if (body._tag === "Uint8Array") {
-      node.writeHead(response.status, { ...headers, "content-type": body.contentType, "content-length": String(body.body.byteLength) })
-      sendThenDrop(node, body.body.subarray(0, Math.floor(body.body.byteLength / 2)))
+      sendTruncated(node, response.status, { ...headers, "content-type": body.contentType, "content-length": String(body.body.byteLength) }, body.body)
     } else if (body._tag === "Stream") {
-      node.writeHead(response.status, { ...headers, "content-type": body.contentType })
       const first = yield* body.stream.pipe(Stream.take(1), Stream.runCollect, Effect.orDie)
-      sendThenDrop(node, Buffer.concat([...first].map((chunk) => chunk.subarray(0, Math.floor(chunk.byteLength / 2)))))
+      sendTruncated(node, response.status, { ...headers, "content-type": body.contentType }, Chunk.get(first, 0).pipe(Option.getOrUndefined))
     } else {
-      node.writeHead(response.status, headers)
-      sendThenDrop(node, new Uint8Array(0))
+      sendTruncated(node, response.status, headers, undefined)
     }
     return yield* Effect.never
   })
 
-export const middleware = (options: FaultOptions) => {
-  const random = prng(options.seed)
-  const startedAt = Date.now()
-  return <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
-    Effect.gen(function*() {
-      const request = yield* HttpServerRequest.HttpServerRequest
-      if (!options.includeAuthAndLookup && spared(request.url)) return yield* app
-      const [min, max] = options.latencyMs
-      if (max > 0) yield* Effect.sleep(min + random() * (max - min))
-      const retryAfter = { "retry-after": String(options.retryAfterSeconds) }
-      const sinceStart = Date.now() - startedAt
-      if (options.stormMs !== undefined && sinceStart >= options.stormMs[0] && sinceStart < options.stormMs[1]) {
-        return json(429, { title: "Too Many Requests", status: 429 }, retryAfter)
-      }
-      const roll = random()
-      let edge = options.throttle
-      if (roll < edge) return json(429, { title: "Too Many Requests", status: 429 }, retryAfter)
-      if (roll < (edge += options.unavailable)) return json(503, { title: "Service Unavailable", status: 503 }, retryAfter)
-      if (roll < (edge += options.reset)) {
-        NodeHttpServerRequest.toIncomingMessage(request).socket.destroy()
-        return yield* Effect.never
-      }
-      const response = yield* app
-      if (roll < edge + options.truncate && response.status < 300) return yield* truncated(request, response)
-      return response
-    })
-}
+export const middleware = (faults: Injector) => <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    if (faults.spares(request.url)) return yield* app
+    const latency = faults.latency()
+    if (latency !== undefined) yield* Effect.sleep(latency)
+    const verdict = faults.verdict()
+    if (verdict === "throttle" || verdict === "unavailable") return refusal(faults.options, verdict)
+    if (verdict === "reset") {
+      NodeHttpServerRequest.toIncomingMessage(request).socket.destroy()
+      return yield* Effect.never
+    }
+    const response = yield* app
+    if (verdict === "truncate" && response.status < 300) return yield* truncated(request, response)
+    return response
+  })

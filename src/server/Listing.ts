@@ -1,11 +1,13 @@
 import { Effect, Option, Stream } from "effect"
 import type { AdditionalField } from "../domain/Partition.ts"
-import type { PartitionRow, Selection, StoreShape } from "./Store.ts"
+import { P, type PartitionRow, type ReadsShape, type Selection } from "./Reads.ts"
 
 /**
  * A partitions document (`{"partitions":[...]}`) produced page by page from SQLite, so a listing of
  * any size is never held in memory. The bytes are a pure function of the request, which is what makes
- * `Range: bytes=N-` resumption exact.
+ * `Range: bytes=N-` resumption exact. The document is a plain iterator of chunks (the head, then one
+ * chunk per page, the last one with the tail): the lean path writes it to node:http as it comes, the
+ * routes wrap it in a Stream.
  */
 export interface ListingRequest {
   readonly layerPk: number
@@ -25,92 +27,96 @@ export interface ListingRequest {
 }
 
 const PAGE = 1000
-const encoder = new TextEncoder()
 
-export const encodePartition = (
-  row: PartitionRow,
-  layerId: string,
-  fields: ReadonlyArray<AdditionalField>,
-  fixedVersion: number | null
-): string => {
-  const out: Record<string, unknown> = {
-    version: fixedVersion ?? row.vfrom,
-    partition: row.partition,
-    layer: layerId,
-    dataHandle: row.data_handle
-  }
-  for (const field of fields) {
-    const value = field === "dataSize"
-      ? row.data_size
-      : field === "checksum"
-      ? row.checksum
-      : field === "compressedDataSize"
-      ? row.compressed_data_size
-      : row.crc
-    if (value !== null && value !== undefined) out[field] = value
-  }
-  return JSON.stringify(out)
+const FIELD_COLUMNS: Record<AdditionalField, number> = {
+  dataSize: P.dataSize,
+  checksum: P.checksum,
+  compressedDataSize: P.compressedDataSize,
+  crc: P.crc
 }
 
-interface Cursor {
-  readonly phase: "head" | "rows" | "done"
-  readonly after: string
-  readonly emitted: number
-}
+/** Strings JSON.stringify writes as they are, between quotes (no quote, backslash, control character or surrogate). */
+const PLAIN = /^[^"\\\u0000-\u001f\ud800-\udfff]*$/
 
-/** One chunk of the document and the cursor after it; None at the end. */
-const step = (store: StoreShape, request: ListingRequest) =>
-(cursor: Cursor): Effect.Effect<Option.Option<readonly [Uint8Array, Cursor]>> =>
-  Effect.gen(function*() {
-    switch (cursor.phase) {
-      case "head":
-        return Option.some([encoder.encode(`{"partitions":[`), { ...cursor, phase: "rows" }] as const)
-      case "done":
-        return Option.none()
-      case "rows": {
-        const room = request.pageLimit === null ? PAGE : Math.min(PAGE, request.pageLimit - cursor.emitted)
-        const rows = room <= 0
-          ? []
-          : yield* store.partitionsPage(request.layerPk, request.selection, cursor.after, request.upTo, room).pipe(Effect.orDie)
-        const body = rows
-          .map((row, i) => (cursor.emitted + i === 0 ? "" : ",") + encodePartition(row, request.layerId, request.fields, request.fixedVersion))
-          .join("")
-        const emitted = cursor.emitted + rows.length
-        const after = rows.length > 0 ? rows[rows.length - 1]!.partition : cursor.after
-        const full = request.pageLimit !== null && emitted >= request.pageLimit
-        if (rows.length === room && !full) {
-          return Option.some([encoder.encode(body), { phase: "rows", after, emitted }] as const)
-        }
-        const more = full && (yield* store.partitionsPage(request.layerPk, request.selection, after, request.upTo, 1).pipe(Effect.orDie)).length > 0
-        const tail = more ? `],"next":${JSON.stringify(request.nextLink(after))}}` : "]}"
-        return Option.some([encoder.encode(body + tail), { phase: "done", after, emitted }] as const)
-      }
-    }
-  })
-
-const start: Cursor = { phase: "head", after: "", emitted: 0 }
-
-export const stream = (store: StoreShape, request: ListingRequest): Stream.Stream<Uint8Array> =>
-  Stream.unfoldEffect({ ...start, after: request.after }, step(store, request))
+/** A JSON value exactly as JSON.stringify writes it, without its generic machinery for the common cases. */
+const jsonValue = (value: unknown): string =>
+  typeof value === "string"
+    ? (PLAIN.test(value) ? `"${value}"` : JSON.stringify(value))
+    : typeof value === "number"
+    ? (Number.isFinite(value) ? String(value) : "null")
+    : JSON.stringify(value)
 
 /**
- * The document from byte `offset` on, or None when the offset lies at or beyond its end (416).
+ * One partition as JSON: `{version, partition, layer, dataHandle, ...fields}`, the bytes
+ * `JSON.stringify` gives for that object (fields in request order, absent when null), built as a
+ * string directly because this runs once per listed partition.
+ */
+export const partitionEncoder = (layerId: string, fields: ReadonlyArray<AdditionalField>, fixedVersion: number | null) => {
+  const layer = `,"layer":${JSON.stringify(layerId)},"dataHandle":`
+  const names = fields.map((field) => `,${JSON.stringify(field)}:`)
+  const columns = fields.map((field) => FIELD_COLUMNS[field])
+  const version = fixedVersion === null ? undefined : `{"version":${jsonValue(fixedVersion)},"partition":`
+  return (row: PartitionRow): string => {
+    let out = (version ?? `{"version":${jsonValue(row[P.vfrom])},"partition":`) + jsonValue(row[P.partition]) + layer + jsonValue(row[P.dataHandle])
+    for (let i = 0; i < columns.length; i++) {
+      const value = row[columns[i]!]
+      if (value !== null && value !== undefined) out += names[i] + jsonValue(value)
+    }
+    return out + "}"
+  }
+}
+
+/** The whole document, chunk by chunk. */
+export function* chunks(reads: ReadsShape, request: ListingRequest): Generator<Uint8Array, void, undefined> {
+  const encode = partitionEncoder(request.layerId, request.fields, request.fixedVersion)
+  yield Buffer.from(`{"partitions":[`)
+  let after = request.after
+  let emitted = 0
+  while (true) {
+    const room = request.pageLimit === null ? PAGE : Math.min(PAGE, request.pageLimit - emitted)
+    const rows = room <= 0 ? [] : reads.partitionsPage(request.layerPk, request.selection, after, request.upTo, room)
+    let body = ""
+    for (const row of rows) {
+      body += emitted === 0 ? encode(row) : "," + encode(row)
+      emitted++
+    }
+    if (rows.length > 0) after = rows[rows.length - 1]![P.partition]
+    const full = request.pageLimit !== null && emitted >= request.pageLimit
+    if (rows.length === room && !full) {
+      yield Buffer.from(body)
+      continue
+    }
+    const more = full && reads.partitionsPage(request.layerPk, request.selection, after, request.upTo, 1).length > 0
+    yield Buffer.from(body + (more ? `],"next":${JSON.stringify(request.nextLink(after))}}` : "]}"))
+    return
+  }
+}
+
+/**
+ * The document from byte `offset` on, or undefined when the offset lies at or beyond its end (416).
  * Earlier chunks are produced and dropped; that costs what reading them would, and keeps one code path.
  */
-export const streamFrom = (store: StoreShape, request: ListingRequest, offset: number) =>
-  Effect.gen(function*() {
-    const next = step(store, request)
-    let cursor: Cursor = { ...start, after: request.after }
-    let position = 0
-    while (true) {
-      const chunk = yield* next(cursor)
-      if (Option.isNone(chunk)) return Option.none()
-      const [bytes, after] = chunk.value
-      cursor = after
-      if (position + bytes.byteLength > offset) {
-        const head = bytes.subarray(offset - position)
-        return Option.some(Stream.concat(Stream.make(head), Stream.unfoldEffect(cursor, next)))
-      }
-      position += bytes.byteLength
-    }
-  })
+export const chunksFrom = (reads: ReadsShape, request: ListingRequest, offset: number): Iterator<Uint8Array> | undefined => {
+  const all = chunks(reads, request)
+  let position = 0
+  for (let next = all.next(); !next.done; next = all.next()) {
+    const bytes = next.value
+    if (position + bytes.byteLength > offset) return resumed(bytes.subarray(offset - position), all)
+    position += bytes.byteLength
+  }
+  return undefined
+}
+
+function* resumed(first: Uint8Array, rest: Iterator<Uint8Array>): Generator<Uint8Array, void, undefined> {
+  yield first
+  for (let next = rest.next(); !next.done; next = rest.next()) yield next.value
+}
+
+/** The chunks as a Stream pulled one at a time (a page is read only when the previous one was taken). */
+export const toStream = (iterator: Iterator<Uint8Array>): Stream.Stream<Uint8Array> =>
+  Stream.repeatEffectOption(
+    Effect.suspend(() => {
+      const next = iterator.next()
+      return next.done ? Effect.fail(Option.none()) : Effect.succeed(next.value)
+    })
+  )

@@ -1,12 +1,37 @@
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Data } from "effect"
+import { Data, Effect } from "effect"
 import { accountError, dataApiError, type DetailEntry, gatewayError } from "../domain/ErrorBody.ts"
 
 /** A finished error response. Handlers fail with it; the router turns it into the response. */
 export class Reply extends Data.TaggedError("Reply")<{ readonly response: HttpServerResponse.HttpServerResponse }> {}
 
+/** The outcome of a plain (synchronous, Effect-free) handler step: a value, or the Reply that ends the request. */
+export type Result<A> = A | Reply
+
+export const orFail = <A>(result: Result<A>): Effect.Effect<A, Reply> =>
+  result instanceof Reply ? Effect.fail(result) : Effect.succeed(result)
+
+/**
+ * A response built without Effect, so the lean path (FastPath.ts) writes it straight to node:http
+ * while the routes turn it into an HttpServerResponse. A body carries its own content-length header.
+ */
+export interface PlainResponse {
+  readonly status: number
+  readonly headers: Record<string, string>
+  readonly body: Uint8Array | undefined
+}
+
+export const toServerResponse = ({ body, headers, status }: PlainResponse): HttpServerResponse.HttpServerResponse =>
+  body === undefined
+    ? HttpServerResponse.empty({ status, headers })
+    : HttpServerResponse.uint8Array(body, { status, headers, contentType: headers["content-type"]! })
+
 export const json = (status: number, body: unknown, headers: Record<string, string> = {}) =>
   HttpServerResponse.unsafeJson(body, { status, headers })
+
+/** Logs a request's unexpected failure (a defect) and answers it with 500. */
+export const unexpectedFailure = (defect: unknown) =>
+  Effect.logError("local catalog service: unexpected failure", defect).pipe(Effect.as(json(500, { title: "Internal Server Error", status: 500 })))
 
 /** metadata/query/lookup/publish style error body. */
 export const dataError = (status: number, title: string, detail: ReadonlyArray<DetailEntry> = []) =>

@@ -1,20 +1,20 @@
 import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
 import * as HttpRouter from "@effect/platform/HttpRouter"
-import * as HttpServer from "@effect/platform/HttpServer"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import * as fs from "node:fs"
-import { createServer } from "node:http"
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Effect, Layer, Option } from "effect"
 import { AdminStore } from "./AdminStore.ts"
 import { AuthConfig, type AuthOptions, AuthState, tokenEndpoint } from "./Auth.ts"
 import { BlobFiles } from "./BlobFiles.ts"
+import * as FastPath from "./FastPath.ts"
 import * as Faults from "./Faults.ts"
-import { json } from "./Reply.ts"
+import { json, unexpectedFailure } from "./Reply.ts"
 import { SELECTABLE_REGIONS } from "../domain/Region.ts"
 import { regionPrefix } from "./Regions.ts"
 import * as Blob from "./routes/Blob.ts"
@@ -27,6 +27,7 @@ import * as Publish from "./routes/Publish.ts"
 import * as Query from "./routes/Query.ts"
 import * as Stream from "./routes/Stream.ts"
 import * as Subscriptions from "./routes/Subscriptions.ts"
+import { Reads } from "./Reads.ts"
 import { noSeed, seed, type SeedOptions } from "./Seed.ts"
 import { Store } from "./Store.ts"
 
@@ -69,7 +70,7 @@ export const router = HttpRouter.concatAll(
  * find-my-way's default answers path parameters over 100 characters with "no route", but data handles
  * may have up to 600 characters (blob API v1.0.8); longer ones must reach the handle check (400).
  */
-const ROUTER_CONFIG = { maxParamLength: 2048 }
+const ROUTER_CONFIG = { maxParamLength: FastPath.MAX_PARAM_LENGTH }
 
 const app = (maxBodyBytes: number) =>
   Effect.gen(function*() {
@@ -84,11 +85,7 @@ const app = (maxBodyBytes: number) =>
       Reply: (e) => Effect.succeed(e.response),
       RouteNotFound: () => Effect.succeed(json(404, { title: "Not Found", status: 404, detail: [{ name: "path", error: "no such endpoint" }] }))
     }),
-    Effect.catchAllDefect((defect) =>
-      Effect.logError("local catalog service: unexpected failure", defect).pipe(
-        Effect.as(json(500, { title: "Internal Server Error", status: 500 }))
-      )
-    ),
+    Effect.catchAllDefect((defect) => unexpectedFailure(defect)),
     Effect.catchAll((error) =>
       Effect.succeed(HttpServerResponse.unsafeJson({ title: "Bad Request", status: 400, detail: [{ name: "request", error: String(error) }] }, { status: 400 }))
     )
@@ -105,20 +102,38 @@ const dataDirectory = (dataDir: string | undefined) =>
       (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
     )
 
-/** The whole local service as a layer: storage, seed, routes, and the HTTP server listening. */
+/**
+ * The whole local service as a layer: storage, seed, routes, and the HTTP server listening. Each
+ * request goes to the lean path (FastPath.ts) when it is a blob read or a listing it can serve as the
+ * router would, and to the Effect app otherwise.
+ */
 export const layer = (options: ServiceOptions) =>
   Layer.unwrapScoped(
     Effect.map(dataDirectory(options.dataDir), (dataDir) => {
+      const filename = path.join(dataDir, "catalog.db")
       const storage = Layer.mergeAll(Store.layer, AdminStore.layer, BlobFiles.layer(dataDir), AuthConfig.layer(options.auth), AuthState.layer).pipe(
-        Layer.provideMerge(SqliteClient.layer({ filename: path.join(dataDir, "catalog.db") }))
+        Layer.provideMerge(SqliteClient.layer({ filename }))
       )
       const seeded = Layer.effectDiscard(seed(options.seed ?? noSeed))
+      const faults = Faults.isActive(options.faults) ? Faults.injector(options.faults) : undefined
       const limited = app(options.maxBodyBytes).pipe(HttpIncomingMessage.withMaxBodySize(Option.some(options.maxBodyBytes)))
-      const served = Faults.isActive(options.faults) ? Faults.middleware(options.faults)(limited) : limited
-      return HttpServer.serve(served).pipe(
+      const served = faults === undefined ? limited : Faults.middleware(faults)(limited)
+      const server = createServer()
+      const handled = Layer.scopedDiscard(
+        Effect.gen(function*() {
+          const lean = yield* FastPath.make(faults)
+          const routed = yield* NodeHttpServer.makeHandler(served)
+          const onRequest = (req: IncomingMessage, res: ServerResponse) => {
+            if (!lean(req, res)) routed(req, res)
+          }
+          server.on("request", onRequest)
+          yield* Effect.addFinalizer(() => Effect.sync(() => server.off("request", onRequest)))
+        })
+      )
+      return handled.pipe(
         Layer.provide(seeded),
-        Layer.provideMerge(storage),
-        Layer.provideMerge(NodeHttpServer.layer(createServer, { port: options.port, host: options.host }))
+        Layer.provideMerge(Layer.provideMerge(Reads.layer(filename), storage)),
+        Layer.provideMerge(Layer.merge(NodeHttpServer.layerServer(() => server, { port: options.port, host: options.host }), NodeHttpServer.layerContext))
       )
     })
   )

@@ -30,16 +30,6 @@ export interface LayerRow {
   readonly created: string
 }
 
-export interface PartitionRow {
-  readonly partition: string
-  readonly vfrom: number
-  readonly data_handle: string
-  readonly checksum: string | null
-  readonly data_size: number | null
-  readonly compressed_data_size: number | null
-  readonly crc: string | null
-}
-
 export interface BlobRow {
   readonly sha256: string
   readonly size: number
@@ -96,13 +86,6 @@ export interface PublicationRow {
   readonly expires: number
 }
 
-/** Which rows a listing reads: one catalog version, a range of versions (changes), or volatile data. */
-export type Selection =
-  | { readonly _tag: "AtVersion"; readonly version: number }
-  | { readonly _tag: "Changes"; readonly startVersion: number; readonly endVersion: number }
-  | { readonly _tag: "Volatile" }
-  | { readonly _tag: "VolatileSince"; readonly sinceTime: number }
-
 export interface StagedPartition {
   readonly layerPk: number
   readonly partition: string
@@ -113,8 +96,6 @@ export interface StagedPartition {
   readonly crc: string | null
 }
 
-const PARTITION_COLUMNS = "partition, vfrom, data_handle, checksum, data_size, compressed_data_size, crc"
-
 export const make = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   yield* sql.unsafe("PRAGMA synchronous = NORMAL")
@@ -122,19 +103,6 @@ export const make = Effect.gen(function*() {
   for (const statement of statements) yield* sql.unsafe(statement)
 
   const first = <A>(rows: ReadonlyArray<A>): A | undefined => rows[0]
-
-  const selectionFilter = (selection: Selection) => {
-    switch (selection._tag) {
-      case "AtVersion":
-        return sql`vfrom <= ${selection.version} AND (vto IS NULL OR vto > ${selection.version}) AND data_handle <> ''`
-      case "Changes":
-        return sql`vfrom > ${selection.startVersion} AND vfrom <= ${selection.endVersion} AND (vto IS NULL OR vto > ${selection.endVersion})`
-      case "Volatile":
-        return sql`vto IS NULL AND data_handle <> ''`
-      case "VolatileSince":
-        return sql`vto IS NULL AND modified >= ${selection.sinceTime}`
-    }
-  }
 
   return {
     withTransaction: sql.withTransaction,
@@ -147,8 +115,6 @@ export const make = Effect.gen(function*() {
       sql<AppRow>`SELECT * FROM apps WHERE key_id = ${keyId}`.pipe(Effect.map(first)),
     insertToken: (tokenHash: string, appId: string, expiresAt: number) =>
       sql`INSERT INTO tokens (token_hash, app_id, expires_at) VALUES (${tokenHash}, ${appId}, ${expiresAt})`.pipe(Effect.asVoid),
-    tokenByHash: (tokenHash: string) =>
-      sql<{ app_id: string; expires_at: number }>`SELECT app_id, expires_at FROM tokens WHERE token_hash = ${tokenHash}`.pipe(Effect.map(first)),
     deleteExpiredTokens: (now: number) => sql`DELETE FROM tokens WHERE expires_at < ${now}`.pipe(Effect.asVoid),
 
     // --- catalogs, layers, grants ----------------------------------------------------------
@@ -163,14 +129,6 @@ export const make = Effect.gen(function*() {
       sql<CatalogRow>`SELECT c.* FROM catalogs c WHERE c.owner_app = ${appId}
         OR EXISTS (SELECT 1 FROM grants g WHERE g.catalog_hrn = c.hrn AND g.app_id = ${appId} AND g.can_read = 1)
         ORDER BY c.hrn`,
-    catalogAccess: (nameOrId: string, appId: string, layerId: string | null) =>
-      sql<CatalogAccessRow>`SELECT c.*, c.owner_app = ${appId} AS owns, g.can_read, g.can_write,
-          l.pk AS layer_pk, l.id AS layer_id, l.layer_type, l.config AS layer_config, l.created AS layer_created
-        FROM catalogs c
-        LEFT JOIN grants g ON g.catalog_hrn = c.hrn AND g.app_id = ${appId}
-        LEFT JOIN layers l ON l.catalog_hrn = c.hrn AND l.id = ${layerId ?? ""}
-        WHERE ${nameOrId.startsWith("hrn:") ? sql`c.hrn = ${nameOrId}` : sql`c.id = ${nameOrId}`}
-        ORDER BY c.hrn LIMIT 1`.pipe(Effect.map(first)),
     grant: (catalogHrn: string, appId: string, read: boolean, write: boolean) =>
       sql`INSERT INTO grants (catalog_hrn, app_id, can_read, can_write) VALUES (${catalogHrn}, ${appId}, ${read ? 1 : 0}, ${write ? 1 : 0})
         ON CONFLICT (catalog_hrn, app_id) DO UPDATE SET can_read = excluded.can_read, can_write = excluded.can_write`.pipe(Effect.asVoid),
@@ -208,25 +166,12 @@ export const make = Effect.gen(function*() {
         ORDER BY l.id`,
 
     // --- partitions --------------------------------------------------------------------------
-    /** One page of a listing, ordered by partition id, strictly after `after` and at most `upTo`. */
-    partitionsPage: (layerPk: number, selection: Selection, after: string, upTo: string | null, limit: number) =>
-      sql<PartitionRow>`SELECT ${sql.unsafe(PARTITION_COLUMNS)} FROM partitions
-        WHERE layer_pk = ${layerPk} AND partition > ${after} ${upTo === null ? sql`` : sql`AND partition <= ${upTo}`}
-        AND ${selectionFilter(selection)}
-        ORDER BY partition LIMIT ${limit}`,
-    partitionsByIds: (layerPk: number, selection: Selection, ids: ReadonlyArray<string>) =>
-      sql<PartitionRow>`SELECT ${sql.unsafe(PARTITION_COLUMNS)} FROM partitions
-        WHERE layer_pk = ${layerPk} AND ${sql.in("partition", ids)} AND ${selectionFilter(selection)} ORDER BY partition`,
     /** Ids at fixed ranks of the layer's distinct partition ids; used to cut a listing into parts. */
     partitionIdAtRank: (layerPk: number, rank: number) =>
       sql<{ partition: string }>`SELECT partition FROM partitions WHERE layer_pk = ${layerPk} AND vto IS NULL
         ORDER BY partition LIMIT 1 OFFSET ${rank}`.pipe(Effect.map((rows) => rows[0]?.partition)),
     countCurrentPartitions: (layerPk: number) =>
       sql<{ n: number }>`SELECT COUNT(*) AS n FROM partitions WHERE layer_pk = ${layerPk} AND vto IS NULL`.pipe(Effect.map((rows) => rows[0]!.n)),
-    currentPartition: (layerPk: number, partition: string) =>
-      sql<PartitionRow>`SELECT ${sql.unsafe(PARTITION_COLUMNS)} FROM partitions WHERE layer_pk = ${layerPk} AND partition = ${partition} AND vto IS NULL`.pipe(
-        Effect.map(first)
-      ),
     /**
      * Commits a versioned publication as catalog version `version`: ends the current row of every
      * staged partition and starts a new one (a deletion only where there was data to delete).
@@ -286,10 +231,6 @@ export const make = Effect.gen(function*() {
     // --- blobs -------------------------------------------------------------------------------
     blob: (layerPk: number, dataHandle: string) =>
       sql<BlobRow>`SELECT sha256, size, content_encoding FROM blobs WHERE layer_pk = ${layerPk} AND data_handle = ${dataHandle}`.pipe(Effect.map(first)),
-    blobLocation: (layerPk: number, dataHandle: string) =>
-      sql<BlobLocationRow>`SELECT b.sha256, b.size, b.content_encoding, c.pack, c.offset, c.length
-        FROM blobs b LEFT JOIN contents c ON c.sha256 = b.sha256
-        WHERE b.layer_pk = ${layerPk} AND b.data_handle = ${dataHandle}`.pipe(Effect.map(first)),
     putBlob: (layerPk: number, dataHandle: string, sha256: string, size: number, contentEncoding: string | null) =>
       sql`INSERT INTO blobs (layer_pk, data_handle, sha256, size, content_encoding, owner_version)
         VALUES (${layerPk}, ${dataHandle}, ${sha256}, ${size}, ${contentEncoding}, NULL)

@@ -1,14 +1,16 @@
 import { Context, Effect, Layer } from "effect"
 import { Worker } from "node:worker_threads"
-import type { CompletedFile, Settings } from "./Files.ts"
+import type { CompletedFile, OpenFiles, Settings } from "./Files.ts"
 import type { RowBatch } from "./RowBatch.ts"
 import { fromCause, SinkError } from "./SinkError.ts"
 import type { SinkFailureFields } from "./SinkFailure.ts"
 
 /**
- * Where rows become file bytes: Parquet/Arrow encoding, compression and the blocking writes. In an
- * export that is a thread of its own (`Encoder.worker`), so the main thread only moves bytes from the
- * network into batches; `Encoder.inline` does the same work on the calling thread (tests, tools).
+ * Where rows become file bytes: Parquet/Arrow encoding, compression and the blocking writes. Either on
+ * the calling thread (`Encoder.inline`) or on a thread of its own (`Encoder.thread`), so the main
+ * thread only moves bytes from the network into batches. `Encoder.auto` chooses per writer: encoding
+ * pays for a thread (a second V8 heap, ~80 MB, and copying row strings across) only where it is most
+ * of the work, when rows are large.
  */
 
 export interface EncoderSession {
@@ -21,45 +23,66 @@ export interface EncoderSession {
 }
 
 export interface EncoderShape {
-  /** Creates the writer's first files. */
-  readonly open: (settings: Settings) => Effect.Effect<EncoderSession, SinkError>
+  /** Creates the writer's first files. `rowBytes`: the typical size of its rows, when known. */
+  readonly open: (settings: Settings, rowBytes?: number) => Effect.Effect<EncoderSession, SinkError>
 }
 
-export class Encoder extends Context.Tag("catalog-export/sinks/Encoder")<Encoder, EncoderShape>() {
-  static readonly inline: Layer.Layer<Encoder> = Layer.sync(Encoder, () => ({
+/** Rows of at least this size are encoded on the encoder thread by `Encoder.auto`. */
+export const THREAD_ROW_BYTES = 16 * 1024
+
+const inlineEncoder = (): EncoderShape => {
+  let opened: OpenFiles | undefined
+  let nextId = 0
+  return {
     open: (settings) =>
       Effect.gen(function*() {
+        const id = nextId++
         // Loaded here, not imported: every command provides the encoder, few write files (zstd is native).
-        const { Files, loadWriters } = yield* Effect.promise(() => import("./Files.ts"))
+        const { loadWriters, OpenFiles } = yield* Effect.promise(() => import("./Files.ts"))
+        const files = opened ??= new OpenFiles()
         const writers = yield* Effect.promise(() => loadWriters(settings.formats))
         const run = <A>(f: () => A) => Effect.try({ try: f, catch: (cause) => fromCause(settings.dir, "write", cause) })
-        const files = yield* run(() => new Files(settings, writers))
+        yield* run(() => files.open(id, settings, writers))
         return {
-          add: (batch) => run(() => files.add(batch)),
-          complete: run(() => files.complete()),
-          abandon: Effect.sync(() => files.abandon())
+          add: (batch) => run(() => files.add(id, batch)),
+          complete: run(() => files.complete(id)),
+          abandon: Effect.sync(() => files.abandon(id))
         } satisfies EncoderSession
       })
-  }))
+  }
+}
 
-  /** One encoder thread, started when the first writer opens and stopped with the layer. */
-  static readonly worker: Layer.Layer<Encoder> = Layer.scoped(
+/** One encoder thread, started when the first writer opens there and stopped with the scope. */
+const threadEncoder = Effect.gen(function*() {
+  let thread: EncoderThread | undefined
+  yield* Effect.addFinalizer(() => (thread === undefined ? Effect.void : Effect.promise(() => thread!.terminate())))
+  return {
+    open: (settings: Settings) =>
+      Effect.suspend(() => {
+        const current = thread ??= new EncoderThread()
+        const id = current.nextId++
+        return Effect.as(current.request<void>({ op: "open", id, settings }), {
+          add: (batch) => current.request<void>({ op: "add", id, batch }, [batch.data.buffer, batch.dataOffsets.buffer, batch.dataNull.buffer]),
+          complete: current.request<ReadonlyArray<CompletedFile>>({ op: "complete", id }),
+          abandon: Effect.ignore(current.request<void>({ op: "abandon", id }))
+        } satisfies EncoderSession)
+      })
+  } satisfies EncoderShape
+})
+
+export class Encoder extends Context.Tag("catalog-export/sinks/Encoder")<Encoder, EncoderShape>() {
+  static readonly inline: Layer.Layer<Encoder> = Layer.sync(Encoder, inlineEncoder)
+
+  static readonly thread: Layer.Layer<Encoder> = Layer.scoped(Encoder, threadEncoder)
+
+  /** Rows of THREAD_ROW_BYTES or more on the encoder thread, the others (and those of unknown size) inline. */
+  static readonly auto: Layer.Layer<Encoder> = Layer.scoped(
     Encoder,
-    Effect.gen(function*() {
-      let thread: EncoderThread | undefined
-      yield* Effect.addFinalizer(() => (thread === undefined ? Effect.void : Effect.promise(() => thread!.terminate())))
+    Effect.map(threadEncoder, (thread) => {
+      const inline = inlineEncoder()
       return {
-        open: (settings) =>
-          Effect.suspend(() => {
-            const current = thread ??= new EncoderThread()
-            const id = current.nextId++
-            return Effect.as(current.request<void>({ op: "open", id, settings }), {
-              add: (batch) => current.request<void>({ op: "add", id, batch }, [batch.data.buffer, batch.dataOffsets.buffer, batch.dataNull.buffer]),
-              complete: current.request<ReadonlyArray<CompletedFile>>({ op: "complete", id }),
-              abandon: Effect.ignore(current.request<void>({ op: "abandon", id }))
-            } satisfies EncoderSession)
-          })
-      }
+        open: (settings, rowBytes) => (rowBytes !== undefined && rowBytes >= THREAD_ROW_BYTES ? thread : inline).open(settings)
+      } satisfies EncoderShape
     })
   )
 }

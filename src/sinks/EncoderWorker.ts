@@ -1,27 +1,21 @@
 import { parentPort } from "node:worker_threads"
 import type { EncoderReply, EncoderRequest } from "./Encoder.ts"
-import { Files, loadWriters } from "./Files.ts"
+import { loadWriters, OpenFiles } from "./Files.ts"
 import { describeSinkFailure } from "./SinkFailure.ts"
 
-/** The encoder thread: one `Files` per writer, driven by Encoder.ts's requests in order. */
-const files = new Map<number, Files>()
+/** The encoder thread: the open writers, driven by Encoder.ts's requests in order. */
+const files = new OpenFiles()
 
 const handle = async (request: EncoderRequest): Promise<unknown> => {
   switch (request.op) {
     case "open":
-      files.set(request.id, new Files(request.settings, await loadWriters(request.settings.formats)))
-      return undefined
+      return files.open(request.id, request.settings, await loadWriters(request.settings.formats))
     case "add":
-      return files.get(request.id)!.add(request.batch)
-    case "complete": {
-      const completed = files.get(request.id)!.complete()
-      files.delete(request.id)
-      return completed
-    }
+      return files.add(request.id, request.batch)
+    case "complete":
+      return files.complete(request.id)
     case "abandon":
-      files.get(request.id)?.abandon()
-      files.delete(request.id)
-      return undefined
+      return files.abandon(request.id)
   }
 }
 

@@ -91,6 +91,15 @@ class FileRoller {
     }
   }
 
+  get buffered(): number {
+    return this.current?.writer.buffered ?? 0
+  }
+
+  /** Writes the open file's buffered rows as a row group now. */
+  flushGroup(): void {
+    this.current?.writer.flush()
+  }
+
   start(): void {
     this.current ??= this.open()
   }
@@ -164,6 +173,18 @@ export class Files {
     for (const roller of this.rollers) this.attempt(roller, "write", () => roller.add(batch))
   }
 
+  /** Row bytes buffered for row groups (each format buffers the same rows). */
+  get buffered(): number {
+    let most = 0
+    for (const roller of this.rollers) most = Math.max(most, roller.buffered)
+    return most
+  }
+
+  /** Writes the buffered rows as row groups now. */
+  flushGroups(): void {
+    for (const roller of this.rollers) this.attempt(roller, "write", () => roller.flushGroup())
+  }
+
   /** Writes what is buffered and the footers, flushes the files to disk; they keep their `.partial` names. */
   complete(): ReadonlyArray<CompletedFile> {
     const completed: Array<CompletedFile> = []
@@ -184,5 +205,49 @@ export class Files {
       const { path, reason, message } = describeSinkFailure(roller.activePath, doing, cause)
       throw this.failure = new SinkFailure(path, reason, message)
     }
+  }
+}
+
+/**
+ * The writers of one encoder (thread), by id. Rows buffered for row groups across all of them are
+ * bounded by twice the largest row group size: beyond it the fullest writer's row group is written
+ * early. So exporting many parts at once costs no more memory than two full row groups, at the price
+ * of smaller row groups.
+ */
+export class OpenFiles {
+  private readonly files = new Map<number, { readonly files: Files; readonly rowGroupBytes: number }>()
+
+  open(id: number, settings: Settings, writers: WriterFactories): void {
+    this.files.set(id, { files: new Files(settings, writers), rowGroupBytes: settings.rowGroupBytes })
+  }
+
+  add(id: number, batch: RowBatch): void {
+    this.of(id).add(batch)
+    let budget = 0
+    let buffered = 0
+    let fullest: Files | undefined
+    for (const open of this.files.values()) {
+      budget = Math.max(budget, 2 * open.rowGroupBytes)
+      buffered += open.files.buffered
+      if (fullest === undefined || open.files.buffered > fullest.buffered) fullest = open.files
+    }
+    if (buffered > budget) fullest!.flushGroups()
+  }
+
+  complete(id: number): ReadonlyArray<CompletedFile> {
+    const completed = this.of(id).complete()
+    this.files.delete(id)
+    return completed
+  }
+
+  abandon(id: number): void {
+    this.files.get(id)?.files.abandon()
+    this.files.delete(id)
+  }
+
+  private of(id: number): Files {
+    const open = this.files.get(id)
+    if (open === undefined) throw new Error(`no open writer ${id}`)
+    return open.files
   }
 }

@@ -25,7 +25,7 @@ export interface WrittenContent {
  */
 export abstract class FormatWriter {
   protected readonly output: FileOutput
-  private buffered: Array<Slice> = []
+  private pending: Array<Slice> = []
   private bufferedBytes = 0
   private flushedRowBytes = 0
   private rowCount = 0
@@ -39,6 +39,11 @@ export abstract class FormatWriter {
 
   get rows(): number {
     return this.rowCount
+  }
+
+  /** Row bytes buffered for the next row group. */
+  get buffered(): number {
+    return this.bufferedBytes
   }
 
   /** Row bytes that fill the row group being buffered. */
@@ -60,7 +65,7 @@ export abstract class FormatWriter {
   add(batch: RowBatch, from: number, to: number, bytes: number): void {
     if (to <= from) return
     checkRows(batch, from, to)
-    this.buffered.push({ batch, from, to })
+    this.pending.push({ batch, from, to })
     this.bufferedBytes += bytes
     this.rowCount += to - from
     if (this.bufferedBytes >= this.options.rowGroupBytes) this.flush()
@@ -76,14 +81,15 @@ export abstract class FormatWriter {
 
   /** Closes the file as it is (incomplete). Never throws. */
   abandon(): void {
-    this.buffered = []
+    this.pending = []
     this.output.abandon()
   }
 
-  private flush(): void {
-    if (this.buffered.length === 0) return
-    const rows = this.buffered
-    this.buffered = []
+  /** Writes the buffered rows as a row group now. */
+  flush(): void {
+    if (this.pending.length === 0) return
+    const rows = this.pending
+    this.pending = []
     this.writeRowGroup(rows)
     this.flushedRowBytes += this.bufferedBytes
     this.bufferedBytes = 0

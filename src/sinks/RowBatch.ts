@@ -38,6 +38,9 @@ const MAX_BYTES = 2 ** 31 - 1
 
 /** Collects rows one by one into a batch; `take` hands the batch over and starts an empty one. */
 export class RowBatchBuilder {
+  /** `capacity`: the blob bytes a batch is expected to reach, allocated at once. */
+  constructor(private readonly capacity = MIN_CAPACITY) {}
+
   private partition: Array<string> = []
   private partitionVersion: Array<bigint | number> = []
   private dataHandle: Array<string> = []
@@ -81,6 +84,8 @@ export class RowBatchBuilder {
   }
 
   take(): RowBatch {
+    // A batch taken early would carry the unused part of its buffer along.
+    const data = this.dataEnd * 2 < this.data.byteLength ? this.data.slice(0, this.dataEnd) : this.data.subarray(0, this.dataEnd)
     const batch: RowBatch = {
       length: this.partition.length,
       partition: this.partition,
@@ -88,7 +93,7 @@ export class RowBatchBuilder {
       dataHandle: this.dataHandle,
       dataSize: this.dataSize,
       checksum: this.checksum,
-      data: this.data.subarray(0, this.dataEnd),
+      data,
       dataOffsets: Int32Array.from(this.offsets),
       dataNull: Uint8Array.from(this.nulls),
       bytes: this.byteCount
@@ -108,7 +113,7 @@ export class RowBatchBuilder {
 
   private grow(needed: number): void {
     if (needed > MAX_BYTES) throw new RangeError("a batch cannot hold more than 2 GiB of blobs; write smaller batches")
-    const next = new Uint8Array(Math.min(MAX_BYTES, Math.max(MIN_CAPACITY, needed, this.data.byteLength * 2)))
+    const next = new Uint8Array(Math.min(MAX_BYTES, Math.max(this.capacity, needed, this.data.byteLength * 2)))
     next.set(this.data.subarray(0, this.dataEnd))
     this.data = next
   }

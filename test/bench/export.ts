@@ -1,267 +1,309 @@
 /**
- * Export benchmark against the local service on loopback (`npm run bench`):
- *   (a) fetch only: undici at the same concurrency, blobs discarded (the ceiling)
- *   (b) a naive exporter as a user would write it: undici + p-limit + parquetjs-lite
- *   (c) catalog-export to Parquet (zstd)     (d) catalog-export to Arrow IPC
- * for N partitions at 1 KiB and at 64 KiB. Every variant runs in its own child process, so its peak
- * RSS (getrusage maxrss) is its own; the service runs in a separate process too. Each output is read
- * back (DuckDB for Parquet, apache-arrow for Arrow) and its row count checked after the timing.
+ * The throughput benchmark (`npm run bench`): every figure of issue 10 against its target, as ratios
+ * measured in one run. Each variant runs in its own process under test/bench/measured.mjs, which
+ * records that process's own CPU time (user+sys, start-up included) and peak RSS; the blob server
+ * runs in a process of its own too.
  *
- *   npm run bench                      1 KiB x 20,000 and 64 KiB x 2,000, median of 3
- *   npm run bench -- --quick           1 KiB x 5,000 and 64 KiB x 500, 1 run
- *   npm run bench -- --record          also rewrite the export section of test/bench/RESULTS.md
- * Then a listing of 1,000,000 partitions (200,000 with --quick) through the client, reporting the
- * growth of the live heap: the client parses listings as they stream and must not keep them.
+ *   1. CPU per partition: 100,000 x 1-2 KiB, concurrency 64, fast server; ours (Parquet zstd,
+ *      checksums verified) vs the hand-written exporter (undici + p-limit + parquetjs-lite, test/bench/naive.ts).
+ *   2. Wall time and peak RSS: 20,000 x ~1.7 KiB, concurrency 32, fast server; ours vs the hand-written one.
+ *   3. Latency-bound: blobs answered after 50 ms, concurrency 256; ours vs concurrency / latency.
+ *   4. Large blobs: 64 KiB; ours vs the standalone Parquet writer (test/bench/writers.ts, same process tree).
+ *   5. Flat memory: peak RSS of ours at 20,000 and at 200,000 partitions.
+ *   6. The local service: test/bench/service.ts (blob GET CPU vs a bare node:http server, listing rate).
+ *   7. Start-up: `catalog-export --version` and `export --dry-run`.
+ * The fast server is test/bench/fast-server.ts: node:http, everything from memory. Every output is read
+ * back (DuckDB: row count and sha1(data) = checksum on every row) after its timing.
+ *
+ *   npm run bench                 the sizes above
+ *   npm run bench -- --quick      a fifth of the partitions
+ *   npm run bench -- --record     also rewrite the export section of test/bench/RESULTS.md
+ *   npm run bench -- --only=1,3   some of the sections
+ * Run it on a quiet machine: the client and the server share the cores.
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
-import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
-import { fileURLToPath } from "node:url"
+import { median, ROOT, waitForLine } from "./support.ts"
 
-const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..")
-const CATALOG = "hrn:local:data:::demo"
-const LAYER = "places"
-const CONCURRENCY = 32
-const VARIANTS = ["fetch-only", "naive", "ours-parquet", "ours-arrow"] as const
-type Variant = (typeof VARIANTS)[number]
+const BENCH = path.join(ROOT, "test", "bench")
+const TMP = path.join(BENCH, ".tmp")
+const CLI = path.join(ROOT, "dist", "catalog-export.mjs")
+const MEASURED = path.join(BENCH, "measured.mjs")
+const TSX = path.join(ROOT, "node_modules", "tsx", "dist", "cli.mjs")
 
-interface Measurement {
-  readonly partitions: number
-  readonly bytes: number
-  readonly seconds: number
+interface Usage {
+  readonly cpuSeconds: number
   readonly maxRssMb: number
+  readonly wallSeconds: number
+  readonly stdout: string
 }
 
-// ------------------------------------------------------------------------------------------ child
+interface FastServer {
+  readonly child: ChildProcess
+  readonly lookupUrl: string
+  readonly catalog: string
+  readonly layer: string
+  readonly credentials: string
+}
 
-const readProperties = (file: string) =>
-  Object.fromEntries(
-    fs.readFileSync(file, "utf8").split("\n").filter((l) => l.includes("=")).map((l) => {
-      const i = l.indexOf("=")
-      return [l.slice(0, i).trim(), l.slice(i + 1).trim()]
-    })
-  ) as Record<string, string>
+const args = process.argv.slice(2)
+const quick = args.includes("--quick")
+const only = args.find((a) => a.startsWith("--only="))?.slice("--only=".length).split(",").map(Number)
+const wanted = (section: number) => only === undefined || only.includes(section)
+const scale = (n: number) => (quick ? Math.max(1000, Math.round(n / 5)) : n)
 
-/** What a user's script does first: a signed token request, then one JSON listing. */
-const tokenAndListing = async (lookupUrl: string, credentials: string) => {
-  const { signRequest } = await import("../../src/domain/OAuth1.ts")
-  const props = readProperties(credentials)
-  const tokenUrl = props["here.token.endpoint.url"]!
-  const authorization = signRequest({
-    url: tokenUrl,
-    keyId: props["here.access.key.id"]!,
-    secret: props["here.access.key.secret"]!,
-    timestamp: Math.floor(Date.now() / 1000),
-    nonce: Math.random().toString(36).slice(2)
+const lines: Array<string> = []
+const say = (s = "") => {
+  console.log(s)
+  lines.push(s)
+}
+const verdict = (met: boolean) => (met ? "met" : "NOT met")
+const fmt = (n: number, digits = 0) => n.toFixed(digits)
+
+const startFastServer = async (partitions: number, minBytes: number, maxBytes: number, latencyMs = 0): Promise<FastServer> => {
+  const credentials = path.join(TMP, `fast-${process.pid}.properties`)
+  const child = spawn(process.execPath, [
+    TSX, path.join(BENCH, "fast-server.ts"), "--partitions", String(partitions), "--min-bytes", String(minBytes), "--max-bytes", String(maxBytes),
+    "--latency-ms", String(latencyMs), "--credentials-out", credentials
+  ], { stdio: ["ignore", "pipe", "inherit"] })
+  const line = await waitForLine(child, "fast-server")
+  return { child, lookupUrl: line.lookupUrl!, catalog: line.catalog!, layer: line.layer!, credentials }
+}
+
+const stop = (child: ChildProcess) =>
+  new Promise<void>((resolve) => {
+    if (child.exitCode !== null) return resolve()
+    child.on("exit", () => resolve())
+    child.kill("SIGTERM")
   })
-  const token = ((await (await fetch(tokenUrl, {
-    method: "POST",
-    headers: { authorization, "content-type": "application/json" },
-    body: JSON.stringify({ grantType: "client_credentials" })
-  })).json()) as { accessToken: string }).accessToken
-  const headers = { authorization: `Bearer ${token}` }
-  const origin = new URL(lookupUrl).origin
-  const version = ((await (await fetch(`${origin}/metadata/v1/catalogs/${CATALOG}/versions/latest`, { headers })).json()) as { version: number }).version
-  const listing = (await (await fetch(`${origin}/metadata/v1/catalogs/${CATALOG}/layers/${LAYER}/partitions?version=${version}&additionalFields=dataSize,checksum`, { headers })).json()) as {
-    partitions: Array<{ partition: string; version: number; dataHandle: string; dataSize?: number; checksum?: string }>
-  }
-  return { origin, headers, partitions: listing.partitions }
-}
 
-const runChild = async (variant: Variant, lookupUrl: string, credentials: string, out: string): Promise<Measurement> => {
-  // Modules load before the clock starts: the timing is of the export, not of the runtime's start.
-  const { Pool } = await import("undici")
-  const { default: pLimit } = await import("p-limit")
-  const { Effect, Layer } = await import("effect")
-  const DataClient = await import("../../src/client/DataClient.ts")
-  const { Encoder } = await import("../../src/sinks/Encoder.ts")
-  const { makePlan } = await import("../../src/export/Plan.ts")
-  const { runExport } = await import("../../src/export/Export.ts")
-  await import("../../src/domain/OAuth1.ts")
+/** Runs `program args` in its own process under measured.mjs: its CPU, peak RSS, wall time and stdout. */
+const measure = (program: string, programArgs: ReadonlyArray<string>): Usage => {
+  const usageFile = path.join(TMP, `usage-${process.pid}.jsonl`)
+  fs.rmSync(usageFile, { force: true })
   const started = performance.now()
-  let partitions = 0
-  let bytes = 0
-  if (variant === "fetch-only" || variant === "naive") {
-    const { origin, headers, partitions: listed } = await tokenAndListing(lookupUrl, credentials)
-    const pool = new Pool(origin, { connections: CONCURRENCY })
-    const limit = pLimit(CONCURRENCY)
-    const get = async (handle: string) => {
-      const res = await pool.request({ path: `/blobstore/v1/catalogs/${CATALOG}/layers/${LAYER}/data/${handle}`, method: "GET", headers })
-      return Buffer.from(await res.body.arrayBuffer())
-    }
-    if (variant === "fetch-only") {
-      await Promise.all(listed.map((p) => limit(async () => {
-        const data = await get(p.dataHandle)
-        bytes += data.byteLength
-        partitions++
-      })))
-    } else {
-      const parquet = createRequire(import.meta.url)("parquetjs-lite")
-      const schema = new parquet.ParquetSchema({
-        partition: { type: "UTF8" },
-        partition_version: { type: "INT64" },
-        data_handle: { type: "UTF8" },
-        data_size: { type: "INT64", optional: true },
-        checksum: { type: "UTF8", optional: true },
-        data: { type: "BYTE_ARRAY", optional: true }
-      })
-      fs.mkdirSync(out, { recursive: true })
-      const writer = await parquet.ParquetWriter.openFile(schema, path.join(out, "naive.parquet"))
-      // parquetjs-lite duplicates rows when appendRow calls overlap (measured: 26x the rows), so appends are chained.
-      let appended: Promise<void> = Promise.resolve()
-      await Promise.all(listed.map((p) => limit(async () => {
-        const data = await get(p.dataHandle)
-        appended = appended.then(() =>
-          writer.appendRow({ partition: p.partition, partition_version: p.version, data_handle: p.dataHandle, data_size: p.dataSize, checksum: p.checksum, data })
-        )
-        await appended
-        bytes += data.byteLength
-        partitions++
-      })))
-      await writer.close()
-    }
-    await pool.close()
-  } else {
-    const result = await Effect.runPromise(
-      Effect.gen(function*() {
-        const plan = yield* makePlan({ catalog: CATALOG, layer: LAYER, version: "latest", parts: 4 })
-        return yield* runExport(plan, {
-          out,
-          format: variant === "ours-parquet" ? "parquet" : "arrow",
-          compression: "zstd",
-          concurrency: CONCURRENCY,
-          listConcurrency: 4,
-          force: true
-        })
-      }).pipe(Effect.provide(Layer.merge(DataClient.layer({ lookupUrl, credentialsPath: credentials, concurrency: CONCURRENCY }), Encoder.worker)))
-    )
-    partitions = result.manifest.partitions
-    bytes = result.manifest.bytes
-  }
-  return { partitions, bytes, seconds: (performance.now() - started) / 1000, maxRssMb: process.resourceUsage().maxRSS / 1024 }
+  const stdout = execFileSync(process.execPath, [MEASURED, program, ...programArgs], {
+    encoding: "utf8",
+    maxBuffer: 1 << 26,
+    env: { ...process.env, BENCH_USAGE_FILE: usageFile },
+    stdio: ["ignore", "pipe", "inherit"]
+  })
+  const wallSeconds = (performance.now() - started) / 1000
+  const usage = JSON.parse(fs.readFileSync(usageFile, "utf8").trim().split("\n").at(-1)!) as { userUs: number; systemUs: number; maxRssKb: number; exitCode: number }
+  if (usage.exitCode !== 0) throw new Error(`${program} exited with ${usage.exitCode}`)
+  return { cpuSeconds: (usage.userUs + usage.systemUs) / 1e6, maxRssMb: usage.maxRssKb / 1024, wallSeconds, stdout }
 }
 
-/** Counts the rows an independent reader finds in what a variant wrote. */
-const rowsWritten = async (variant: Variant, out: string): Promise<number | undefined> => {
-  if (variant === "fetch-only") return undefined
-  const files = fs.readdirSync(out, { recursive: true }).map(String).map((f) => path.join(out, f))
-  if (variant === "ours-arrow") {
-    const { tableFromIPC } = await import("apache-arrow")
-    return files.filter((f) => f.endsWith(".arrow")).reduce((n, f) => n + tableFromIPC(fs.readFileSync(f)).numRows, 0)
-  }
+const naiveBundle = path.join(TMP, "naive.mjs")
+
+/** The hand-written exporter, bundled as plain JavaScript (a user's script runs without a TypeScript loader). */
+const bundleNaive = async () => {
+  const { build } = await import("esbuild")
+  await build({ entryPoints: [path.join(BENCH, "naive.ts")], bundle: true, platform: "node", format: "esm", packages: "external", outfile: naiveBundle, logLevel: "warning" })
+}
+
+const naive = (server: FastServer, out: string, concurrency: number, mode: "export" | "fetch-only" = "export") => {
+  fs.rmSync(out, { recursive: true, force: true })
+  fs.mkdirSync(out, { recursive: true })
+  return measure(naiveBundle, [server.lookupUrl, server.credentials, server.catalog, server.layer, path.join(out, "naive.parquet"), String(concurrency), mode])
+}
+
+const ours = (server: FastServer, out: string, concurrency: number, extra: ReadonlyArray<string> = []) => {
+  fs.rmSync(out, { recursive: true, force: true })
+  return measure(CLI, [
+    "export", "--lookup-url", server.lookupUrl, "--credentials", server.credentials, "--catalog", server.catalog, "--layer", server.layer,
+    "--out", out, "--format", "parquet", "--compression", "zstd", "--concurrency", String(concurrency), "--quiet", ...extra
+  ])
+}
+
+/** Checks what a variant wrote with DuckDB: every row, and sha1(data) = checksum where the variant kept checksums. */
+const verify = async (out: string, partitions: number, checksums: boolean) => {
   const { DuckDBInstance } = await import("@duckdb/node-api")
   const db = await DuckDBInstance.create()
   const c = await db.connect()
   const glob = path.join(out, "**", "*.parquet").replace(/'/g, "''")
-  const rows = (await c.runAndReadAll(`SELECT count(*) AS n FROM read_parquet('${glob}', hive_partitioning = false)`)).getRowObjectsJS()
+  const bad = checksums ? "count(*) FILTER (WHERE sha1(data) <> checksum)" : "0"
+  const [row] = (await c.runAndReadAll(`SELECT count(*) AS n, count(DISTINCT partition) AS d, ${bad} AS bad FROM read_parquet('${glob}', hive_partitioning = false)`)).getRowObjectsJS()
   c.closeSync()
   db.closeSync()
-  return Number(rows[0]!.n)
+  if (Number(row!.n) !== partitions || Number(row!.d) !== partitions || Number(row!.bad) !== 0) {
+    throw new Error(`${out}: DuckDB read ${row!.n} rows (${row!.d} distinct, ${row!.bad} bad checksums), expected ${partitions}`)
+  }
 }
 
-// ----------------------------------------------------------------------------------------- parent
+/** The rate ours reported for the export itself (listing, fetching, writing, commit), from its summary line. */
+const reportedRate = (stdout: string) => Number(/\((\d+) partitions\/s/.exec(stdout)?.[1] ?? NaN)
 
-const waitForLine = (child: ChildProcess) =>
-  new Promise<Record<string, string>>((resolve, reject) => {
-    let buffer = ""
-    child.stdout!.on("data", (chunk) => {
-      buffer += chunk
-      const line = buffer.split("\n").find((l) => l.startsWith("{"))
-      if (line !== undefined) resolve(JSON.parse(line))
-    })
-    child.on("exit", (code) => reject(new Error(`serve exited with ${code}`)))
-  })
-
-const startService = async (partitions: number, blobBytes: number, credentials: string) => {
-  const child = spawn(process.execPath, [
-    path.join(ROOT, "src/cli/bin.mjs"), "serve", "--port", "0", "--seed-partitions", String(partitions),
-    "--seed-versions", "1", "--seed-blob-bytes", String(blobBytes), "--credentials-out", credentials
-  ], { stdio: ["ignore", "pipe", "inherit"] })
-  const line = await waitForLine(child)
-  return { child, lookupUrl: line.lookupUrl! }
+const withServer = async <A>(server: Promise<FastServer>, f: (server: FastServer) => Promise<A>): Promise<A> => {
+  const s = await server
+  try {
+    return await f(s)
+  } finally {
+    await stop(s.child)
+  }
 }
-
-const runVariant = (variant: Variant, lookupUrl: string, credentials: string, out: string): Measurement => {
-  fs.rmSync(out, { recursive: true, force: true })
-  const output = execFileSync(process.execPath, [
-    path.join(ROOT, "node_modules/tsx/dist/cli.mjs"), fileURLToPath(import.meta.url), "--child", variant, lookupUrl, credentials, out
-  ], { encoding: "utf8", maxBuffer: 1 << 24 })
-  return JSON.parse(output.trim().split("\n").pop()!) as Measurement
-}
-
-const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
 
 const main = async () => {
-  const args = process.argv.slice(2)
-  if (args[0] === "--child") {
-    const [variant, lookupUrl, credentials, out] = args.slice(1) as [Variant, string, string, string]
-    console.log(JSON.stringify(await runChild(variant, lookupUrl, credentials, out)))
-    return
+  fs.mkdirSync(TMP, { recursive: true })
+  // The CLI as users run it: the bundle (built by `prepare`, or on first start in a checkout).
+  execFileSync(process.execPath, [path.join(ROOT, "src", "cli", "bin.mjs"), "--version"], { stdio: "ignore" })
+  await bundleNaive()
+  const load = os.loadavg()[0]!
+  say(`Machine: ${os.cpus().length} cores (${os.cpus()[0]?.model ?? "?"}), ${fmt(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}, ` +
+    `${new Date().toISOString().slice(0, 10)}; load average ${fmt(load, 2)} at the start${quick ? "; --quick" : ""}.`)
+  say()
+  const out = path.join(TMP, "out")
+
+  if (wanted(1)) {
+    const n = scale(100_000)
+    await withServer(startFastServer(n, 1024, 2048), async (server) => {
+      const fetchOnly = naive(server, out, 64, "fetch-only")
+      const script = naive(server, out, 64)
+      await verify(out, n, false)
+      const ourRun = ours(server, out, 64)
+      await verify(out, n, true)
+      const us = (u: Usage) => (u.cpuSeconds * 1e6) / n
+      const ratio = us(ourRun) / us(script)
+      say(`### 1. CPU per partition (${n} x 1-2 KiB, concurrency 64, fast server)`)
+      say()
+      say("| variant | CPU µs/partition | wall s | peak RSS MB |")
+      say("|---|---|---|---|")
+      say(`| undici fetch only (floor, no writing) | ${fmt(us(fetchOnly))} | ${fmt(fetchOnly.wallSeconds, 1)} | ${fmt(fetchOnly.maxRssMb)} |`)
+      say(`| hand-written (undici + p-limit + parquetjs-lite, no checksums) | ${fmt(us(script))} | ${fmt(script.wallSeconds, 1)} | ${fmt(script.maxRssMb)} |`)
+      say(`| catalog-export (Parquet zstd, checksums verified) | ${fmt(us(ourRun))} | ${fmt(ourRun.wallSeconds, 1)} | ${fmt(ourRun.maxRssMb)} |`)
+      say()
+      say(`ours / hand-written CPU = ${fmt(ratio, 2)} (target <= 0.5: ${verdict(ratio <= 0.5)})`)
+      say()
+    })
   }
-  const quick = args.includes("--quick")
-  const runs = quick ? 1 : 3
-  const sizes = quick ? [{ blobBytes: 1024, partitions: 5_000 }, { blobBytes: 65_536, partitions: 500 }] : [{ blobBytes: 1024, partitions: 20_000 }, { blobBytes: 65_536, partitions: 2_000 }]
-  const work = fs.mkdtempSync(path.join(os.tmpdir(), "catalog-export-bench-"))
-  const lines: Array<string> = []
-  const say = (s: string) => {
-    console.log(s)
-    lines.push(s)
+
+  if (wanted(2)) {
+    const n = scale(20_000)
+    await withServer(startFastServer(n, 1536, 2048), async (server) => {
+      const script = naive(server, out, 32)
+      await verify(out, n, false)
+      const ourRun = ours(server, out, 32)
+      await verify(out, n, true)
+      const speedup = script.wallSeconds / ourRun.wallSeconds
+      say(`### 2. Wall time and memory (${n} x ~1.7 KiB, concurrency 32, fast server; start-up included)`)
+      say()
+      say("| variant | wall s | CPU s | peak RSS MB |")
+      say("|---|---|---|---|")
+      say(`| hand-written | ${fmt(script.wallSeconds, 2)} | ${fmt(script.cpuSeconds, 2)} | ${fmt(script.maxRssMb)} |`)
+      say(`| catalog-export | ${fmt(ourRun.wallSeconds, 2)} | ${fmt(ourRun.cpuSeconds, 2)} | ${fmt(ourRun.maxRssMb)} |`)
+      say()
+      say(`speed-up = ${fmt(speedup, 2)}x (target >= 1.5: ${verdict(speedup >= 1.5)}); peak RSS ours / hand-written = ` +
+        `${fmt(ourRun.maxRssMb / script.maxRssMb, 2)} (target <= 1: ${verdict(ourRun.maxRssMb <= script.maxRssMb)})`)
+      say()
+    })
   }
-  say(`Machine: ${os.cpus().length} cores (${os.cpus()[0]?.model ?? "?"}), ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, ${new Date().toISOString().slice(0, 10)}; concurrency ${CONCURRENCY}; median of ${runs}.`)
-  say("")
-  try {
-    for (const size of sizes) {
-      const credentials = path.join(work, "credentials.properties")
-      const service = await startService(size.partitions, size.blobBytes, credentials)
-      try {
-        const results = new Map<Variant, Measurement>()
-        for (const variant of VARIANTS) {
-          const out = path.join(work, variant)
-          const measured = Array.from({ length: runs }, () => runVariant(variant, service.lookupUrl, credentials, out))
-          const seconds = median(measured.map((m) => m.seconds))
-          const m = { ...measured[0]!, seconds, maxRssMb: Math.max(...measured.map((x) => x.maxRssMb)) }
-          const read = await rowsWritten(variant, out)
-          if (m.partitions !== size.partitions || (read !== undefined && read !== size.partitions)) {
-            throw new Error(`${variant}: expected ${size.partitions} partitions, counted ${m.partitions}, read back ${read}`)
-          }
-          results.set(variant, m)
-        }
-        const rate = (v: Variant) => results.get(v)!.partitions / results.get(v)!.seconds
-        say(`### ${size.partitions} partitions x ${size.blobBytes / 1024} KiB`)
-        say("")
-        say("| variant | partitions/s | MB/s | peak RSS MB |")
-        say("|---|---|---|---|")
-        for (const [variant, m] of results) {
-          say(`| ${variant} | ${(m.partitions / m.seconds).toFixed(0)} | ${(m.bytes / 1e6 / m.seconds).toFixed(1)} | ${m.maxRssMb.toFixed(0)} |`)
-        }
-        say("")
-        say(`c/a = ${(rate("ours-parquet") / rate("fetch-only")).toFixed(2)}, c/b = ${(rate("ours-parquet") / rate("naive")).toFixed(2)}, ` +
-          `d/a = ${(rate("ours-arrow") / rate("fetch-only")).toFixed(2)}, peak RSS c/b = ${(results.get("ours-parquet")!.maxRssMb / results.get("naive")!.maxRssMb).toFixed(2)}`)
-        say("")
-      } finally {
-        service.child.kill("SIGTERM")
-      }
+
+  if (wanted(3)) {
+    const n = scale(20_000)
+    const latency = 50
+    const concurrency = 256
+    await withServer(startFastServer(n, 1024, 2048, latency), async (server) => {
+      const ourRun = ours(server, out, concurrency)
+      await verify(out, n, true)
+      const ideal = (concurrency * 1000) / latency
+      const rate = reportedRate(ourRun.stdout)
+      say(`### 3. Latency-bound (${n} partitions, blobs answered after ${latency} ms, concurrency ${concurrency})`)
+      say()
+      say(`catalog-export: ${fmt(rate)} partitions/s over the export (listing to commit; wall with start-up ${fmt(ourRun.wallSeconds, 1)} s); ` +
+        `concurrency / latency = ${fmt(ideal)}/s; ratio ${fmt(rate / ideal, 2)} (target >= 0.9: ${verdict(rate >= 0.9 * ideal)})`)
+      say()
+    })
+  }
+
+  if (wanted(4)) {
+    const n = scale(4000)
+    const bytes = 65_536
+    await withServer(startFastServer(n, bytes, bytes), async (server) => {
+      const ourRun = ours(server, out, 32)
+      await verify(out, n, true)
+      const writer = JSON.parse(execFileSync(process.execPath, [TSX, path.join(BENCH, "writers.ts"), "--child-named", "RollingWriter parquet (defaults, encoder thread)", String(bytes), String(n * bytes), TMP], {
+        encoding: "utf8",
+        stdio: ["ignore", "pipe", "inherit"]
+      }).trim().split("\n").at(-1)!) as { seconds: number; payloadBytes: number }
+      const writerMbps = writer.payloadBytes / 1e6 / writer.seconds
+      const exportSeconds = n / reportedRate(ourRun.stdout)
+      const ourMbps = (n * bytes) / 1e6 / exportSeconds
+      say(`### 4. Large blobs (${n} x 64 KiB, concurrency 32, fast server)`)
+      say()
+      say(`catalog-export: ${fmt(ourMbps)} MB/s over the export (${fmt(ourRun.cpuSeconds, 1)} s CPU, ${fmt(ourRun.maxRssMb)} MB peak RSS); ` +
+        `standalone Parquet writer (RollingWriter, zstd, encoder thread): ${fmt(writerMbps)} MB/s; ratio ${fmt(ourMbps / writerMbps, 2)} ` +
+        `(target >= 0.8: ${verdict(ourMbps >= 0.8 * writerMbps)})`)
+      say()
+    })
+  }
+
+  if (wanted(5)) {
+    const small = scale(20_000)
+    const large = scale(200_000)
+    const rss = new Map<number, number>()
+    for (const n of [small, large]) {
+      await withServer(startFastServer(n, 1536, 2048), async (server) => {
+        const ourRun = ours(server, out, 32)
+        await verify(out, n, true)
+        rss.set(n, ourRun.maxRssMb)
+      })
     }
-  } finally {
-    fs.rmSync(work, { recursive: true, force: true })
+    const growth = rss.get(large)! / rss.get(small)!
+    say(`### 5. Flat memory (~1.7 KiB, concurrency 32)`)
+    say()
+    say(`peak RSS: ${fmt(rss.get(small)!)} MB at ${small} partitions, ${fmt(rss.get(large)!)} MB at ${large}; ratio ${fmt(growth, 2)} ` +
+      `(target <= 1.2: ${verdict(growth <= 1.2)}; <= 250 MB: ${verdict(rss.get(large)! <= 250)})`)
+    say()
   }
-  const { listingHeapGrowth } = await import("../support/listing.ts")
-  const listed = quick ? 200_000 : 1_000_000
-  const started = performance.now()
-  const listing = await listingHeapGrowth(listed)
-  say(`### Listing ${listing.count} partitions through the client`)
-  say("")
-  say(`Live heap growth (after full collections, sampled every 100,000 partitions): ${listing.growthMb.toFixed(1)} MB; ` +
-    `in order: ${listing.ordered}; publish + list took ${((performance.now() - started) / 1000).toFixed(0)} s.`)
-  say("")
+
+  if (wanted(6) && fs.existsSync(path.join(BENCH, "service.ts"))) {
+    say(`### 6. The local service (test/bench/service.ts)`)
+    say()
+    const report = execFileSync(process.execPath, [TSX, path.join(BENCH, "service.ts"), ...(quick ? ["--quick"] : [])], {
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "inherit"]
+    })
+    for (const line of report.trim().split("\n")) say(line)
+    say()
+  }
+
+  if (wanted(7)) {
+    const time = (cliArgs: ReadonlyArray<string>) => {
+      return median(Array.from({ length: 5 }, () => measure(CLI, cliArgs).wallSeconds))
+    }
+    await withServer(startFastServer(1000, 1024, 1024), async (server) => {
+      const version = time(["--version"])
+      const dryRun = time(["export", "--dry-run", "--lookup-url", server.lookupUrl, "--credentials", server.credentials, "--catalog", server.catalog, "--layer", server.layer, "--out", out])
+      say(`### 7. Start-up (median of 5)`)
+      say()
+      say(`catalog-export --version: ${fmt(version, 2)} s; export --dry-run: ${fmt(dryRun, 2)} s (target <= 0.4 s: ${verdict(version <= 0.4 && dryRun <= 0.4)})`)
+      say()
+    })
+  }
+
+  if (!quick && wanted(8)) {
+    const { listingHeapGrowth } = await import("../support/listing.ts")
+    const started = performance.now()
+    const listing = await listingHeapGrowth(1_000_000)
+    say(`### Listing ${listing.count} partitions through the client`)
+    say()
+    say(`Live heap growth (after full collections, sampled every 100,000 partitions): ${fmt(listing.growthMb, 1)} MB; ` +
+      `in order: ${listing.ordered}; publish + list took ${fmt((performance.now() - started) / 1000)} s.`)
+    say()
+  }
+
+  fs.rmSync(out, { recursive: true, force: true })
   if (args.includes("--record")) {
-    const file = path.join(ROOT, "test/bench/RESULTS.md")
+    const file = path.join(BENCH, "RESULTS.md")
     const previous = fs.existsSync(file) ? fs.readFileSync(file, "utf8") : ""
     const marker = "## Export benchmark (npm run bench)"
-    const rest = previous.includes(marker) ? previous.slice(0, previous.indexOf(marker)) : previous
-    fs.writeFileSync(file, `${rest.trimEnd()}\n\n${marker}\n\n${lines.join("\n")}\n`)
+    const start = previous.indexOf(marker)
+    const next = start < 0 ? -1 : previous.indexOf("\n## ", start + marker.length)
+    const before = start < 0 ? previous.trimEnd() : previous.slice(0, start).trimEnd()
+    const after = next < 0 ? "" : previous.slice(next)
+    fs.writeFileSync(file, `${before}\n\n${marker}\n\n${lines.join("\n").trimEnd()}\n${after}`)
   }
 }
 

@@ -19,9 +19,9 @@ afterEach(() => {
   for (const dir of dirs.splice(0)) fs.rmSync(dir, { recursive: true, force: true })
 })
 
-const run = <A, E>(effect: Effect.Effect<A, E, Encoder>) => Effect.runPromise(Effect.provide(effect, Encoder.worker))
-const runExit = <A, E>(effect: Effect.Effect<A, E, Encoder>) => Effect.runPromiseExit(Effect.provide(effect, Encoder.worker))
-const fork = <A, E>(effect: Effect.Effect<A, E, Encoder>) => Effect.runFork(Effect.provide(effect, Encoder.worker))
+const run = <A, E>(effect: Effect.Effect<A, E, Encoder>) => Effect.runPromise(Effect.provide(effect, Encoder.thread))
+const runExit = <A, E>(effect: Effect.Effect<A, E, Encoder>) => Effect.runPromiseExit(Effect.provide(effect, Encoder.thread))
+const fork = <A, E>(effect: Effect.Effect<A, E, Encoder>) => Effect.runFork(Effect.provide(effect, Encoder.thread))
 
 const failureOf = <A>(exit: Exit.Exit<A, SinkError>): SinkError => {
   if (Exit.isSuccess(exit)) throw new Error("expected a failure")
@@ -63,7 +63,7 @@ describe("RollingWriter", () => {
     const rows = makeRows(400, { heretile: true })
     const options = (dir: string) => ({ dir, format: "both" as const, heretile: true, metadata, maxFileBytes: 32 * 1024 })
     const [threadDir, inlineDir] = [newDir(), newDir()]
-    const onThread = await writeAll(options(threadDir), rows, 33, Encoder.worker)
+    const onThread = await writeAll(options(threadDir), rows, 33, Encoder.thread)
     const inline = await writeAll(options(inlineDir), rows, 33, Encoder.inline)
     expect(onThread.length).toBeGreaterThan(4)
     expect(onThread).toEqual(inline)

@@ -73,7 +73,7 @@ export const makeRows = (count: number, options: { readonly dataBytes?: number; 
 export const tempDir = (): string => fs.mkdtempSync(path.join(os.tmpdir(), "sinks-test-"))
 
 /** Opens a writer, writes `rows` in batches and finishes, all in one scope, encoding on the encoder thread. */
-export const writeAll = (options: RollingWriter.Options, rows: ReadonlyArray<TestRow>, batchSize = 100, encoder: Layer.Layer<Encoder> = Encoder.worker) =>
+export const writeAll = (options: RollingWriter.Options, rows: ReadonlyArray<TestRow>, batchSize = 100, encoder: Layer.Layer<Encoder> = Encoder.thread) =>
   Effect.runPromise(
     Effect.scoped(
       Effect.gen(function* () {

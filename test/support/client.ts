@@ -18,7 +18,7 @@ export const clientLayerFor = async (
       concurrency: options.concurrency ?? 16,
       ...(options.retry === undefined ? {} : { retry: options.retry })
     }),
-    Encoder.worker
+    Encoder.auto
   )
 
 export const runWith = <A, E>(layer: ClientLayer, effect: Effect.Effect<A, E, DataClient.DataClient | Encoder>) =>

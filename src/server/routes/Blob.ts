@@ -3,22 +3,22 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { createHash } from "node:crypto"
 import { Effect } from "effect"
-import { decodeSegment, routeLayer } from "../Access.ts"
-import { withCaller } from "../Auth.ts"
-import { BlobFiles } from "../BlobFiles.ts"
+import { decodeSegment, layerAccess, routeLayer } from "../Access.ts"
+import { Caller, withCaller } from "../Auth.ts"
+import { BlobFiles, type BlobFilesShape } from "../BlobFiles.ts"
 import { DATA_HANDLE } from "../Publishing.ts"
-import { badRequest, conflict, forbidden, notFound, Reply } from "../Reply.ts"
+import { type ReadsShape, Reads } from "../Reads.ts"
+import { badRequest, conflict, forbidden, notFound, orFail, type PlainResponse, Reply, type Result, toServerResponse } from "../Reply.ts"
 import { type LayerRow, Store } from "../Store.ts"
 import { contentEncodingOf, layerConfigOf } from "../Views.ts"
 
 /** Versioned and index layers keep immutable blobs; volatile layers overwrite (the volatile-blob API). */
 const isVolatile = (layer: LayerRow) => layer.layer_type === "volatile"
 
-const handleParam = Effect.gen(function*() {
-  const handle = decodeSegment((yield* HttpRouter.params).handle)
-  if (!DATA_HANDLE.test(handle)) return yield* badRequest("dataHandle", "malformed data handle: use 1-600 characters of [0-9a-zA-Z.-]")
-  return handle
-})
+const handleOf = (raw: string): Result<string> =>
+  DATA_HANDLE.test(raw) ? raw : badRequest("dataHandle", "malformed data handle: use 1-600 characters of [0-9a-zA-Z.-]")
+
+const handleParam = Effect.flatMap(HttpRouter.params, (params) => orFail(handleOf(decodeSegment(params.handle))))
 
 const rangeNotSatisfiable = (size: number, raw: string) =>
   new Reply({
@@ -29,48 +29,91 @@ const rangeNotSatisfiable = (size: number, raw: string) =>
   })
 
 /** A single byte range (`bytes=a-b`, `bytes=a-`, `bytes=-n`), clipped to the blob; undefined for none. */
-const parseRange = (raw: string | undefined, size: number) =>
-  Effect.gen(function*() {
-    if (raw === undefined) return undefined
-    const m = /^bytes=(\d*)-(\d*)$/.exec(raw.trim())
-    if (!m || (m[1] === "" && m[2] === "")) return yield* rangeNotSatisfiable(size, raw)
-    let start: number
-    let end: number
-    if (m[1] === "") {
-      start = Math.max(0, size - Number(m[2]))
-      end = size - 1
-    } else {
-      start = Number(m[1])
-      end = m[2] === "" ? size - 1 : Math.min(Number(m[2]), size - 1)
-    }
-    if (start >= size || end < start) return yield* rangeNotSatisfiable(size, raw)
-    return { start, end }
+const parseRange = (raw: string | undefined, size: number): Result<{ readonly start: number; readonly end: number } | undefined> => {
+  if (raw === undefined) return undefined
+  const m = /^bytes=(\d*)-(\d*)$/.exec(raw.trim())
+  if (!m || (m[1] === "" && m[2] === "")) return rangeNotSatisfiable(size, raw)
+  let start: number
+  let end: number
+  if (m[1] === "") {
+    start = Math.max(0, size - Number(m[2]))
+    end = size - 1
+  } else {
+    start = Number(m[1])
+    end = m[2] === "" ? size - 1 : Math.min(Number(m[2]), size - 1)
+  }
+  if (start >= size || end < start) return rangeNotSatisfiable(size, raw)
+  return { start, end }
+}
+
+/** The content type a layer's blobs are served with; its configuration is parsed once per distinct text. */
+const contentTypes = new Map<string, string>()
+const contentTypeOf = (layer: LayerRow): string => {
+  let type = contentTypes.get(layer.config)
+  if (type === undefined) {
+    type = layerConfigOf(layer).contentType ?? "application/octet-stream"
+    if (contentTypes.size >= 1000) contentTypes.clear()
+    contentTypes.set(layer.config, type!)
+  }
+  return type!
+}
+
+/**
+ * GET (`withBody`) or HEAD of a blob in a layer the caller may read: 200 or 206 with the bytes (HEAD:
+ * their length), 204 for empty content, 304 for a matching If-None-Match, or the Reply (400, 404,
+ * 416). `url` is the request URL; a `range` query parameter stands in for the Range header.
+ */
+const readBlob = (
+  reads: ReadsShape,
+  files: BlobFilesShape,
+  layer: LayerRow,
+  rawHandle: string,
+  withBody: boolean,
+  url: string,
+  requestHeaders: Readonly<Record<string, string | undefined>>
+): Result<PlainResponse> => {
+  const handle = handleOf(rawHandle)
+  if (handle instanceof Reply) return handle
+  const blob = reads.blobLocation(layer.pk, handle)
+  if (blob === undefined || blob.pack === null) return notFound("dataHandle", `no blob with data handle '${handle}' in layer '${layer.id}'`)
+  const bytes = files.readAt({ pack: blob.pack, offset: blob.offset!, length: blob.length! })
+  const etag = `"${blob.sha256}"`
+  const headers: Record<string, string> = { "content-type": contentTypeOf(layer), etag, "accept-ranges": "bytes" }
+  if (blob.content_encoding) headers["content-encoding"] = blob.content_encoding
+  if (requestHeaders["if-none-match"] === etag) return { status: 304, headers: { etag }, body: undefined }
+  if (bytes.byteLength === 0) return { status: 204, headers, body: undefined }
+  const rangeQuery = url.includes("?") ? new URL(url, "http://x").searchParams.get("range") ?? undefined : undefined
+  const range = parseRange(requestHeaders["range"] ?? rangeQuery, bytes.byteLength)
+  if (range instanceof Reply) return range
+  const body = range === undefined ? bytes : bytes.subarray(range.start, range.end + 1)
+  if (range !== undefined) headers["content-range"] = `bytes ${range.start}-${range.end}/${bytes.byteLength}`
+  headers["content-length"] = String(body.byteLength)
+  return { status: range === undefined ? 200 : 206, headers, body: withBody ? body : undefined }
+}
+
+/** A blob read as the caller: the layer's access check, then readBlob, on one consistent view of the database. */
+export const blobRead = (
+  reads: ReadsShape,
+  files: BlobFilesShape,
+  appId: string,
+  params: { readonly catalog: string; readonly layer: string; readonly handle: string },
+  withBody: boolean,
+  url: string,
+  headers: Readonly<Record<string, string | undefined>>
+): Result<PlainResponse> =>
+  reads.consistent(() => {
+    const access = layerAccess(reads, params.catalog, params.layer, appId, "read")
+    return access instanceof Reply ? access : readBlob(reads, files, access.layer, params.handle, withBody, url, headers)
   })
 
 const read = (withBody: boolean) =>
   Effect.gen(function*() {
-    const { layer } = yield* routeLayer("read")
-    const handle = yield* handleParam
+    const { appId } = yield* Caller
+    const params = yield* HttpRouter.params
     const request = yield* HttpServerRequest.HttpServerRequest
-    const store = yield* Store
-    const blob = yield* store.blobLocation(layer.pk, handle).pipe(Effect.orDie)
-    if (blob === undefined || blob.pack === null) return yield* notFound("dataHandle", `no blob with data handle '${handle}' in layer '${layer.id}'`)
-    const bytes = (yield* BlobFiles).readAt({ pack: blob.pack, offset: blob.offset!, length: blob.length! })
-    const etag = `"${blob.sha256}"`
-    const headers: Record<string, string> = {
-      "content-type": layerConfigOf(layer).contentType ?? "application/octet-stream",
-      etag,
-      "accept-ranges": "bytes",
-      ...(blob.content_encoding ? { "content-encoding": blob.content_encoding } : {})
-    }
-    if (request.headers["if-none-match"] === etag) return HttpServerResponse.empty({ status: 304, headers: { etag } })
-    if (bytes.byteLength === 0) return HttpServerResponse.empty({ status: 204, headers })
-    const range = yield* parseRange(request.headers["range"] ?? new URL(request.url, "http://x").searchParams.get("range") ?? undefined, bytes.byteLength)
-    const body = range === undefined ? bytes : bytes.subarray(range.start, range.end + 1)
-    const status = range === undefined ? 200 : 206
-    if (range !== undefined) headers["content-range"] = `bytes ${range.start}-${range.end}/${bytes.byteLength}`
-    if (!withBody) return HttpServerResponse.empty({ status, headers: { ...headers, "content-length": String(body.byteLength) } })
-    return HttpServerResponse.uint8Array(body, { status, headers, contentType: headers["content-type"]! })
+    const files = yield* BlobFiles
+    const decoded = { catalog: decodeSegment(params.catalog), layer: decodeSegment(params.layer), handle: decodeSegment(params.handle) }
+    return toServerResponse(yield* orFail(blobRead(yield* Reads, files, appId, decoded, withBody, request.url, request.headers)))
   })
 
 const write = Effect.gen(function*() {
@@ -115,6 +158,7 @@ const remove = Effect.gen(function*() {
   return HttpServerResponse.empty({ status: isVolatile(layer) ? 204 : 202 })
 })
 
+// FastPath.ts serves GET and HEAD of both paths for plain URLs ahead of the router, through readBlob.
 const path = "/blobstore/v1/catalogs/:catalog/layers/:layer/data/:handle"
 const legacyPath = "/blob/v1/catalogs/:catalog/layers/:layer/data/:handle"
 

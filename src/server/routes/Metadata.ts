@@ -1,13 +1,14 @@
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Effect, Option, Schema } from "effect"
+import { Effect, Schema } from "effect"
 import { ADDITIONAL_FIELDS, type AdditionalField } from "../../domain/Partition.ts"
 import { routeCatalog, routeLayer } from "../Access.ts"
 import { withCaller } from "../Auth.ts"
 import * as Listing from "../Listing.ts"
-import { badRequest, json, notFound, Reply } from "../Reply.ts"
-import { type CatalogRow, type LayerRow, type Selection, Store } from "../Store.ts"
+import { type ReadsShape, Reads, type Selection } from "../Reads.ts"
+import { badRequest, json, notFound, orFail, Reply, type Result } from "../Reply.ts"
+import { type CatalogRow, type LayerRow, Store } from "../Store.ts"
 import { collect, raiseMinimum } from "../Versions.ts"
 import { originOf } from "../Views.ts"
 
@@ -16,46 +17,59 @@ const MAX_PARTS = 10_000
 /** Rows per volatile listing response before a `next` link, as the platform pages volatile layers. */
 export const VOLATILE_PAGE = 10_000
 
-type Params = Readonly<Record<string, string | ReadonlyArray<string> | undefined>>
+export type Params = Readonly<Record<string, string | ReadonlyArray<string> | undefined>>
 
 const one = (params: Params, name: string): string | undefined => {
   const v = params[name]
   return typeof v === "string" ? v : v?.[0]
 }
 
-const integerParam = (params: Params, name: string) =>
-  Effect.gen(function*() {
-    const raw = one(params, name)
-    if (raw === undefined || raw === "") return undefined
-    if (!/^-?[0-9]+$/.test(raw)) return yield* badRequest(name, `${name} must be an integer, got '${raw}'`)
-    return Number(raw)
-  })
+// The checks below are plain functions (a value or the Reply), shared by the routes and the lean path
+// (FastPath.ts); the Effect forms wrap them.
 
-const requiredInteger = (params: Params, name: string) =>
-  Effect.flatMap(integerParam(params, name), (v) => v === undefined ? badRequest(name, `${name} is required`) : Effect.succeed(v))
+const integerOf = (params: Params, name: string): Result<number | undefined> => {
+  const raw = one(params, name)
+  if (raw === undefined || raw === "") return undefined
+  if (!/^-?[0-9]+$/.test(raw)) return badRequest(name, `${name} must be an integer, got '${raw}'`)
+  return Number(raw)
+}
 
-export const additionalFields = (params: Params) =>
-  Effect.gen(function*() {
-    const raw = params.additionalFields
-    const values = (typeof raw === "string" ? [raw] : raw ?? []).flatMap((v) => v.split(",")).map((v) => v.trim()).filter((v) => v !== "")
-    for (const v of values) {
-      if (!(ADDITIONAL_FIELDS as ReadonlyArray<string>).includes(v)) {
-        return yield* badRequest("additionalFields", `unknown additional field '${v}' (allowed: ${ADDITIONAL_FIELDS.join(", ")})`)
-      }
+const requiredIntegerOf = (params: Params, name: string): Result<number> => {
+  const value = integerOf(params, name)
+  return value === undefined ? badRequest(name, `${name} is required`) : value
+}
+
+const integerParam = (params: Params, name: string) => orFail(integerOf(params, name))
+
+const requiredInteger = (params: Params, name: string) => orFail(requiredIntegerOf(params, name))
+
+const fieldsOf = (params: Params): Result<ReadonlyArray<AdditionalField>> => {
+  const raw = params.additionalFields
+  const values = (typeof raw === "string" ? [raw] : raw ?? []).flatMap((v) => v.split(",")).map((v) => v.trim()).filter((v) => v !== "")
+  for (const v of values) {
+    if (!(ADDITIONAL_FIELDS as ReadonlyArray<string>).includes(v)) {
+      return badRequest("additionalFields", `unknown additional field '${v}' (allowed: ${ADDITIONAL_FIELDS.join(", ")})`)
     }
-    return [...new Set(values)] as ReadonlyArray<AdditionalField>
-  })
+  }
+  return [...new Set(values)] as ReadonlyArray<AdditionalField>
+}
 
-const requireVersions = (catalog: CatalogRow) =>
-  catalog.latest_version < 0 ? notFound("catalog", `Catalog ${catalog.hrn} has no versions yet`) : Effect.void
+export const additionalFields = (params: Params) => orFail(fieldsOf(params))
 
-/** A readable catalog version: not above the latest, not below the minimum. */
-export const checkVersion = (catalog: CatalogRow, version: number, name = "version") =>
+const noVersions = (catalog: CatalogRow): Reply | undefined =>
+  catalog.latest_version < 0 ? notFound("catalog", `Catalog ${catalog.hrn} has no versions yet`) : undefined
+
+const requireVersions = (catalog: CatalogRow) => orFail(noVersions(catalog))
+
+/** Why a catalog version cannot be read (above the latest, below the minimum), or undefined. */
+const versionProblem = (catalog: CatalogRow, version: number, name: string): Reply | undefined =>
   version > catalog.latest_version
     ? badRequest(name, `Invalid version: latest known version is ${catalog.latest_version}`)
     : version < catalog.min_version
     ? badRequest(name, `Invalid version: minimum version for this catalog is ${catalog.min_version}`)
-    : Effect.void
+    : undefined
+
+export const checkVersion = (catalog: CatalogRow, version: number, name = "version") => orFail(versionProblem(catalog, version, name))
 
 // --- parts ------------------------------------------------------------------------------------
 
@@ -69,16 +83,15 @@ interface Part {
 
 const encodePart = (part: Part) => Buffer.from(JSON.stringify(part)).toString("base64url")
 
-const decodePart = (raw: string) =>
-  Effect.gen(function*() {
-    try {
-      const part = JSON.parse(Buffer.from(raw, "base64url").toString("utf8")) as Part
-      if (typeof part.after === "string" && (part.upTo === null || typeof part.upTo === "string")) return part
-    } catch {
-      // reported below
-    }
-    return yield* badRequest("part", `'${raw}' is not a part id returned by the parts endpoint`)
-  })
+const decodePart = (raw: string): Result<Part> => {
+  try {
+    const part = JSON.parse(Buffer.from(raw, "base64url").toString("utf8")) as Part
+    if (typeof part.after === "string" && (part.upTo === null || typeof part.upTo === "string")) return part
+  } catch {
+    // reported below
+  }
+  return badRequest("part", `'${raw}' is not a part id returned by the parts endpoint`)
+}
 
 const parts = Effect.gen(function*() {
   const { layer } = yield* routeLayer("read")
@@ -101,98 +114,124 @@ const parts = Effect.gen(function*() {
 
 // --- partitions and changes -------------------------------------------------------------------
 
-const rangeStart = (request: HttpServerRequest.HttpServerRequest, params: Params) =>
-  Effect.gen(function*() {
-    const raw = request.headers["range"] ?? one(params, "range")
-    if (raw === undefined) return undefined
-    const match = /^bytes=(\d+)-$/.exec(raw.trim())
-    if (!match) {
-      return yield* new Reply({
-        response: json(416, { title: "Range Not Satisfiable", status: 416, detail: [{ name: "range", error: `only a single open range 'bytes=N-' is supported, got '${raw}'` }] })
-      })
-    }
-    return Number(match[1])
-  })
+export type ListingKind = "partitions" | "changes"
 
-const respondListing = (listing: Listing.ListingRequest) =>
-  Effect.gen(function*() {
-    const request = yield* HttpServerRequest.HttpServerRequest
-    const params = yield* HttpServerRequest.ParsedSearchParams
-    const offset = yield* rangeStart(request, params)
-    const store = yield* Store
-    const headers = { "content-type": "application/json" }
-    if (offset === undefined) {
-      return HttpServerResponse.stream(Listing.stream(store, listing), { status: 200, headers })
+/** Which rows a partitions or changes request lists. */
+const selectionOf = (kind: ListingKind, catalog: CatalogRow, layer: LayerRow, params: Params): Result<Selection> => {
+  if (kind === "partitions") {
+    if (layer.layer_type === "versioned") {
+      const version = requiredIntegerOf(params, "version")
+      if (version instanceof Reply) return version
+      return versionProblem(catalog, version, "version") ?? { _tag: "AtVersion", version }
     }
-    const rest = yield* Listing.streamFrom(store, listing, offset)
-    if (Option.isNone(rest)) {
-      return yield* new Reply({ response: json(416, { title: "Range Not Satisfiable", status: 416, detail: [{ name: "range", error: `offset ${offset} is beyond the end of the listing` }] }) })
-    }
-    return HttpServerResponse.stream(rest.value, { status: 206, headers: { ...headers, "content-range": `bytes ${offset}-*/*` } })
-  })
-
-const listingFor = (layer: LayerRow, selection: Selection, params: Params) =>
-  Effect.gen(function*() {
-    const request = yield* HttpServerRequest.HttpServerRequest
-    const fields = yield* additionalFields(params)
-    const partId = one(params, "part")
-    const pageToken = one(params, "pageToken")
-    const part = partId === undefined ? undefined : yield* decodePart(partId)
-    const volatile = layer.layer_type === "volatile"
-    const after = pageToken !== undefined ? Buffer.from(pageToken, "base64url").toString("utf8") : part?.after ?? ""
-    const url = new URL(request.url, originOf(request.headers))
-    return {
-      layerPk: layer.pk,
-      layerId: layer.id,
-      selection,
-      fields,
-      after,
-      upTo: part?.upTo ?? null,
-      pageLimit: volatile ? VOLATILE_PAGE : null,
-      fixedVersion: volatile ? -1 : null,
-      nextLink: (last: string) => {
-        const next = new URL(url)
-        next.searchParams.set("pageToken", Buffer.from(last).toString("base64url"))
-        return next.toString()
-      }
-    } satisfies Listing.ListingRequest
-  })
-
-const partitions = Effect.gen(function*() {
-  const { catalog, layer } = yield* routeLayer("read")
-  const params = yield* HttpServerRequest.ParsedSearchParams
-  let selection: Selection = { _tag: "Volatile" }
-  if (layer.layer_type === "versioned") {
-    const version = yield* requiredInteger(params, "version")
-    yield* checkVersion(catalog, version)
-    selection = { _tag: "AtVersion", version }
-  } else if (layer.layer_type !== "volatile") {
-    return yield* badRequest("layer", `Layer '${layer.id}' is a ${layer.layer_type} layer; partitions are listed for versioned and volatile layers only.`)
+    if (layer.layer_type === "volatile") return { _tag: "Volatile" }
+    return badRequest("layer", `Layer '${layer.id}' is a ${layer.layer_type} layer; partitions are listed for versioned and volatile layers only.`)
   }
-  return yield* respondListing(yield* listingFor(layer, selection, params))
-})
-
-const changes = Effect.gen(function*() {
-  const { catalog, layer } = yield* routeLayer("read")
-  const params = yield* HttpServerRequest.ParsedSearchParams
-  let selection: Selection
   if (layer.layer_type === "versioned") {
-    yield* requireVersions(catalog)
-    const start = yield* requiredInteger(params, "startVersion")
-    const end = (yield* integerParam(params, "endVersion")) ?? catalog.latest_version
+    const missing = noVersions(catalog)
+    if (missing !== undefined) return missing
+    const start = requiredIntegerOf(params, "startVersion")
+    if (start instanceof Reply) return start
+    const endParam = integerOf(params, "endVersion")
+    if (endParam instanceof Reply) return endParam
+    const end = endParam ?? catalog.latest_version
     if (start < catalog.min_version - 1) {
-      return yield* badRequest("startVersion", `Invalid version: minimum version for this catalog is ${catalog.min_version}`)
+      return badRequest("startVersion", `Invalid version: minimum version for this catalog is ${catalog.min_version}`)
     }
-    yield* checkVersion(catalog, end, "endVersion")
-    if (end < start) return yield* badRequest("endVersion", `endVersion ${end} is lower than startVersion ${start}`)
-    selection = { _tag: "Changes", startVersion: start, endVersion: end }
-  } else if (layer.layer_type === "volatile") {
-    selection = { _tag: "VolatileSince", sinceTime: (yield* integerParam(params, "sinceTime")) ?? 0 }
-  } else {
-    return yield* badRequest("layer", `Layer '${layer.id}' is a ${layer.layer_type} layer; changes are listed for versioned and volatile layers only.`)
+    const problem = versionProblem(catalog, end, "endVersion")
+    if (problem !== undefined) return problem
+    if (end < start) return badRequest("endVersion", `endVersion ${end} is lower than startVersion ${start}`)
+    return { _tag: "Changes", startVersion: start, endVersion: end }
   }
-  return yield* respondListing(yield* listingFor(layer, selection, params))
-})
+  if (layer.layer_type === "volatile") {
+    const since = integerOf(params, "sinceTime")
+    if (since instanceof Reply) return since
+    return { _tag: "VolatileSince", sinceTime: since ?? 0 }
+  }
+  return badRequest("layer", `Layer '${layer.id}' is a ${layer.layer_type} layer; changes are listed for versioned and volatile layers only.`)
+}
+
+const listingRequestOf = (layer: LayerRow, selection: Selection, params: Params, url: string, headers: Headers): Result<Listing.ListingRequest> => {
+  const fields = fieldsOf(params)
+  if (fields instanceof Reply) return fields
+  const partId = one(params, "part")
+  const pageToken = one(params, "pageToken")
+  const part = partId === undefined ? undefined : decodePart(partId)
+  if (part instanceof Reply) return part
+  const volatile = layer.layer_type === "volatile"
+  const after = pageToken !== undefined ? Buffer.from(pageToken, "base64url").toString("utf8") : part?.after ?? ""
+  const base = new URL(url, originOf(headers))
+  return {
+    layerPk: layer.pk,
+    layerId: layer.id,
+    selection,
+    fields,
+    after,
+    upTo: part?.upTo ?? null,
+    pageLimit: volatile ? VOLATILE_PAGE : null,
+    fixedVersion: volatile ? -1 : null,
+    nextLink: (last: string) => {
+      const next = new URL(base)
+      next.searchParams.set("pageToken", Buffer.from(last).toString("base64url"))
+      return next.toString()
+    }
+  }
+}
+
+const rangeNotSatisfiable = (error: string) =>
+  new Reply({ response: json(416, { title: "Range Not Satisfiable", status: 416, detail: [{ name: "range", error }] }) })
+
+const rangeStartOf = (headers: Headers, params: Params): Result<number | undefined> => {
+  const raw = headers["range"] ?? one(params, "range")
+  if (raw === undefined) return undefined
+  const match = /^bytes=(\d+)-$/.exec(raw.trim())
+  if (!match) return rangeNotSatisfiable(`only a single open range 'bytes=N-' is supported, got '${raw}'`)
+  return Number(match[1])
+}
+
+export type Headers = Readonly<Record<string, string | undefined>>
+
+export interface ListingResponse {
+  readonly status: 200 | 206
+  readonly headers: Record<string, string>
+  readonly chunks: Iterator<Uint8Array>
+}
+
+/**
+ * A partitions or changes listing of a layer the caller may read: the document (200), the rest of it
+ * from a `Range: bytes=N-` offset (206), or the Reply (400, 404, 416). `url` is the request URL as the
+ * route sees it (without a `/regions/<id>` prefix); the volatile `next` link is built from it.
+ */
+export const listing = (
+  reads: ReadsShape,
+  kind: ListingKind,
+  catalog: CatalogRow,
+  layer: LayerRow,
+  params: Params,
+  url: string,
+  headers: Headers
+): Result<ListingResponse> => {
+  const selection = selectionOf(kind, catalog, layer, params)
+  if (selection instanceof Reply) return selection
+  const request = listingRequestOf(layer, selection, params, url, headers)
+  if (request instanceof Reply) return request
+  const offset = rangeStartOf(headers, params)
+  if (offset instanceof Reply) return offset
+  const contentType = { "content-type": "application/json" }
+  if (offset === undefined) return { status: 200, headers: contentType, chunks: Listing.chunks(reads, request) }
+  const rest = Listing.chunksFrom(reads, request, offset)
+  if (rest === undefined) return rangeNotSatisfiable(`offset ${offset} is beyond the end of the listing`)
+  return { status: 206, headers: { ...contentType, "content-range": `bytes ${offset}-*/*` }, chunks: rest }
+}
+
+const listingRoute = (kind: ListingKind) =>
+  Effect.gen(function*() {
+    const { catalog, layer } = yield* routeLayer("read")
+    const params = yield* HttpServerRequest.ParsedSearchParams
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const response = yield* orFail(listing(yield* Reads, kind, catalog, layer, params, request.url, request.headers))
+    return HttpServerResponse.stream(Listing.toStream(response.chunks), { status: response.status, headers: response.headers })
+  })
 
 // --- versions ---------------------------------------------------------------------------------
 
@@ -266,9 +305,9 @@ const layerVersions = Effect.gen(function*() {
 const base = "/metadata/v1/catalogs/:catalog"
 
 export const routes = HttpRouter.empty.pipe(
-  HttpRouter.get(`${base}/layers/:layer/partitions`, withCaller(partitions)),
+  HttpRouter.get(`${base}/layers/:layer/partitions`, withCaller(listingRoute("partitions"))),
   HttpRouter.get(`${base}/layers/:layer/partitions/parts`, withCaller(parts)),
-  HttpRouter.get(`${base}/layers/:layer/changes`, withCaller(changes)),
+  HttpRouter.get(`${base}/layers/:layer/changes`, withCaller(listingRoute("changes"))),
   HttpRouter.get(`${base}/layers/:layer/changes/parts`, withCaller(parts)),
   HttpRouter.get(`${base}/versions`, withCaller(versions)),
   HttpRouter.get(`${base}/versions/latest`, withCaller(latest)),

@@ -3,9 +3,9 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { Effect } from "effect"
 import { routeLayer } from "../Access.ts"
 import { withCaller } from "../Auth.ts"
-import { encodePartition } from "../Listing.ts"
+import { partitionEncoder } from "../Listing.ts"
+import { Reads, type Selection } from "../Reads.ts"
 import { badRequest, json } from "../Reply.ts"
-import { type Selection, Store } from "../Store.ts"
 import { additionalFields, checkVersion } from "./Metadata.ts"
 
 const MAX_IDS = 100
@@ -45,9 +45,8 @@ const byIds = (changes: boolean) =>
     } else {
       return yield* badRequest("layer", `Layer '${layer.id}' is a ${layer.layer_type} layer; the query API serves versioned and volatile layers.`)
     }
-    const rows = yield* (yield* Store).partitionsByIds(layer.pk, selection, ids).pipe(Effect.orDie)
-    const fixedVersion = layer.layer_type === "volatile" ? -1 : null
-    const partitions = rows.map((row) => JSON.parse(encodePartition(row, layer.id, fields, fixedVersion)))
+    const encode = partitionEncoder(layer.id, fields, layer.layer_type === "volatile" ? -1 : null)
+    const partitions = (yield* Reads).partitionsByIds(layer.pk, selection, ids).map((row) => JSON.parse(encode(row)))
     return json(200, { partitions })
   })
 

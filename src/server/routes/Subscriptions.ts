@@ -9,7 +9,7 @@ import { AdminStore, type SubscriptionRow } from "../AdminStore.ts"
 import { Caller, withCaller } from "../Auth.ts"
 import { gatewayError } from "../../domain/ErrorBody.ts"
 import { badRequest, conflict, json, notFound, Reply } from "../Reply.ts"
-import { Store } from "../Store.ts"
+import { Reads } from "../Reads.ts"
 
 /**
  * Config API v1 notification subscriptions on interactive map layers. Create and delete answer 202
@@ -91,7 +91,7 @@ const inaccessible = (field: string, hrn: string) =>
 const referencedLayer = (catalogField: string, layerField: string, nameOrHrn: string, layerId: string) =>
   Effect.gen(function*() {
     const { appId } = yield* Caller
-    const row = yield* (yield* Store).catalogAccess(nameOrHrn, appId, layerId).pipe(Effect.orDie)
+    const row = (yield* Reads).catalogAccess(nameOrHrn, appId, layerId)
     if (row === undefined || !(row.owns === 1 || row.can_read === 1)) return yield* inaccessible(catalogField, nameOrHrn)
     if (row.layer_pk === null) return yield* badRequest(layerField, `catalog ${row.hrn} has no layer '${layerId}'`)
     return row
