@@ -34,6 +34,7 @@ const byTag: Record<string, number> = {
   CatalogNotFound: ExitCode.notFound,
   ApiNotFound: ExitCode.notFound,
   SubscriptionNotFound: ExitCode.notFound,
+  SchemaNotFound: ExitCode.notFound,
   RetryBudgetExhausted: ExitCode.transient,
   IntegrityError: ExitCode.integrity,
   OutputConflict: ExitCode.integrity
