@@ -241,7 +241,6 @@ const decoderOf = (layer: LayerContent, options: DecodeOptions): Decoder => {
   const raw = options.onError === "raw"
   const columns = [...base, ...decoded, ...(raw ? RAW_COLUMNS : [])]
   const width = columns.length
-  const nulls = (n: number) => new Array<unknown>(n).fill(null)
   const geometryColumn = kind === "geojson" ? decoded[1]!.name : undefined
 
   const decode = (batch: ReadonlyArray<PartitionInput>, geo: GeoStats = new GeoStats()) =>
@@ -250,15 +249,21 @@ const decoderOf = (layer: LayerContent, options: DecodeOptions): Decoder => {
       const failures: Array<DecodeFailure> = []
       let rows = 0
       let bytes = 0
-      const push = (values: ReadonlyArray<unknown>) => {
-        for (let i = 0; i < width; i++) out[i]!.push(values[i])
+      // Straight into the columns: partition values, then decoded values, then the raw-mode pair.
+      const push = (head: ReadonlyArray<unknown>, values: ReadonlyArray<unknown> | null, data: Uint8Array | null, reason: string | null) => {
+        let c = 0
+        for (const v of head) out[c++]!.push(v)
+        for (let i = 0; i < decoded.length; i++) out[c++]!.push(values === null ? null : values[i])
+        if (raw) {
+          out[c++]!.push(data)
+          out[c]!.push(reason)
+        }
         rows++
       }
       for (const p of batch) {
         const head = partitionValues(p, layer.heretile)
-        const tail = raw ? [null, null] : []
         if (p.data === null) {
-          push([...head, ...nulls(decoded.length), ...tail])
+          push(head, null, null, null)
           continue
         }
         bytes += p.data.byteLength
@@ -271,10 +276,10 @@ const decoderOf = (layer: LayerContent, options: DecodeOptions): Decoder => {
             return Effect.fail(new DecodeError({ layer: layer.layerId, partition: p.partition, dataHandle: p.dataHandle, reason }))
           }
           failures.push({ partition: p.partition, dataHandle: p.dataHandle, reason })
-          if (raw) push([...head, ...nulls(decoded.length), p.data, reason])
+          if (raw) push(head, null, p.data, reason)
           continue
         }
-        for (const values of decodedRows) push([...head, ...values, ...tail])
+        for (const values of decodedRows) push(head, values, null, null)
       }
       return Effect.succeed<DecodedBatch>({ rows, columns: out, partitions: batch.length, failures, bytes })
     })

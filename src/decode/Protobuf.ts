@@ -33,6 +33,7 @@ const WRAPPERS = new Set(["DoubleValue", "FloatValue", "Int64Value", "UInt64Valu
 /** A protobuf.js Long (or a number, when decoding left it small) as an exact bigint. */
 const longToBigInt = (value: { low: number; high: number } | number, unsigned: boolean): bigint => {
   if (typeof value === "number") return BigInt(value)
+  if (value.high === 0) return BigInt(value.low >>> 0)
   const bits = (BigInt(value.high >>> 0) << 32n) | BigInt(value.low >>> 0)
   return unsigned ? bits : BigInt.asIntN(64, bits)
 }

@@ -59,7 +59,7 @@ describe.concurrent("inspection commands", () => {
 
   it("layers list", async () => {
     const result = await cli("layers", "list", "--catalog", DEMO, "--json")
-    expect(lines(result.stdout).map((l) => [l.id, l.layerType])).toEqual([["tiles", "versioned"], ["places", "versioned"], ["traffic", "volatile"], ["events", "stream"]])
+    expect(lines(result.stdout).map((l) => [l.id, l.layerType])).toEqual([["tiles", "versioned"], ["roads", "versioned"], ["places", "versioned"], ["traffic", "volatile"], ["events", "stream"]])
   })
 
   it("partitions list, at a version and per part", async () => {

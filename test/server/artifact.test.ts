@@ -32,7 +32,7 @@ describe("artifact API", () => {
   })
   afterAll(() => svc.close())
 
-  const put = (path: string, body: BodyInit, appId?: string, contentType = "application/octet-stream") =>
+  const put = (path: string, body: string | Uint8Array, appId?: string, contentType = "application/octet-stream") =>
     svc.get(`${A}${path}`, { method: "PUT", body, headers: { "content-type": contentType }, ...(appId === undefined ? {} : { appId }) })
 
   it("is listed in platform lookup", async () => {

@@ -1,0 +1,62 @@
+/**
+ * Decoding rate of the demo protobuf layer (`roads`) on one core: blobs made by the demo seed's
+ * encoder, decoded batch by batch into columns, then written to Parquet (zstd level 1) and Arrow.
+ * Reports partitions/s, rows/s and MB/s of blob bytes for each stage. `npm run bench:decode [N]`.
+ */
+import { Effect } from "effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { openDecodedFile } from "../../src/decode/DecodedFile.ts"
+import { makeDecoder, type PartitionInput } from "../../src/decode/Decoder.ts"
+import * as HereTile from "../../src/domain/HereTile.ts"
+import { roadTileBundle, roadTileEncoder } from "../../src/server/DemoRoads.ts"
+import { prng } from "../../src/server/Faults.ts"
+import { zstdCodec } from "../../src/sinks/ParquetCodecs.ts"
+
+const N = Number(process.argv[2] ?? 20_000)
+const BATCH = 1000
+const bundle = roadTileBundle()
+const encode = roadTileEncoder(bundle)
+const random = prng(7)
+const center = HereTile.toAddress(HereTile.fromCoordinates(52.52, 13.405, 12))
+const inputs: Array<PartitionInput> = Array.from({ length: N }, (_, i) => {
+  const tile = HereTile.fromAddress({ level: 12, column: center.column + (i % 200), row: center.row + Math.floor(i / 200) % 100 })
+  const data = encode(random, tile, i)
+  return { partition: String(tile), partitionVersion: 1, dataHandle: `h-${i}`, dataSize: data.byteLength, checksum: null, data }
+})
+const blobBytes = inputs.reduce((n, p) => n + p.data!.byteLength, 0)
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), "bench-decode-"))
+
+const measure = async (name: string, explode: string | undefined, format: "parquet" | "arrow" | undefined) => {
+  const decoder = await Effect.runPromise(makeDecoder(
+    { layerId: "roads", contentType: "application/x-protobuf", heretile: false, schemaBundle: bundle },
+    { mode: "auto", onError: "fail", ...(explode === undefined ? {} : { explode }) }
+  ))
+  const writer = format === undefined
+    ? undefined
+    : openDecodedFile({ path: path.join(dir, `out.${format}`), format, decoder, metadata: {}, ...(format === "parquet" ? { codec: zstdCodec(1) } : {}) })
+  const start = process.hrtime.bigint()
+  let rows = 0
+  for (let i = 0; i < inputs.length; i += BATCH) {
+    const batch = Effect.runSync(decoder.decode(inputs.slice(i, i + BATCH)))
+    rows += batch.rows
+    writer?.write(batch)
+  }
+  writer?.finish()
+  const seconds = Number(process.hrtime.bigint() - start) / 1e9
+  console.log(
+    `${name.padEnd(34)} ${String(Math.round(N / seconds)).padStart(8)} partitions/s ${String(Math.round(rows / seconds)).padStart(9)} rows/s ${(blobBytes / seconds / 1e6).toFixed(1).padStart(7)} MB/s`
+  )
+}
+
+console.log(`${N} demo road tiles, ${(blobBytes / N).toFixed(0)} bytes each on average, batches of ${BATCH}; node ${process.version}`)
+for (let round = 0; round < 2; round++) {
+  if (round === 1) console.log("-- second round (warm) --")
+  await measure("decode only", undefined, undefined)
+  await measure("decode --explode road_link", "road_link", undefined)
+  await measure("decode + Parquet (zstd 1)", undefined, "parquet")
+  await measure("decode + Arrow IPC", undefined, "arrow")
+  await measure("decode --explode + Parquet", "road_link", "parquet")
+}
+fs.rmSync(dir, { recursive: true, force: true })
