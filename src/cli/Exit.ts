@@ -36,7 +36,9 @@ const byTag: Record<string, number> = {
   SubscriptionNotFound: ExitCode.notFound,
   SchemaNotFound: ExitCode.notFound,
   RetryBudgetExhausted: ExitCode.transient,
+  DecodeSetupError: ExitCode.usage,
   IntegrityError: ExitCode.integrity,
+  DecodeError: ExitCode.integrity,
   OutputConflict: ExitCode.integrity
 }
 

@@ -107,12 +107,14 @@ const GEOJSON_TYPES = new Set(["application/geo+json", "application/vnd.geo+json
 
 const mediaType = (contentType: string | undefined) => (contentType ?? "").split(";")[0]!.trim().toLowerCase()
 
+export const isProtobufContentType = (contentType: string | undefined) => PROTOBUF_TYPES.has(mediaType(contentType))
+
 /** `auto`: protobuf with a schema and a protobuf content type, GeoJSON and JSON by content type, else raw. */
 export const resolveKind = (layer: LayerContent, mode: DecodeMode): DecodeKind => {
   if (mode === "none") return "raw"
   if (mode !== "auto") return mode
   const type = mediaType(layer.contentType)
-  if (PROTOBUF_TYPES.has(type) && layer.schemaBundle !== undefined) return "protobuf"
+  if (isProtobufContentType(type) && layer.schemaBundle !== undefined) return "protobuf"
   if (GEOJSON_TYPES.has(type)) return "geojson"
   if (type === "application/json" || type.endsWith("+json")) return "json"
   return "raw"

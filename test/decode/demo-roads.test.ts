@@ -16,6 +16,7 @@ import { ConfigApi } from "../../src/client/ConfigApi.ts"
 import { MetadataApi } from "../../src/client/MetadataApi.ts"
 import { DESCRIPTOR_SET_PATH } from "../../src/decode/Bundle.ts"
 import { makeDecoder, type PartitionInput } from "../../src/decode/Decoder.ts"
+import { layerContent } from "../../src/decode/LayerContent.ts"
 import * as HereTile from "../../src/domain/HereTile.ts"
 import { clientLayerFor, runWith } from "../support/client.ts"
 import { literal, query, withDuckDB } from "../support/duckdb.ts"
@@ -33,10 +34,12 @@ describe("the demo protobuf layer, decoded", () => {
 
   it("decodes every field as an independent decoder reads it", async () => {
     const layer = await clientLayerFor(svc)
-    const { bundle, contentType, inputs } = await runWith(layer, Effect.gen(function*() {
+    const { content, inputs } = await runWith(layer, Effect.gen(function*() {
       const catalog = yield* (yield* ConfigApi).getCatalog(DEMO)
       const roads = catalog.layers.find((l) => l.id === "roads")!
-      const bundle = yield* (yield* ArtifactApi).getSchemaBundle(roads.schema!.hrn)
+      // Nothing to fetch unless protobuf decoding may be wanted.
+      expect((yield* layerContent(roads, "json")).schemaBundle).toBeUndefined()
+      const content = yield* layerContent(roads, "auto")
       const metadata = yield* MetadataApi
       const version = yield* metadata.latestVersion(DEMO)
       const listed = Chunk.toArray(yield* Stream.runCollect(metadata.partitions(DEMO, "roads", { version, additionalFields: ["dataSize", "checksum"] })))
@@ -46,10 +49,13 @@ describe("the demo protobuf layer, decoded", () => {
           const tile = HereTile.toAddress(Number(p.partition))
           return { partition: p.partition, partitionVersion: p.version, dataHandle: p.dataHandle, dataSize: p.dataSize ?? null, checksum: p.checksum ?? null, data, tileLevel: tile.level, tileX: tile.column, tileY: tile.row }
         }), { concurrency: 8 })
-      return { bundle, contentType: roads.contentType, inputs }
+      return { content, inputs }
     }))
+    const bundle = content.schemaBundle!
+    expect(content).toMatchObject({ layerId: "roads", contentType: "application/x-protobuf", heretile: true })
+    expect(bundle).toEqual(await runWith(layer, Effect.flatMap(ArtifactApi, (a) => a.getSchemaBundle("hrn:local:schema:::com.here.catalogexport.demo:road-tile_v1:1.0.0"))))
     expect(inputs.length).toBeGreaterThan(50)
-    const decoder = await Effect.runPromise(makeDecoder({ layerId: "roads", contentType, heretile: true, schemaBundle: bundle }, { mode: "auto", onError: "fail" }))
+    const decoder = await Effect.runPromise(makeDecoder(content, { mode: "auto", onError: "fail" }))
     expect(decoder.kind).toBe("protobuf")
     const file = path.join(svc.dir, "roads.parquet")
     await writeDecoded(decoder, file, "parquet", inputs, 25)

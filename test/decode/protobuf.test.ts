@@ -282,6 +282,11 @@ describe("protobuf decoding", () => {
       const [q] = await query(db, `SELECT tile_key::VARCHAR AS k, links[1].global_id::VARCHAR AS g, links[1].shape[2].lon AS lon, meta.parent->>'source' AS parent
         FROM read_parquet(${literal(file)}) WHERE partition = 'tile-a'`)
       expect(q).toEqual({ k: String(U64_MAX), g: String(U64_MAX - 1n), lon: 13.5, parent: "root" })
+      // Filters that can use the column statistics of unsigned 64-bit values above 2^63.
+      const counts = await query(db, `SELECT count(*) FILTER (WHERE tile_key > 9223372036854775808) AS high, count(*) FILTER (WHERE tile_key < 10) AS low FROM read_parquet(${literal(file)})`)
+      expect(counts).toEqual([{ high: 1n, low: 1n }])
+      expect(await query(db, `SELECT partition FROM read_parquet(${literal(file)}) WHERE tile_key = 18446744073709551615`)).toEqual([{ partition: "tile-a" }])
+      expect(await query(db, `SELECT partition FROM read_parquet(${literal(file)}) WHERE tile_key BETWEEN 1 AND 9`)).toEqual([{ partition: "tile-b" }])
     })
   })
 
