@@ -1,4 +1,5 @@
 import { Effect, Schema } from "effect"
+import type { Row } from "../sinks/Row.ts"
 import { mainMessageOf, readBundle } from "./Bundle.ts"
 import { type Column, type ColumnBatch, scalar } from "./Columns.ts"
 import { GeoStats, geoParquetMetadata, parseFeatures } from "./GeoJson.ts"
@@ -36,22 +37,8 @@ export interface DecodeOptions {
   readonly onError: OnDecodeError
 }
 
-/** One partition as the export has fetched it; `data` is the blob decompressed, null for a deletion. */
-export interface PartitionInput {
-  readonly partition: string
-  readonly partitionVersion: bigint | number
-  readonly dataHandle: string
-  readonly dataSize: bigint | number | null
-  readonly checksum: string | null
-  readonly data: Uint8Array | null
-  readonly tileLevel?: number | null
-  readonly tileX?: number | null
-  readonly tileY?: number | null
-  readonly tileWest?: number | null
-  readonly tileSouth?: number | null
-  readonly tileEast?: number | null
-  readonly tileNorth?: number | null
-}
+/** One partition as the export has fetched it (the row of a raw export); `data` is the blob decompressed, null for a deletion. */
+export type PartitionInput = Row
 
 export interface DecodeFailure {
   readonly partition: string

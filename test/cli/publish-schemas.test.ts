@@ -2,34 +2,23 @@
  * `schemas publish|get|list` and `publish` through the real CLI against the local service, checked
  * over plain HTTP: what was published is what the service serves, and bad input changes nothing.
  */
-import { execFile } from "node:child_process"
 import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { promisify } from "node:util"
 import { gunzipSync } from "node:zlib"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { buildBundle } from "../../src/decode/Bundle.ts"
+import { cliFor } from "../support/cli.ts"
 import { startService, type TestService } from "../support/service.ts"
 
-const run = promisify(execFile)
 const DEMO = "hrn:local:data:::demo"
-const BIN = path.resolve("src/cli/bin.mjs")
 const SCHEMA = "hrn:local:schema:::com.example.cli:thing_v1:1.0.0"
 const DEMO_SCHEMA = "hrn:local:schema:::com.here.catalogexport.demo:road-tile_v1:1.0.0"
 
 let svc: TestService
 let credentials: string
 
-const cli = async (...args: Array<string>) => {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [BIN, ...args, "--lookup-url", svc.lookupUrl, "--credentials", credentials], { maxBuffer: 1 << 26 })
-    return { code: 0, stdout, stderr }
-  } catch (e) {
-    const failure = e as { code: number; stdout: string; stderr: string }
-    return { code: failure.code, stdout: failure.stdout, stderr: failure.stderr }
-  }
-}
+const cli = (...args: Array<string>) => cliFor(svc, credentials)(...args)
 
 const http = async <A>(p: string): Promise<A> => (await (await svc.get(p)).json()) as A
 const sha1 = (bytes: Uint8Array | string) => createHash("sha1").update(bytes).digest("hex")
