@@ -1,12 +1,18 @@
 /**
  * Decoding rate of the demo protobuf layer (`roads`) on one core: blobs made by the demo seed's
  * encoder, decoded batch by batch into columns, then written to Parquet (zstd level 1) and Arrow.
- * Reports partitions/s, rows/s and MB/s of blob bytes for each stage. `npm run bench:decode [N]`.
+ * Reports partitions/s, rows/s and MB/s of blob bytes for each stage, and first the two decoders
+ * considered, bare (no conversion to columns): protobuf.js (generated code, chosen) and
+ * @bufbuild/protobuf (reflection). `npm run bench:decode [N]`.
  */
+import { createFileRegistry, fromBinary } from "@bufbuild/protobuf"
+import { FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt"
 import { Effect } from "effect"
+import { unzipSync } from "fflate"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { DESCRIPTOR_SET_PATH, mainMessageOf, readBundle } from "../../src/decode/Bundle.ts"
 import { openDecodedFile } from "../../src/decode/DecodedFile.ts"
 import { makeDecoder, type PartitionInput } from "../../src/decode/Decoder.ts"
 import * as HereTile from "../../src/domain/HereTile.ts"
@@ -50,9 +56,20 @@ const measure = async (name: string, explode: string | undefined, format: "parqu
   )
 }
 
+const bare = (name: string, decode: (bytes: Uint8Array) => unknown) => {
+  const start = process.hrtime.bigint()
+  for (const p of inputs) decode(p.data!)
+  const seconds = Number(process.hrtime.bigint() - start) / 1e9
+  console.log(`${name.padEnd(34)} ${String(Math.round(N / seconds)).padStart(8)} partitions/s ${(blobBytes / seconds / 1e6).toFixed(1).padStart(7)} MB/s`)
+}
+const protobufjs = mainMessageOf(readBundle(bundle))
+const bufbuild = createFileRegistry(fromBinary(FileDescriptorSetSchema, unzipSync(bundle)[DESCRIPTOR_SET_PATH]!)).getMessage("catalog_export.demo.v1.RoadTile")!
+
 console.log(`${N} demo road tiles, ${(blobBytes / N).toFixed(0)} bytes each on average, batches of ${BATCH}; node ${process.version}`)
 for (let round = 0; round < 2; round++) {
   if (round === 1) console.log("-- second round (warm) --")
+  bare("bare protobuf.js decode", (b) => protobufjs.decode(b))
+  bare("bare @bufbuild/protobuf decode", (b) => fromBinary(bufbuild, b))
   await measure("decode only", undefined, undefined)
   await measure("decode --explode road_link", "road_link", undefined)
   await measure("decode + Parquet (zstd 1)", undefined, "parquet")
