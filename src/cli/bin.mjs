@@ -25,8 +25,14 @@ const stale = !existsSync(bundle) ||
 if (stale) {
   const { build } = await import("esbuild")
   const result = await build({
-    entryPoints: [join(root, "src", "cli", "main.ts")],
-    outfile: bundle,
+    // The encoder thread (src/sinks/Encoder.ts) loads its own bundle next to the CLI's.
+    entryPoints: { "catalog-export": join(root, "src", "cli", "main.ts"), "encoder-worker": join(root, "src", "sinks", "EncoderWorker.ts") },
+    outdir: dirname(bundle),
+    outExtension: { ".js": ".mjs" },
+    // The file writers are loaded when a format is asked for; their chunks sit beside the bundles, so
+    // import.meta.url resolves the encoder thread (Encoder.ts) from whichever file holds it.
+    splitting: true,
+    chunkNames: "[name]-[hash]",
     write: false,
     bundle: true,
     platform: "node",
@@ -36,11 +42,15 @@ if (stale) {
     sourcemap: "inline",
     logLevel: "error"
   })
-  // Written under a private name and renamed, so concurrent starts never load a half-written file.
-  const temp = `${bundle}.${process.pid}.tmp`
+  // Written under private names and renamed, the CLI's last, so concurrent starts never load a half-written file.
   mkdirSync(dirname(bundle), { recursive: true })
-  writeFileSync(temp, result.outputFiles[0].contents)
-  renameSync(temp, bundle)
+  const files = [...result.outputFiles].sort((a) => (a.path === bundle ? 1 : -1))
+  for (const file of files) {
+    mkdirSync(dirname(file.path), { recursive: true })
+    const temp = `${file.path}.${process.pid}.tmp`
+    writeFileSync(temp, file.contents)
+    renameSync(temp, file.path)
+  }
 }
 
 await import(pathToFileURL(bundle).href)

@@ -1,7 +1,8 @@
 import * as Command from "@effect/cli/Command"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import { Cause, Console, Effect, Exit } from "effect"
+import { Cause, Console, Effect, Exit, Layer } from "effect"
+import { Encoder } from "../sinks/Encoder.ts"
 import { TOOL } from "../domain/Tool.ts"
 import { ExitCode, exitCodeOf, interruption, sentenceOf } from "./Exit.ts"
 import { adminCommands } from "./admin.ts"
@@ -40,7 +41,8 @@ const program = cli(process.argv).pipe(
       }
     })
   ),
-  Effect.provide(NodeContext.layer)
+  // The encoder thread of exports starts with the first file written, not with every command.
+  Effect.provide(Layer.merge(NodeContext.layer, Encoder.worker))
 )
 
 NodeRuntime.runMain(program, {

@@ -1,8 +1,12 @@
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
-import { Context, Effect, Layer, Stream } from "effect"
+import { Context, Effect, Either, Layer, Redacted, Runtime, type Scope, Stream } from "effect"
 import { ApiClient, joinUrl, segment } from "./ApiClient.ts"
+import { Auth } from "./Auth.ts"
+import { BlobFetcher, type BlobFetcherOptions } from "./BlobFetcher.ts"
 import { ApiError, type ResponseDecodeError } from "./Errors.ts"
+import { Http, HttpOptions } from "./Http.ts"
 import { Lookup, type LookupFailure } from "./Lookup.ts"
+import { retryLimits, RetryPolicy } from "./Retry.ts"
 
 /**
  * Blob API v1 (`blob`) and Volatile Blob API v1 (`volatile-blob`): two services with the same
@@ -30,7 +34,25 @@ export interface PutOptions {
   readonly contentEncoding?: string
 }
 
+/** What a caller of `fetcher` decides; the rest (dispatcher, retry policy, token) comes from the client. */
+export type FetcherOptions<T> = Pick<BlobFetcherOptions<T>, "concurrency" | "onBlob" | "onFailure" | "isPaused">
+
+export interface BlobFetcherHandle<T extends { readonly dataHandle: string }> {
+  readonly fetcher: BlobFetcher<T>
+  /** Takes the current token and base URL (both cached by the client); call it before each chunk of work. */
+  readonly refresh: Effect.Effect<void, BlobFailure>
+}
+
 export interface BlobShape {
+  /**
+   * The hot path for many blobs of one layer: a BlobFetcher over the client's own connections, token,
+   * retry policy and retry counter. It is closed (requests in flight aborted) with the scope.
+   */
+  readonly fetcher: <T extends { readonly dataHandle: string }>(
+    hrn: string,
+    layer: string,
+    options: FetcherOptions<T>
+  ) => Effect.Effect<BlobFetcherHandle<T>, BlobFailure, Scope.Scope>
   /** The whole blob (or range); 204 gives empty bytes. */
   readonly get: (hrn: string, layer: string, dataHandle: string, range?: ByteRange) => Effect.Effect<Uint8Array, BlobFailure>
   /** The blob as a stream; a cut connection continues where it stopped. */
@@ -47,6 +69,10 @@ const makeBlobApi = (apiName: "blob" | "volatile-blob") =>
   Effect.gen(function* () {
     const api = yield* ApiClient
     const lookup = yield* Lookup
+    const http = yield* Http
+    const auth = yield* Auth
+    const httpOptions = yield* HttpOptions
+    const limits = retryLimits(yield* RetryPolicy)
     const url = (hrn: string, layer: string, dataHandle: string) =>
       Effect.map(lookup.baseUrl({ api: apiName, version: "v1", hrn }), (root) =>
         joinUrl(root, `/layers/${segment(layer)}/data/${segment(dataHandle)}`)
@@ -99,7 +125,46 @@ const makeBlobApi = (apiName: "blob" | "volatile-blob") =>
     const del = (hrn: string, layer: string, dataHandle: string) =>
       Effect.flatMap(url(hrn, layer, dataHandle), (target) => Effect.asVoid(api.discard(HttpClientRequest.del(target))))
 
+    const fetcher = <T extends { readonly dataHandle: string }>(hrn: string, layer: string, options: FetcherOptions<T>) =>
+      Effect.gen(function* () {
+        const runtime = yield* Effect.runtime<never>()
+        // The token as the fetcher sends it; Auth.invalidate wants the Redacted it handed out.
+        let current = yield* auth.token
+        const token = Effect.map(auth.token, (t) => {
+          current = t
+          return Redacted.value(t)
+        })
+        // Rejects with the token failure itself (AuthError, ...), which then ends the fetch.
+        const promise = <A, E>(effect: Effect.Effect<A, E>) =>
+          Runtime.runPromise(runtime)(Effect.either(effect)).then((result) => (Either.isRight(result) ? result.right : Promise.reject(result.left)))
+        const fetcher = yield* Effect.acquireRelease(
+          Effect.sync(() =>
+            new BlobFetcher<T>({
+              ...options,
+              dispatcher: http.dispatcher,
+              limits,
+              maxRedirects: httpOptions.maxRedirects,
+              userAgent: httpOptions.userAgent,
+              token: () => promise(token),
+              refreshToken: (stale) => promise(Effect.zipRight(Redacted.value(current) === stale ? auth.invalidate(current) : Effect.void, token)),
+              onRetry: (retry) => {
+                http.recordRetry()
+                Runtime.runFork(runtime)(Effect.logDebug("retrying request").pipe(Effect.annotateLogs({ method: "GET", ...retry })))
+              }
+            })
+          ),
+          (fetcher) => Effect.sync(() => fetcher.close())
+        )
+        const refresh = Effect.gen(function* () {
+          fetcher.setTarget(yield* lookup.baseUrl({ api: apiName, version: "v1", hrn }), layer)
+          fetcher.setToken(yield* token)
+        })
+        yield* refresh
+        return { fetcher, refresh }
+      })
+
     return {
+      fetcher,
       // No span: called once per partition, where a span and a stack capture per call cost measurably.
       get,
       getStream,
@@ -109,15 +174,17 @@ const makeBlobApi = (apiName: "blob" | "volatile-blob") =>
     }
   })
 
+type BlobDependencies = ApiClient | Lookup | Http | Auth | HttpOptions | RetryPolicy
+
 export class BlobApi extends Context.Tag("catalog-export/client/BlobApi")<BlobApi, BlobShape>() {
-  static readonly layer: Layer.Layer<BlobApi, never, ApiClient | Lookup> = Layer.effect(
+  static readonly layer: Layer.Layer<BlobApi, never, BlobDependencies> = Layer.effect(
     BlobApi,
-    Effect.map(makeBlobApi("blob"), ({ get, getStream, head, put }) => BlobApi.of({ get, getStream, head, put }))
+    Effect.map(makeBlobApi("blob"), ({ fetcher, get, getStream, head, put }) => BlobApi.of({ fetcher, get, getStream, head, put }))
   )
 }
 
 export class VolatileBlobApi extends Context.Tag("catalog-export/client/VolatileBlobApi")<VolatileBlobApi, VolatileBlobShape>() {
-  static readonly layer: Layer.Layer<VolatileBlobApi, never, ApiClient | Lookup> = Layer.effect(
+  static readonly layer: Layer.Layer<VolatileBlobApi, never, BlobDependencies> = Layer.effect(
     VolatileBlobApi,
     Effect.map(makeBlobApi("volatile-blob"), (impl) => VolatileBlobApi.of(impl))
   )

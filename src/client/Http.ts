@@ -6,11 +6,14 @@ import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import * as UrlParams from "@effect/platform/UrlParams"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
-import { Clock, Context, Duration, Effect, Either, Layer, Random, Ref, Stream } from "effect"
-import { Agent } from "undici"
+import { Clock, Context, Duration, Effect, Either, Layer, Random, Stream } from "effect"
+import { Agent, type Dispatcher } from "undici"
 import * as ErrorBody from "../domain/ErrorBody.ts"
 import { TOOL } from "../domain/Tool.ts"
 import { ApiError, redactUrl, RetryBudgetExhausted, TransportError } from "./Errors.ts"
+import { isTransient, retryDelay, retryLimits, RetryPolicy, type RetryPolicyShape } from "./Retry.ts"
+
+export { isRetriableStatus, isTransient, RetryPolicy, type RetryPolicyShape } from "./Retry.ts"
 
 /**
  * The HTTP stack under every API service: undici (keep-alive, bounded connections, timeouts,
@@ -45,28 +48,6 @@ export class HttpOptions extends Context.Tag("catalog-export/client/HttpOptions"
     Layer.succeed(HttpOptions, { ...HttpOptions.defaults, ...options })
 }
 
-export interface RetryPolicyShape {
-  /** Retries per request (attempts = retries + 1). */
-  readonly maxRetries: number
-  /** Total time a request may spend retrying; a wait that would pass it fails at once. */
-  readonly maxElapsed: Duration.DurationInput
-  /** Backoff before retry n is uniform in [0, min(maxDelay, baseDelay * 2^n)]. */
-  readonly baseDelay: Duration.DurationInput
-  /** Cap of any single wait, Retry-After included. */
-  readonly maxDelay: Duration.DurationInput
-}
-
-export class RetryPolicy extends Context.Tag("catalog-export/client/RetryPolicy")<RetryPolicy, RetryPolicyShape>() {
-  static readonly defaults: RetryPolicyShape = {
-    maxRetries: 20,
-    maxElapsed: "10 minutes",
-    baseDelay: "250 millis",
-    maxDelay: "60 seconds"
-  }
-  static readonly layer = (options: Partial<RetryPolicyShape> = {}) =>
-    Layer.succeed(RetryPolicy, { ...RetryPolicy.defaults, ...options })
-}
-
 export type HttpFailure = ApiError | TransportError
 
 export interface SendOptions {
@@ -92,7 +73,14 @@ export interface HttpShape {
   readonly retrySession: Effect.Effect<RetrySession>
   /** Retries made so far by this stack (for run summaries). */
   readonly retryCount: Effect.Effect<number>
+  /** Counts a retry made outside `retrying` (the blob fetcher's own loop). */
+  readonly recordRetry: () => void
+  /** The undici dispatcher under the stack, for hot paths that drive it directly (BlobFetcher). */
+  readonly dispatcher: Dispatcher
 }
+
+/** The undici Agent every request of the client goes through. */
+export class UndiciDispatcher extends Context.Tag("catalog-export/client/UndiciDispatcher")<UndiciDispatcher, Dispatcher>() {}
 
 export class Http extends Context.Tag("catalog-export/client/Http")<Http, HttpShape>() {
   /** The stack over undici, with its options (for use without the rest of the client). */
@@ -102,13 +90,14 @@ export class Http extends Context.Tag("catalog-export/client/Http")<Http, HttpSh
       Layer.provideMerge(Layer.merge(HttpOptions.layer(options.http), RetryPolicy.layer(options.retry)))
     )
 
-  static readonly layer: Layer.Layer<Http, never, HttpClient.HttpClient | HttpOptions | RetryPolicy> = Layer.effect(
+  static readonly layer: Layer.Layer<Http, never, HttpClient.HttpClient | UndiciDispatcher | HttpOptions | RetryPolicy> = Layer.effect(
     Http,
     Effect.gen(function* () {
       const options = yield* HttpOptions
-      const policy = yield* RetryPolicy
+      const limits = retryLimits(yield* RetryPolicy)
       const client = (yield* HttpClient.HttpClient).pipe(HttpClient.withTracerDisabledWhen(() => true))
-      const retries = yield* Ref.make(0)
+      const dispatcher = yield* UndiciDispatcher
+      let retries = 0
 
       const send = (request: HttpClientRequest.HttpClientRequest, sendOptions?: SendOptions) =>
         Effect.gen(function* () {
@@ -137,9 +126,6 @@ export class Http extends Context.Tag("catalog-export/client/Http")<Http, HttpSh
         })
 
       const makeSession = Effect.gen(function* () {
-        const maxElapsed = Duration.toMillis(policy.maxElapsed)
-        const baseDelay = Duration.toMillis(policy.baseDelay)
-        const maxDelay = Duration.toMillis(policy.maxDelay)
         let startedAt = yield* Clock.currentTimeMillis
         let attempt = 0
         const session: RetrySession = {
@@ -150,22 +136,14 @@ export class Http extends Context.Tag("catalog-export/client/Http")<Http, HttpSh
           backoff: <E>(error: E) =>
             Effect.gen(function* () {
               if (!isTransient(error)) return yield* Effect.fail(error)
-              const now = yield* Clock.currentTimeMillis
-              const elapsed = now - startedAt
-              const ceiling = Math.min(maxDelay, baseDelay * 2 ** attempt)
-              const jittered = Math.floor((yield* Random.next) * ceiling)
-              const delay = Math.min(maxDelay, error._tag === "ApiError" && error.retryAfterMs !== undefined ? error.retryAfterMs : jittered)
-              if (attempt >= policy.maxRetries || elapsed + delay > maxElapsed) {
-                return yield* new RetryBudgetExhausted({
-                  method: error.method,
-                  url: error.url,
-                  retries: attempt,
-                  elapsedMs: elapsed,
-                  lastError: error
-                })
+              const elapsed = (yield* Clock.currentTimeMillis) - startedAt
+              const retryAfterMs = error._tag === "ApiError" ? error.retryAfterMs : undefined
+              const delay = retryDelay(limits, attempt, elapsed, retryAfterMs, yield* Random.next)
+              if (delay === undefined) {
+                return yield* new RetryBudgetExhausted({ method: error.method, url: error.url, retries: attempt, elapsedMs: elapsed, lastError: error })
               }
               attempt++
-              yield* Ref.update(retries, (n) => n + 1)
+              retries++
               yield* Effect.logDebug("retrying request").pipe(
                 Effect.annotateLogs({ method: error.method, url: error.url, failure: describeFailure(error), attempt, delayMs: delay })
               )
@@ -186,21 +164,25 @@ export class Http extends Context.Tag("catalog-export/client/Http")<Http, HttpSh
           })
         )
 
-      return Http.of({ send, retrying, retrySession: makeSession, retryCount: Ref.get(retries) })
+      return Http.of({
+        send,
+        retrying,
+        retrySession: makeSession,
+        retryCount: Effect.sync(() => retries),
+        recordRetry: () => {
+          retries++
+        },
+        dispatcher
+      })
     })
   )
 }
 
-const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308])
+export const REDIRECT_STATUSES: ReadonlySet<number> = new Set([301, 302, 303, 307, 308])
 
 export const isSuccess = (status: number) => status >= 200 && status < 300
 
-const isRetriableStatus = (status: number) => status === 408 || status === 429 || (status >= 500 && status <= 599)
-
-export const isTransient = (error: unknown): error is HttpFailure =>
-  (error instanceof ApiError && isRetriableStatus(error.status)) || (error instanceof TransportError && error.retriable)
-
-const describeFailure = (error: HttpFailure) =>
+export const describeFailure = (error: HttpFailure) =>
   error._tag === "ApiError" ? String(error.status) : `${error.reason}${error.code === undefined ? "" : ` (${error.code})`}`
 
 /** The full URL a request goes to. */
@@ -209,13 +191,32 @@ export const requestUrl = (request: HttpClientRequest.HttpClientRequest): string
   return Either.isRight(url) ? url.right.toString() : request.url
 }
 
+export interface Redirect {
+  readonly url: URL
+  readonly method: string
+  /** Credentials never follow a redirect to another origin (e.g. a presigned storage URL). */
+  readonly dropAuthorization: boolean
+  /** 303, and 301/302 after a POST, turn the request into a body-less GET. */
+  readonly toGet: boolean
+}
+
+/** Where a redirect answer sends a request; undefined when the Location is not a URL. */
+export const redirectOf = (method: string, status: number, from: string, location: string): Redirect | undefined => {
+  let url: URL
+  try {
+    url = new URL(location, from)
+  } catch {
+    return undefined
+  }
+  const toGet = status === 303 ? method !== "HEAD" : (status === 301 || status === 302) && method === "POST"
+  return { url, method: toGet ? "GET" : method, dropAuthorization: new URL(from).origin !== url.origin, toGet }
+}
+
 const followRedirect = (current: HttpClientRequest.HttpClientRequest, status: number, location: string) =>
   Effect.gen(function* () {
     const from = requestUrl(current)
-    let to: URL
-    try {
-      to = new URL(location, from)
-    } catch {
+    const redirect = redirectOf(current.method, status, from, location)
+    if (redirect === undefined) {
       return yield* new ApiError({
         status,
         method: current.method,
@@ -224,14 +225,12 @@ const followRedirect = (current: HttpClientRequest.HttpClientRequest, status: nu
         detail: "the Location header is not a URL"
       })
     }
-    const toGet = status === 303 ? current.method !== "HEAD" : (status === 301 || status === 302) && current.method === "POST"
     let headers = current.headers
-    // Credentials must not follow a redirect to another origin (e.g. a presigned storage URL).
-    if (new URL(from).origin !== to.origin) headers = Headers.remove(headers, "authorization")
-    if (toGet) headers = Headers.remove(headers, ["content-type", "content-length", "content-encoding"])
-    const next = HttpClientRequest.setMethod(HttpClientRequest.get(to), toGet ? "GET" : current.method)
+    if (redirect.dropAuthorization) headers = Headers.remove(headers, "authorization")
+    if (redirect.toGet) headers = Headers.remove(headers, ["content-type", "content-length", "content-encoding"])
+    const next = HttpClientRequest.setMethod(HttpClientRequest.get(redirect.url), redirect.method as HttpClientRequest.HttpClientRequest["method"])
     const withHeaders = HttpClientRequest.setHeaders(next, headers)
-    return toGet ? HttpClientRequest.setBody(withHeaders, HttpBody.empty) : HttpClientRequest.setBody(withHeaders, current.body)
+    return redirect.toGet ? HttpClientRequest.setBody(withHeaders, HttpBody.empty) : HttpClientRequest.setBody(withHeaders, current.body)
   })
 
 const NON_RETRIABLE_CODE = /^(ENOTFOUND|ERR_TLS|ERR_SSL|CERT_|UNABLE_TO|DEPTH_ZERO|SELF_SIGNED|EPROTO|UND_ERR_INVALID_ARG|ERR_INVALID)/
@@ -251,16 +250,20 @@ const causeMessage = (cause: unknown): string => {
   return String(cause)
 }
 
-export const transportError = (request: HttpClientRequest.HttpClientRequest, cause: unknown, retriable?: boolean) => {
+/** A failure to get a complete answer, classified retriable unless it is DNS, TLS or an invalid request. */
+export const transportFailure = (method: string, url: string, cause: unknown, retriable?: boolean) => {
   const code = causeCode(cause)
   return new TransportError({
-    method: request.method,
-    url: redactUrl(requestUrl(request)),
+    method,
+    url: redactUrl(url),
     reason: causeMessage(cause),
     code,
     retriable: retriable ?? (code === undefined || !NON_RETRIABLE_CODE.test(code))
   })
 }
+
+export const transportError = (request: HttpClientRequest.HttpClientRequest, cause: unknown, retriable?: boolean) =>
+  transportFailure(request.method, requestUrl(request), cause, retriable)
 
 const fromClientError = (request: HttpClientRequest.HttpClientRequest, error: HttpClientError.HttpClientError) =>
   error._tag === "RequestError" && error.reason !== "Transport"
@@ -288,21 +291,36 @@ export const apiErrorOf = (response: HttpClientResponse.HttpClientResponse) =>
   Effect.gen(function* () {
     const request = response.request
     const body = request.method === "HEAD" ? "" : yield* Effect.orElseSucceed(response.text, () => "")
-    const description = ErrorBody.describe(body, response.headers)
-    const now = yield* Clock.currentTimeMillis
-    const serverTime = parseHttpDate(response.headers["date"])
-    return new ApiError({
-      status: response.status,
-      method: request.method,
-      url: redactUrl(requestUrl(request)),
-      title: description.title,
-      detail: description.detail,
-      code: description.code,
-      correlationId: description.correlationId,
-      retryAfterMs: parseRetryAfter(response.headers["retry-after"], serverTime ?? now),
-      serverTime
-    })
+    return apiErrorFrom(request.method, requestUrl(request), response.status, response.headers, body, yield* Clock.currentTimeMillis)
   })
+
+/** An error answer as an ApiError: its body described (facts §10), Retry-After relative to the server's Date when known. */
+export const apiErrorFrom = (
+  method: string,
+  url: string,
+  status: number,
+  headers: Readonly<Record<string, string | ReadonlyArray<string> | undefined>>,
+  body: string,
+  now: number
+) => {
+  const header = (name: string) => {
+    const value = headers[name]
+    return typeof value === "string" ? value : value?.[0]
+  }
+  const description = ErrorBody.describe(body, { "x-correlation-id": header("x-correlation-id"), "x-request-id": header("x-request-id") })
+  const serverTime = parseHttpDate(header("date"))
+  return new ApiError({
+    status,
+    method,
+    url: redactUrl(url),
+    title: description.title,
+    detail: description.detail,
+    code: description.code,
+    correlationId: description.correlationId,
+    retryAfterMs: parseRetryAfter(header("retry-after"), serverTime ?? now),
+    serverTime
+  })
+}
 
 export const parseHttpDate = (value: string | undefined): number | undefined => {
   if (value === undefined) return undefined
@@ -338,19 +356,17 @@ export const makeAgent = (options: HttpOptionsShape) => {
   return { agent, dispatcher }
 }
 
-/** HttpClient over a tuned undici Agent, closed with the layer's scope. */
-export const undiciLayer: Layer.Layer<HttpClient.HttpClient, never, HttpOptions> = NodeHttpClient.layerUndiciWithoutDispatcher.pipe(
-  Layer.provide(
-    Layer.scoped(
-      NodeHttpClient.Dispatcher,
-      Effect.gen(function* () {
-        const options = yield* HttpOptions
-        const { dispatcher } = yield* Effect.acquireRelease(
-          Effect.sync(() => makeAgent(options)),
-          ({ agent }) => Effect.promise(() => agent.destroy())
-        )
-        return dispatcher
-      })
+/** HttpClient over a tuned undici Agent (closed with the layer's scope), and the Agent itself. */
+export const undiciLayer: Layer.Layer<HttpClient.HttpClient | UndiciDispatcher, never, HttpOptions> = Layer.unwrapScoped(
+  Effect.gen(function* () {
+    const options = yield* HttpOptions
+    const { agent, dispatcher } = yield* Effect.acquireRelease(
+      Effect.sync(() => makeAgent(options)),
+      ({ agent }) => Effect.promise(() => agent.destroy())
     )
-  )
+    return Layer.merge(
+      NodeHttpClient.layerUndiciWithoutDispatcher.pipe(Layer.provide(Layer.succeed(NodeHttpClient.Dispatcher, dispatcher))),
+      Layer.succeed(UndiciDispatcher, agent)
+    )
+  })
 )

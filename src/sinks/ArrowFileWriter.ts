@@ -16,7 +16,8 @@ import {
 } from "apache-arrow"
 import type { FileOutput } from "./FileOutput.ts"
 import { FormatWriter, type FormatWriterOptions } from "./FormatWriter.ts"
-import { toNullableInt64, type Row } from "./Row.ts"
+import { gather, type Slice, tileColumns, toNullableInt64 } from "./Row.ts"
+import { dataAt } from "./RowBatch.ts"
 
 // Binary and Utf8 offsets are int32.
 const MAX_BATCH_COLUMN_BYTES = 2 ** 31 - 1
@@ -119,27 +120,21 @@ const int32 = (values: ReadonlyArray<number | null>): Data<Int32> =>
 const float64 = (values: ReadonlyArray<number | null>): Data<Float64> =>
   makeData({ type: new Float64(), length: values.length, ...validity(values), data: fill(new Float64Array(values.length), values) })
 
-const recordBatch = (schema: Schema, rows: ReadonlyArray<Row>, heretile: boolean): RecordBatch => {
+const recordBatch = (schema: Schema, rows: ReadonlyArray<Slice>, heretile: boolean): RecordBatch => {
+  const partitions = gather(rows, (b, i) => b.partition[i]!)
   const children: Array<Data<DataType>> = [
-    utf8("partition", rows.map((r) => r.partition)),
-    int64(rows.map((r) => r.partitionVersion)),
-    utf8("data_handle", rows.map((r) => r.dataHandle)),
-    int64(rows.map((r) => r.dataSize)),
-    utf8("checksum", rows.map((r) => r.checksum)),
-    binary("data", rows.map((r) => r.data))
+    utf8("partition", partitions),
+    int64(gather(rows, (b, i) => b.partitionVersion[i]!)),
+    utf8("data_handle", gather(rows, (b, i) => b.dataHandle[i]!)),
+    int64(gather(rows, (b, i) => b.dataSize[i]!)),
+    utf8("checksum", gather(rows, (b, i) => b.checksum[i]!)),
+    binary("data", gather(rows, dataAt))
   ]
   if (heretile) {
-    children.push(
-      int32(rows.map((r) => r.tileLevel ?? null)),
-      int32(rows.map((r) => r.tileX ?? null)),
-      int32(rows.map((r) => r.tileY ?? null)),
-      float64(rows.map((r) => r.tileWest ?? null)),
-      float64(rows.map((r) => r.tileSouth ?? null)),
-      float64(rows.map((r) => r.tileEast ?? null)),
-      float64(rows.map((r) => r.tileNorth ?? null))
-    )
+    const tiles = tileColumns(partitions)
+    children.push(int32(tiles.level), int32(tiles.x), int32(tiles.y), float64(tiles.west), float64(tiles.south), float64(tiles.east), float64(tiles.north))
   }
-  const struct = makeData({ type: new Struct(schema.fields), length: rows.length, nullCount: 0, children })
+  const struct = makeData({ type: new Struct(schema.fields), length: partitions.length, nullCount: 0, children })
   return new RecordBatch(schema, struct)
 }
 
@@ -154,7 +149,7 @@ export class ArrowFileWriter extends FormatWriter {
     this.writer.reset(new FileByteQueue(this.output), this.schema)
   }
 
-  protected writeRowGroup(rows: ReadonlyArray<Row>): void {
+  protected writeRowGroup(rows: ReadonlyArray<Slice>): void {
     this.writer.write(recordBatch(this.schema, rows, this.options.heretile))
   }
 

@@ -1,5 +1,6 @@
 import { FileOutput } from "./FileOutput.ts"
-import { checkRow, rowBytes, type Row } from "./Row.ts"
+import { checkRows, type Slice } from "./Row.ts"
+import { rowBytes, type RowBatch } from "./RowBatch.ts"
 
 export interface FormatWriterOptions {
   readonly path: string
@@ -18,13 +19,13 @@ export interface WrittenContent {
 }
 
 /**
- * One output file being written, synchronously (the Effect wrapping lives in RollingWriter).
- * Rows are buffered and written as one row group (record batch) per `rowGroupBytes`, so memory
- * holds about one row group.
+ * One output file being written, synchronously (the Effect wrapping lives in RollingWriter, the thread
+ * in Encoder). Rows are buffered as slices of the batches they came in, and written as one row group
+ * (record batch) per `rowGroupBytes`, so memory holds about one row group.
  */
 export abstract class FormatWriter {
   protected readonly output: FileOutput
-  private buffered: Array<Row> = []
+  private buffered: Array<Slice> = []
   private bufferedBytes = 0
   private flushedRowBytes = 0
   private rowCount = 0
@@ -33,24 +34,35 @@ export abstract class FormatWriter {
     this.output = FileOutput.create(options.path)
   }
 
-  protected abstract writeRowGroup(rows: ReadonlyArray<Row>): void
+  protected abstract writeRowGroup(rows: ReadonlyArray<Slice>): void
   protected abstract writeFooter(): void
 
   get rows(): number {
     return this.rowCount
   }
 
-  /** Bytes on disk plus the expected size of the buffered rows, at the compression seen so far. */
-  get estimatedBytes(): number {
-    const ratio = this.flushedRowBytes > 0 ? this.output.bytes / this.flushedRowBytes : 1
-    return this.output.bytes + Math.ceil(this.bufferedBytes * ratio)
+  /** Row bytes that fill the row group being buffered. */
+  get groupRoom(): number {
+    return this.options.rowGroupBytes - this.bufferedBytes
   }
 
-  add(row: Row): void {
-    checkRow(row)
-    this.buffered.push(row)
-    this.bufferedBytes += rowBytes(row)
-    this.rowCount++
+  /** Bytes on disk per row byte written so far (1 before the first row group). */
+  get ratio(): number {
+    return this.flushedRowBytes > 0 ? this.output.bytes / this.flushedRowBytes : 1
+  }
+
+  /** Bytes on disk plus the expected size of the buffered rows, at the compression seen so far. */
+  get estimatedBytes(): number {
+    return this.output.bytes + Math.ceil(this.bufferedBytes * this.ratio)
+  }
+
+  /** Adds rows `from`..`to` of `batch`; `bytes` is what they stand for (sum of rowBytes). */
+  add(batch: RowBatch, from: number, to: number, bytes: number): void {
+    if (to <= from) return
+    checkRows(batch, from, to)
+    this.buffered.push({ batch, from, to })
+    this.bufferedBytes += bytes
+    this.rowCount += to - from
     if (this.bufferedBytes >= this.options.rowGroupBytes) this.flush()
   }
 
@@ -76,4 +88,11 @@ export abstract class FormatWriter {
     this.flushedRowBytes += this.bufferedBytes
     this.bufferedBytes = 0
   }
+}
+
+/** Sum of rowBytes of rows `from`..`to`. */
+export const rangeBytes = (batch: RowBatch, from: number, to: number): number => {
+  let bytes = 0
+  for (let i = from; i < to; i++) bytes += rowBytes(batch, i)
+  return bytes
 }

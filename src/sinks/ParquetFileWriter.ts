@@ -2,7 +2,8 @@ import { ByteWriter, ParquetWriter, type ColumnSource, type SchemaElement } from
 import type { FileOutput } from "./FileOutput.ts"
 import { FormatWriter, type FormatWriterOptions } from "./FormatWriter.ts"
 import type { ParquetCodec } from "./ParquetCodecs.ts"
-import { toInt64, toNullableInt64, type Row } from "./Row.ts"
+import { gather, type Slice, tileColumns, toInt64, toNullableInt64 } from "./Row.ts"
+import { dataAt } from "./RowBatch.ts"
 
 const BUFFER_BYTES = 1 << 20
 
@@ -69,26 +70,28 @@ const parquetSchema = (heretile: boolean): Array<SchemaElement> => {
   return [{ name: "root", num_children: columns.length }, ...columns]
 }
 
-const columnData = (rows: ReadonlyArray<Row>, heretile: boolean): Array<ColumnSource> => {
+const columnData = (rows: ReadonlyArray<Slice>, heretile: boolean): Array<ColumnSource> => {
+  const partitions = gather(rows, (b, i) => b.partition[i]!)
   const columns: Array<ColumnSource> = [
-    { name: "partition", data: rows.map((r) => r.partition) },
-    { name: "partition_version", data: rows.map((r) => toInt64(r.partitionVersion)) },
+    { name: "partition", data: partitions },
+    { name: "partition_version", data: gather(rows, (b, i) => toInt64(b.partitionVersion[i]!)) },
     // Handles, checksums and blobs are unique and random-looking: min/max statistics would prune
     // nothing and only grow the footer, and a dictionary never pays off for blobs.
-    { name: "data_handle", data: rows.map((r) => r.dataHandle), statistics: false },
-    { name: "data_size", data: rows.map((r) => toNullableInt64(r.dataSize)) },
-    { name: "checksum", data: rows.map((r) => r.checksum), statistics: false },
-    { name: "data", data: rows.map((r) => r.data), encoding: "PLAIN", statistics: false }
+    { name: "data_handle", data: gather(rows, (b, i) => b.dataHandle[i]!), statistics: false },
+    { name: "data_size", data: gather(rows, (b, i) => toNullableInt64(b.dataSize[i]!)) },
+    { name: "checksum", data: gather(rows, (b, i) => b.checksum[i]!), statistics: false },
+    { name: "data", data: gather(rows, dataAt), encoding: "PLAIN", statistics: false }
   ]
   if (heretile) {
+    const tiles = tileColumns(partitions)
     columns.push(
-      { name: "tile_level", data: rows.map((r) => r.tileLevel ?? null) },
-      { name: "tile_x", data: rows.map((r) => r.tileX ?? null) },
-      { name: "tile_y", data: rows.map((r) => r.tileY ?? null) },
-      { name: "tile_west", data: rows.map((r) => r.tileWest ?? null) },
-      { name: "tile_south", data: rows.map((r) => r.tileSouth ?? null) },
-      { name: "tile_east", data: rows.map((r) => r.tileEast ?? null) },
-      { name: "tile_north", data: rows.map((r) => r.tileNorth ?? null) }
+      { name: "tile_level", data: tiles.level },
+      { name: "tile_x", data: tiles.x },
+      { name: "tile_y", data: tiles.y },
+      { name: "tile_west", data: tiles.west },
+      { name: "tile_south", data: tiles.south },
+      { name: "tile_east", data: tiles.east },
+      { name: "tile_north", data: tiles.north }
     )
   }
   return columns
@@ -114,8 +117,9 @@ export class ParquetFileWriter extends FormatWriter {
     })
   }
 
-  protected writeRowGroup(rows: ReadonlyArray<Row>): void {
-    this.writer.write({ columnData: columnData(rows, this.options.heretile), rowGroupSize: rows.length })
+  protected writeRowGroup(rows: ReadonlyArray<Slice>): void {
+    const columns = columnData(rows, this.options.heretile)
+    this.writer.write({ columnData: columns, rowGroupSize: columns[0]!.data.length })
   }
 
   protected writeFooter(): void {

@@ -1,14 +1,13 @@
 import { Effect, type Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { ArrowFileWriter } from "./ArrowFileWriter.ts"
-import type { FormatWriter, FormatWriterOptions } from "./FormatWriter.ts"
-import { defaultParquetCompression, parquetCodec, parquetCompressions, type ParquetCompression } from "./ParquetCodecs.ts"
-import { ParquetFileWriter } from "./ParquetFileWriter.ts"
-import type { Row } from "./Row.ts"
+import { Encoder } from "./Encoder.ts"
+import type { FileFormat, Settings, WrittenFile } from "./Files.ts"
+import { defaultParquetCompression, parquetCompressions, type ParquetCompression } from "./ParquetCodecs.ts"
+import type { RowBatch } from "./RowBatch.ts"
 import { fromCause, SinkError } from "./SinkError.ts"
 
-export type FileFormat = "parquet" | "arrow"
+export type { FileFormat, WrittenFile } from "./Files.ts"
 export type OutputFormat = FileFormat | "both"
 
 export interface Options {
@@ -17,7 +16,7 @@ export interface Options {
   readonly shard?: number | string
   /** `both` writes every row to a Parquet and to an Arrow file */
   readonly format: OutputFormat
-  /** adds the tile_* columns */
+  /** adds the tile_* columns, derived from the partition ids (null where an id is not a HERE tile) */
   readonly heretile?: boolean
   /** file key-value metadata: catalog_hrn, layer_id, layer_type, content_type, ... */
   readonly metadata: Readonly<Record<string, string>>
@@ -33,17 +32,9 @@ export interface Options {
   readonly onRenamed?: (file: string) => void
 }
 
-export interface WrittenFile {
-  /** relative to `dir` */
-  readonly path: string
-  readonly format: FileFormat
-  readonly rows: number
-  readonly bytes: number
-  readonly sha256: string
-}
-
 export interface RollingWriter {
-  readonly write: (rows: ReadonlyArray<Row>) => Effect.Effect<void, SinkError>
+  /** Hands the rows to the encoder (the batch's buffers move there); done once it has taken them. */
+  readonly write: (batch: RowBatch) => Effect.Effect<void, SinkError>
   /**
    * Completes the open files, fsyncs them and renames them from `.partial` to their final names.
    * Without a successful `finish` (an error, an interruption, a scope closed early) every file stays
@@ -55,18 +46,6 @@ export interface RollingWriter {
 export const DEFAULT_MAX_FILE_BYTES = 256 * 1024 * 1024
 const MAX_DEFAULT_ROW_GROUP_BYTES = 64 * 1024 * 1024
 const MAX_ROW_GROUP_BYTES = 1024 * 1024 * 1024
-
-interface Settings {
-  readonly dir: string
-  readonly shard: string
-  readonly formats: ReadonlyArray<FileFormat>
-  readonly heretile: boolean
-  readonly metadata: Readonly<Record<string, string>>
-  readonly compression: ParquetCompression
-  readonly maxFileBytes: number
-  readonly rowGroupBytes: number
-  readonly createdBy: string
-}
 
 const invalid = (dir: string, message: string) =>
   new SinkError({ path: dir, reason: "InvalidOptions", message: `Invalid file writer options for ${dir}: ${message}` })
@@ -107,94 +86,6 @@ const settingsOf = (options: Options): Effect.Effect<Settings, SinkError> => {
   })
 }
 
-interface CompletedFile extends WrittenFile {
-  readonly partialPath: string
-  readonly finalPath: string
-}
-
-/** The files of one format: opens `part-<shard>-<seq>.<ext>.partial` files in turn, each up to maxFileBytes. */
-class FileRoller {
-  private current: { readonly writer: FormatWriter; readonly name: string } | undefined
-  private nextSeq = 0
-  private readonly completed: Array<CompletedFile> = []
-
-  constructor(
-    private readonly format: FileFormat,
-    private readonly settings: Settings
-  ) {}
-
-  /** The file an error most likely concerns. */
-  get activePath(): string {
-    return this.current ? this.partialPath(this.current.name) : this.settings.dir
-  }
-
-  add(rows: ReadonlyArray<Row>): void {
-    for (const row of rows) {
-      const current = this.current ?? this.open()
-      current.writer.add(row)
-      if (current.writer.estimatedBytes >= this.settings.maxFileBytes) this.completeCurrent()
-    }
-  }
-
-  completeAll(): ReadonlyArray<CompletedFile> {
-    if (this.current === undefined && this.completed.length === 0) this.open()
-    if (this.current !== undefined) this.completeCurrent()
-    return this.completed
-  }
-
-  abandon(): void {
-    this.current?.writer.abandon()
-    this.current = undefined
-  }
-
-  private partialPath(name: string): string {
-    return path.join(this.settings.dir, `${name}.partial`)
-  }
-
-  private open(): { readonly writer: FormatWriter; readonly name: string } {
-    const name = `part-${this.settings.shard}-${String(this.nextSeq++).padStart(5, "0")}.${this.format}`
-    const options: FormatWriterOptions = {
-      path: this.partialPath(name),
-      heretile: this.settings.heretile,
-      metadata: this.settings.metadata,
-      rowGroupBytes: this.settings.rowGroupBytes,
-      createdBy: this.settings.createdBy
-    }
-    const writer =
-      this.format === "parquet"
-        ? new ParquetFileWriter({ ...options, codec: parquetCodec(this.settings.compression) })
-        : new ArrowFileWriter(options)
-    this.current = { writer, name }
-    return this.current
-  }
-
-  private completeCurrent(): void {
-    const { writer, name } = this.current!
-    const content = writer.finish()
-    this.current = undefined
-    this.completed.push({
-      path: name,
-      format: this.format,
-      ...content,
-      partialPath: this.partialPath(name),
-      finalPath: path.join(this.settings.dir, name)
-    })
-  }
-}
-
-const fsyncFile = (file: string) =>
-  Effect.tryPromise({
-    try: async () => {
-      const handle = await fs.promises.open(file, "r+")
-      try {
-        await handle.sync()
-      } finally {
-        await handle.close()
-      }
-    },
-    catch: (cause) => fromCause(file, "flush to disk", cause)
-  })
-
 // Makes the renames durable. Best effort: some file systems cannot fsync a directory.
 const fsyncDirectory = (dir: string) =>
   Effect.promise(async () => {
@@ -206,29 +97,21 @@ const fsyncDirectory = (dir: string) =>
     }
   })
 
-/** Writes rows to rolling Parquet and/or Arrow files under `options.dir` (created if missing). */
-export const make: (options: Options) => Effect.Effect<RollingWriter, SinkError, Scope.Scope> = Effect.fn("RollingWriter.make")(
+/** Writes rows to rolling Parquet and/or Arrow files under `options.dir` (created if missing), encoded by the Encoder. */
+export const make: (options: Options) => Effect.Effect<RollingWriter, SinkError, Scope.Scope | Encoder> = Effect.fn("RollingWriter.make")(
   function* (options: Options) {
     const settings = yield* settingsOf(options)
     yield* Effect.tryPromise({
       try: () => fs.promises.mkdir(settings.dir, { recursive: true }),
       catch: (cause) => fromCause(settings.dir, "create the output directory", cause)
     })
+    const encoder = yield* Encoder
 
     let failure: SinkError | undefined
     let finishing = false
     let result: ReadonlyArray<WrittenFile> | undefined
 
-    const rollers = yield* Effect.acquireRelease(
-      Effect.sync(() => settings.formats.map((format) => new FileRoller(format, settings))),
-      (rollers) =>
-        Effect.sync(() => {
-          if (result === undefined) for (const roller of rollers) roller.abandon()
-        })
-    )
-
-    const attempt = <A>(roller: FileRoller, doing: string, run: () => A): Effect.Effect<A, SinkError> =>
-      Effect.try({ try: run, catch: (cause) => fromCause(roller.activePath, doing, cause) })
+    const session = yield* Effect.acquireRelease(encoder.open(settings), (session) => (result === undefined ? session.abandon : Effect.void))
 
     // After a failure the files are in an unknown state: every later call fails with the first error.
     const guarded = <A>(effect: Effect.Effect<A, SinkError>): Effect.Effect<A, SinkError> =>
@@ -240,20 +123,12 @@ export const make: (options: Options) => Effect.Effect<RollingWriter, SinkError,
         )
       )
 
-    const write = (rows: ReadonlyArray<Row>): Effect.Effect<void, SinkError> =>
-      guarded(
-        Effect.suspend(() =>
-          finishing
-            ? Effect.dieMessage("RollingWriter.write called after finish")
-            : Effect.forEach(rollers, (roller) => attempt(roller, "write", () => roller.add(rows)), { discard: true })
-        )
-      ).pipe(Effect.withSpan("RollingWriter.write"))
+    const write = (batch: RowBatch): Effect.Effect<void, SinkError> =>
+      guarded(Effect.suspend(() => (finishing ? Effect.dieMessage("RollingWriter.write called after finish") : session.add(batch))))
 
     const completeAndRename = Effect.gen(function* () {
       finishing = true
-      const completed: Array<CompletedFile> = []
-      for (const roller of rollers) completed.push(...(yield* attempt(roller, "complete", () => roller.completeAll())))
-      yield* Effect.forEach(completed, (file) => fsyncFile(file.partialPath), { discard: true })
+      const completed = yield* session.complete
       return yield* Effect.uninterruptible(
         Effect.gen(function* () {
           for (const file of completed) {

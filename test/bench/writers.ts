@@ -10,7 +10,7 @@
  * Every configuration runs in its own child process so peak RSS (getrusage maxrss) is its own.
  * Every Parquet file is read back by DuckDB (row count and total data bytes) after the timing.
  */
-import { Effect, Exit, Scope } from "effect"
+import { Effect, Exit, Layer, Scope } from "effect"
 import { tableFromIPC } from "apache-arrow"
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -21,91 +21,49 @@ import { fileURLToPath } from "node:url"
 import * as zlib from "node:zlib"
 import { ArrowFileWriter } from "../../src/sinks/ArrowFileWriter.ts"
 import { FileOutput } from "../../src/sinks/FileOutput.ts"
-import type { FormatWriter, FormatWriterOptions } from "../../src/sinks/FormatWriter.ts"
+import { Encoder } from "../../src/sinks/Encoder.ts"
+import { type FormatWriter, type FormatWriterOptions, rangeBytes } from "../../src/sinks/FormatWriter.ts"
 import { parquetCodec, zstdCodec, type ParquetCodec } from "../../src/sinks/ParquetCodecs.ts"
 import { ParquetFileWriter } from "../../src/sinks/ParquetFileWriter.ts"
 import * as RollingWriter from "../../src/sinks/RollingWriter.ts"
-import type { Row } from "../../src/sinks/Row.ts"
+import { dataAt, type RowBatch, RowBatchBuilder } from "../../src/sinks/RowBatch.ts"
+import { makePayload } from "./payload.ts"
 
 const require = createRequire(import.meta.url)
 const MiB = 1024 * 1024
 const ROW_GROUP_BYTES = 64 * MiB
 const ROWS_PER_WRITE = 64
+const POOL_BYTES = 16 * MiB
 
 // ---------------------------------------------------------------- rows
 
-/** xorshift32: fast deterministic bytes */
-const random = (seed: number) => {
-  let x = seed | 0 || 1
-  return () => {
-    x ^= x << 13
-    x ^= x >>> 17
-    x ^= x << 5
-    return x >>> 0
-  }
-}
-
-const WORDS = "road lane speed limit tunnel bridge ferry toll name street avenue city district country height width weight restriction access truck car bicycle pedestrian turn left right sign lights".split(" ")
-
-/** Protobuf-like payload: field tags, small varints (delta-coded coordinates), words and some noise. */
-const makePayload = (size: number, seed: number): Uint8Array => {
-  const next = random(seed)
-  const out = new Uint8Array(size)
-  let i = 0
-  while (i < size) {
-    const kind = next() % 10
-    if (kind < 4) {
-      const word = WORDS[next() % WORDS.length]!
-      out[i++] = 0x12
-      out[i++] = word.length
-      for (let k = 0; k < word.length && i < size; k++) out[i++] = word.charCodeAt(k)
-    } else if (kind < 8) {
-      out[i++] = 0x08
-      let v = next() % 2000
-      while (v > 0x7f && i < size) {
-        out[i++] = (v & 0x7f) | 0x80
-        v >>>= 7
-      }
-      if (i < size) out[i++] = v
-    } else {
-      for (let k = 0; k < 6 && i < size; k++) out[i++] = next() & 0xff
-    }
-  }
-  return out
-}
-
-const POOL_BYTES = 16 * MiB
-
-const rowSource = (rowSize: number) => {
+/** Batches of rows as the export collects them: each blob copied into the batch, as a fetched blob is. */
+const batchSource = (rowSize: number) => {
   const pool = Array.from({ length: Math.max(16, Math.floor(POOL_BYTES / rowSize)) }, (_, i) => makePayload(rowSize, i + 1))
   const version = 2n ** 53n + 12345n
-  return (index: number): Row => {
-    // a fresh copy per row, as fetched blobs are fresh allocations
-    const data = pool[index % pool.length]!.slice()
-    new DataView(data.buffer).setUint32(0, index)
-    const hex = (index * 2654435761 >>> 0).toString(16).padStart(8, "0")
-    return {
-      partition: `${377894440 + index}`,
-      partitionVersion: version,
-      dataHandle: `${hex}-1f0e-4c2a-9b3d-${hex}${hex.slice(0, 4)}`,
-      dataSize: rowSize,
-      checksum: hex.repeat(5),
-      data
+  return (from: number, to: number): RowBatch => {
+    const builder = new RowBatchBuilder()
+    for (let index = from; index < to; index++) {
+      const data = pool[index % pool.length]!
+      new DataView(data.buffer).setUint32(0, index)
+      const hex = (index * 2654435761 >>> 0).toString(16).padStart(8, "0")
+      builder.add(`${377894440 + index}`, version, `${hex}-1f0e-4c2a-9b3d-${hex}${hex.slice(0, 4)}`, rowSize, hex.repeat(5), data)
     }
+    return builder.take()
   }
 }
 
 // ---------------------------------------------------------------- writers under test
 
 interface Sink {
-  add(rows: ReadonlyArray<Row>): Promise<void> | void
+  add(batch: RowBatch): Promise<void> | void
   close(): Promise<ReadonlyArray<string>> | ReadonlyArray<string>
 }
 
 const formatWriterSink = (make: (options: FormatWriterOptions) => FormatWriter, file: string): Sink => {
   const writer = make({ path: file, heretile: false, metadata: { catalog_hrn: "hrn:here:data::bench:catalog" }, rowGroupBytes: ROW_GROUP_BYTES, createdBy: "bench" })
   return {
-    add: (rows) => rows.forEach((row) => writer.add(row)),
+    add: (batch) => writer.add(batch, 0, batch.length, rangeBytes(batch, 0, batch.length)),
     close: () => {
       writer.finish()
       return [file]
@@ -134,16 +92,17 @@ const parquetjsLite = (compression: "UNCOMPRESSED" | "SNAPPY") => (dir: string, 
   })
   let writer: any
   return {
-    add: async (rows) => {
+    add: async (batch) => {
       writer ??= await parquet.ParquetWriter.openFile(schema, file, { rowGroupSize: Math.ceil(ROW_GROUP_BYTES / rowSize) })
-      for (const row of rows) {
+      for (let i = 0; i < batch.length; i++) {
+        const data = dataAt(batch, i)!
         await writer.appendRow({
-          partition: row.partition,
-          partition_version: Number(row.partitionVersion), // parquetjs-lite cannot write exact int64
-          data_handle: row.dataHandle,
-          data_size: row.dataSize,
-          checksum: row.checksum,
-          data: Buffer.from(row.data!.buffer, row.data!.byteOffset, row.data!.byteLength)
+          partition: batch.partition[i],
+          partition_version: Number(batch.partitionVersion[i]), // parquetjs-lite cannot write exact int64
+          data_handle: batch.dataHandle[i],
+          data_size: batch.dataSize[i],
+          checksum: batch.checksum[i],
+          data: Buffer.from(data.buffer, data.byteOffset, data.byteLength)
         })
       }
     },
@@ -154,16 +113,18 @@ const parquetjsLite = (compression: "UNCOMPRESSED" | "SNAPPY") => (dir: string, 
   }
 }
 
-const rollingSink = (format: RollingWriter.OutputFormat) => (dir: string): Sink => {
+/** RollingWriter as the export uses it: batches encoded on the encoder thread (or inline). */
+const rollingSink = (format: RollingWriter.OutputFormat, encoder: Layer.Layer<Encoder>) => (dir: string): Sink => {
   // the writer's scope is opened and closed by hand so the timing loop stays a plain loop
   const scope = Effect.runSync(Scope.make())
+  const context = Effect.runSync(Layer.buildWithScope(encoder, scope))
   let writer: RollingWriter.RollingWriter | undefined
   return {
-    add: async (rows) => {
+    add: async (batch) => {
       writer ??= await Effect.runPromise(
-        RollingWriter.make({ dir, format, metadata: { catalog_hrn: "hrn:here:data::bench:catalog" } }).pipe(Scope.extend(scope))
+        RollingWriter.make({ dir, format, metadata: { catalog_hrn: "hrn:here:data::bench:catalog" } }).pipe(Scope.extend(scope), Effect.provide(context))
       )
-      await Effect.runPromise(writer.write(rows))
+      await Effect.runPromise(writer.write(batch))
     },
     close: async () => {
       const files = await Effect.runPromise(writer!.finish)
@@ -176,7 +137,9 @@ const rollingSink = (format: RollingWriter.OutputFormat) => (dir: string): Sink 
 const diskOnly = (dir: string): Sink => {
   const output = FileOutput.create(path.join(dir, "out.bin"))
   return {
-    add: (rows) => rows.forEach((row) => output.write(row.data!)),
+    add: (batch) => {
+      for (let i = 0; i < batch.length; i++) output.write(dataAt(batch, i)!)
+    },
     close: () => {
       output.close()
       return []
@@ -201,8 +164,9 @@ const configs: ReadonlyArray<Config> = [
   { name: "hyparquet-writer / gzip -1 (node zlib)", make: parquetSink(() => parquetCodec("gzip")) },
   { name: "hyparquet-writer / brotli -1 (node zlib)", make: parquetSink(brotli(1)) },
   { name: "apache-arrow IPC file / none", make: (dir) => formatWriterSink((o) => new ArrowFileWriter(o), path.join(dir, "out.arrow")) },
-  { name: "RollingWriter parquet (defaults, via Effect)", make: rollingSink("parquet") },
-  { name: "RollingWriter both (defaults, via Effect)", make: rollingSink("both") },
+  { name: "RollingWriter parquet (defaults, encoder thread)", make: rollingSink("parquet", Encoder.worker) },
+  { name: "RollingWriter parquet (defaults, inline)", make: rollingSink("parquet", Encoder.inline) },
+  { name: "RollingWriter both (defaults, encoder thread)", make: rollingSink("both", Encoder.worker) },
   { name: "ceiling: data bytes to disk + sha256 only", make: diskOnly },
   { name: "ceiling: making the rows only", make: () => ({ add: () => {}, close: () => [] }) }
 ]
@@ -247,19 +211,15 @@ const verify = async (files: ReadonlyArray<string>, rows: number, payloadBytes: 
 
 const runChild = async (configIndex: number, rowSize: number, totalBytes: number, outDir: string): Promise<RunResult> => {
   const config = configs[configIndex]!
-  const nextRow = rowSource(rowSize)
+  const nextBatch = batchSource(rowSize)
   const dir = fs.mkdtempSync(path.join(outDir, "bench-writers-"))
   try {
     const rows = Math.ceil(totalBytes / rowSize)
     const sink = config.make(dir, rowSize)
-    nextRow(0)
+    nextBatch(0, 1)
     const rssBeforeBytes = process.memoryUsage().rss
     const started = performance.now()
-    for (let i = 0; i < rows; i += ROWS_PER_WRITE) {
-      const batch: Array<Row> = []
-      for (let k = i; k < Math.min(rows, i + ROWS_PER_WRITE); k++) batch.push(nextRow(k))
-      await sink.add(batch)
-    }
+    for (let i = 0; i < rows; i += ROWS_PER_WRITE) await sink.add(nextBatch(i, Math.min(rows, i + ROWS_PER_WRITE)))
     const files = await sink.close()
     const seconds = (performance.now() - started) / 1000
     const peakRssBytes = process.resourceUsage().maxRSS * 1024

@@ -4,12 +4,11 @@ import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { gunzipSync } from "node:zlib"
-import { Effect, type Layer } from "effect"
+import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import type * as DataClient from "../../src/client/DataClient.ts"
 import { runExport, type ExportOptions } from "../../src/export/Export.ts"
 import { makePlan, type PlanRequest } from "../../src/export/Plan.ts"
-import { clientLayerFor, runWith } from "../support/client.ts"
+import { type ClientLayer, clientLayerFor, runWith } from "../support/client.ts"
 import { literal, query, withDuckDB } from "../support/duckdb.ts"
 import { startService, type TestService } from "../support/service.ts"
 
@@ -26,7 +25,7 @@ interface Expected {
 }
 
 let svc: TestService
-let client: Layer.Layer<DataClient.DataClient, unknown>
+let client: ClientLayer
 let out: string
 
 const options = (overrides: Partial<ExportOptions> = {}): ExportOptions => ({

@@ -2,8 +2,9 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
 import { parquetCompressions } from "../../src/sinks/ParquetCodecs.ts"
-import { columnNames, rowBytes, type Row } from "../../src/sinks/Row.ts"
-import { ABOVE_2_53, expectedRecord, INT64_MAX, makeRows, metadata, query, tempDir, withDuckDB, writeAll } from "./support.ts"
+import { columnNames } from "../../src/sinks/Row.ts"
+import { batchOf, rowBytes } from "../../src/sinks/RowBatch.ts"
+import { ABOVE_2_53, expectedRecord, INT64_MAX, makeRows, metadata, query, tempDir, type TestRow, withDuckDB, writeAll } from "./support.ts"
 
 const dirs: Array<string> = []
 const newDir = () => {
@@ -16,13 +17,14 @@ afterEach(() => {
 })
 
 /** Rows per group when a group is cut as soon as its rows reach `groupBytes`. */
-const expectedGroupSizes = (rows: ReadonlyArray<Row>, groupBytes: number): Array<number> => {
+const expectedGroupSizes = (rows: ReadonlyArray<TestRow>, groupBytes: number): Array<number> => {
   const sizes: Array<number> = []
+  const batch = batchOf(rows)
   let count = 0
   let bytes = 0
-  for (const row of rows) {
+  for (let i = 0; i < batch.length; i++) {
     count++
-    bytes += rowBytes(row)
+    bytes += rowBytes(batch, i)
     if (bytes >= groupBytes) {
       sizes.push(count)
       count = 0

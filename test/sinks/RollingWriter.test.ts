@@ -4,9 +4,10 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
 import * as RollingWriter from "../../src/sinks/RollingWriter.ts"
-import type { Row } from "../../src/sinks/Row.ts"
+import { Encoder } from "../../src/sinks/Encoder.ts"
+import { batchOf } from "../../src/sinks/RowBatch.ts"
 import { SinkError } from "../../src/sinks/SinkError.ts"
-import { expectedRecord, listDir, makeRows, metadata, query, sha256File, tempDir, withDuckDB, writeAll } from "./support.ts"
+import { expectedRecord, listDir, makeRows, metadata, query, sha256File, tempDir, type TestRow, withDuckDB, writeAll } from "./support.ts"
 
 const dirs: Array<string> = []
 const newDir = () => {
@@ -17,6 +18,10 @@ const newDir = () => {
 afterEach(() => {
   for (const dir of dirs.splice(0)) fs.rmSync(dir, { recursive: true, force: true })
 })
+
+const run = <A, E>(effect: Effect.Effect<A, E, Encoder>) => Effect.runPromise(Effect.provide(effect, Encoder.worker))
+const runExit = <A, E>(effect: Effect.Effect<A, E, Encoder>) => Effect.runPromiseExit(Effect.provide(effect, Encoder.worker))
+const fork = <A, E>(effect: Effect.Effect<A, E, Encoder>) => Effect.runFork(Effect.provide(effect, Encoder.worker))
 
 const failureOf = <A>(exit: Exit.Exit<A, SinkError>): SinkError => {
   if (Exit.isSuccess(exit)) throw new Error("expected a failure")
@@ -52,6 +57,17 @@ describe("RollingWriter", () => {
       const perFile = await query(db, `select filename, count(*) as n from read_parquet([${list}], filename = true) group by filename order by filename`)
       expect(perFile.map((r) => Number(r.n))).toEqual(files.map((f) => f.rows))
     })
+  })
+
+  it("writes the same bytes on the encoder thread as inline", async () => {
+    const rows = makeRows(400, { heretile: true })
+    const options = (dir: string) => ({ dir, format: "both" as const, heretile: true, metadata, maxFileBytes: 32 * 1024 })
+    const [threadDir, inlineDir] = [newDir(), newDir()]
+    const onThread = await writeAll(options(threadDir), rows, 33, Encoder.worker)
+    const inline = await writeAll(options(inlineDir), rows, 33, Encoder.inline)
+    expect(onThread.length).toBeGreaterThan(4)
+    expect(onThread).toEqual(inline)
+    for (const file of onThread) expect(sha256File(path.join(inlineDir, file.path))).toBe(file.sha256)
   })
 
   it("keeps compressed files close to maxFileBytes too", async () => {
@@ -109,11 +125,11 @@ describe("RollingWriter", () => {
     const program = Effect.scoped(
       Effect.gen(function* () {
         const writer = yield* RollingWriter.make({ dir, format: "both", metadata, maxFileBytes: 16 * 1024 })
-        yield* writer.write(makeRows(100, { dataBytes: 1000 }))
+        yield* writer.write(batchOf(makeRows(100, { dataBytes: 1000 })))
         return yield* Effect.fail(new SinkError({ path: dir, reason: "Io", message: "fetch failed" }))
       })
     )
-    const exit = await Effect.runPromiseExit(program)
+    const exit = await runExit(program)
     expect(Exit.isFailure(exit)).toBe(true)
     const names = listDir(dir)
     expect(names.filter((n) => n.endsWith(".parquet.partial")).length).toBeGreaterThan(2)
@@ -124,11 +140,11 @@ describe("RollingWriter", () => {
   it("leaves every file .partial when the fiber is interrupted", async () => {
     const dir = newDir()
     const written = Effect.runSync(Deferred.make<void>())
-    const fiber = Effect.runFork(
+    const fiber = fork(
       Effect.scoped(
         Effect.gen(function* () {
           const writer = yield* RollingWriter.make({ dir, format: "parquet", metadata, maxFileBytes: 16 * 1024 })
-          yield* writer.write(makeRows(100, { dataBytes: 1000 }))
+          yield* writer.write(batchOf(makeRows(100, { dataBytes: 1000 })))
           yield* Deferred.succeed(written, undefined)
           return yield* Effect.never
         })
@@ -144,11 +160,11 @@ describe("RollingWriter", () => {
 
   it("leaves every file .partial when the scope closes without finish", async () => {
     const dir = newDir()
-    await Effect.runPromise(
+    await run(
       Effect.scoped(
         Effect.gen(function* () {
           const writer = yield* RollingWriter.make({ dir, format: "arrow", metadata })
-          yield* writer.write(makeRows(10))
+          yield* writer.write(batchOf(makeRows(10)))
         })
       )
     )
@@ -159,11 +175,11 @@ describe("RollingWriter", () => {
     const dir = newDir()
     // writes to /dev/full fail with ENOSPC
     fs.symlinkSync("/dev/full", path.join(dir, "part-0-00000.parquet.partial"))
-    const exit = await Effect.runPromiseExit(
+    const exit = await runExit(
       Effect.scoped(
         Effect.gen(function* () {
           const writer = yield* RollingWriter.make({ dir, format: "parquet", metadata, rowGroupBytes: 4096 })
-          const first = yield* Effect.exit(writer.write(makeRows(50, { dataBytes: 1000 })))
+          const first = yield* Effect.exit(writer.write(batchOf(makeRows(50, { dataBytes: 1000 }))))
           const afterwards = yield* Effect.exit(writer.finish)
           return { first, afterwards }
         })
@@ -177,7 +193,7 @@ describe("RollingWriter", () => {
     expect(error.message).toContain(error.path)
     expect(error.message).toContain("no space left")
     // the failed writer refuses to finish, so nothing gets a final name
-    expect(failureOf(exit.value.afterwards)).toBe(error)
+    expect(failureOf(exit.value.afterwards)).toMatchObject({ reason: error.reason, path: error.path, message: error.message })
     expect(listDir(dir)).toEqual(["part-0-00000.parquet.partial"])
   })
 
@@ -185,7 +201,7 @@ describe("RollingWriter", () => {
     const dir = newDir()
     fs.writeFileSync(path.join(dir, "not-a-directory"), "")
     const target = path.join(dir, "not-a-directory", "version=1")
-    const error = failureOf(await Effect.runPromiseExit(Effect.scoped(RollingWriter.make({ dir: target, format: "parquet", metadata }))))
+    const error = failureOf(await runExit(Effect.scoped(RollingWriter.make({ dir: target, format: "parquet", metadata }))))
     expect(error.reason).toBe("NotFound")
     expect(error.path).toBe(target)
     expect(error.message).toContain(target)
@@ -194,7 +210,7 @@ describe("RollingWriter", () => {
   it("refuses an int64 it cannot write exactly, and leaves the file .partial", async () => {
     const dir = newDir()
     const rows = makeRows(3)
-    const exit = await Effect.runPromiseExit(writeAllEffect(dir, [...rows, { ...rows[0]!, partition: "p-9", partitionVersion: 2 ** 53 + 2 }]))
+    const exit = await runExit(writeAllEffect(dir, [...rows, { ...rows[0]!, partition: "p-9", partitionVersion: 2 ** 53 + 2 }]))
     const error = failureOf(exit)
     expect(error.reason).toBe("InvalidRow")
     expect(error.message).toContain(`partition "p-9": partition_version ${2 ** 53 + 2} is not an exact int64`)
@@ -211,7 +227,7 @@ describe("RollingWriter", () => {
       { compression: "lzo" as never }
     ]
     for (const options of bad) {
-      const exit = await Effect.runPromiseExit(Effect.scoped(RollingWriter.make({ dir, format: "parquet", metadata, ...options })))
+      const exit = await runExit(Effect.scoped(RollingWriter.make({ dir, format: "parquet", metadata, ...options })))
       expect(failureOf(exit).reason).toBe("InvalidOptions")
     }
     expect(listDir(dir)).toEqual([])
@@ -221,11 +237,11 @@ describe("RollingWriter", () => {
     const dir = newDir()
     fs.writeFileSync(path.join(dir, "part-0-00000.parquet.partial"), "left over by a killed run")
     const rows = makeRows(20)
-    const [first, second] = await Effect.runPromise(
+    const [first, second] = await run(
       Effect.scoped(
         Effect.gen(function* () {
           const writer = yield* RollingWriter.make({ dir, format: "parquet", metadata })
-          yield* writer.write(rows)
+          yield* writer.write(batchOf(rows))
           return [yield* writer.finish, yield* writer.finish] as const
         })
       )
@@ -238,11 +254,11 @@ describe("RollingWriter", () => {
   })
 })
 
-const writeAllEffect = (dir: string, rows: ReadonlyArray<Row>) =>
+const writeAllEffect = (dir: string, rows: ReadonlyArray<TestRow>) =>
   Effect.scoped(
     Effect.gen(function* () {
       const writer = yield* RollingWriter.make({ dir, format: "parquet", metadata })
-      yield* writer.write(rows)
+      yield* writer.write(batchOf(rows))
       return yield* writer.finish
     })
   )

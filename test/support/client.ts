@@ -1,18 +1,25 @@
-import { Effect, type Layer } from "effect"
+import { Effect, Layer } from "effect"
 import * as DataClient from "../../src/client/DataClient.ts"
+import { Encoder } from "../../src/sinks/Encoder.ts"
 import type { TestService } from "./service.ts"
+
+/** What the product's commands run with: the Data API client and the encoder thread of the export. */
+export type ClientLayer = Layer.Layer<DataClient.DataClient | Encoder, unknown>
 
 /** The product's Data API client, configured for a running test service as the demo application (or another). */
 export const clientLayerFor = async (
   svc: TestService,
   options: { readonly appId?: string; readonly concurrency?: number; readonly retry?: DataClient.DataClientOptions["retry"] } = {}
-): Promise<Layer.Layer<DataClient.DataClient, unknown>> =>
-  DataClient.layer({
-    lookupUrl: svc.lookupUrl,
-    credentialsPath: await svc.credentialsFile(options.appId),
-    concurrency: options.concurrency ?? 16,
-    ...(options.retry === undefined ? {} : { retry: options.retry })
-  })
+): Promise<ClientLayer> =>
+  Layer.merge(
+    DataClient.layer({
+      lookupUrl: svc.lookupUrl,
+      credentialsPath: await svc.credentialsFile(options.appId),
+      concurrency: options.concurrency ?? 16,
+      ...(options.retry === undefined ? {} : { retry: options.retry })
+    }),
+    Encoder.worker
+  )
 
-export const runWith = <A, E>(layer: Layer.Layer<DataClient.DataClient, unknown>, effect: Effect.Effect<A, E, DataClient.DataClient>) =>
+export const runWith = <A, E>(layer: ClientLayer, effect: Effect.Effect<A, E, DataClient.DataClient | Encoder>) =>
   Effect.runPromise(effect.pipe(Effect.provide(layer)) as Effect.Effect<A, unknown>)

@@ -1,14 +1,13 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { Duration, Effect, Either, type Layer } from "effect"
+import { Duration, Effect, Either } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { applyRetention, guard, planRetention, RetentionJob } from "../../pipelines/retention.ts"
 import type { Policy } from "../../src/retention/Policy.ts"
-import type * as DataClient from "../../src/client/DataClient.ts"
 import { runExport } from "../../src/export/Export.ts"
 import { load } from "../../src/export/JobConfig.ts"
 import { makePlan } from "../../src/export/Plan.ts"
-import { clientLayerFor, runWith } from "../support/client.ts"
+import { type ClientLayer, clientLayerFor, runWith } from "../support/client.ts"
 import { startService, type TestService } from "../support/service.ts"
 import { cli, DEMO, latestVersion, listing, manifestOf, minimumVersion, publish, ROOT, serviceFlags } from "./support.ts"
 
@@ -21,7 +20,7 @@ import { cli, DEMO, latestVersion, listing, manifestOf, minimumVersion, publish,
  */
 
 let svc: TestService
-let client: Layer.Layer<DataClient.DataClient, unknown>
+let client: ClientLayer
 let flags: Array<string>
 let out: string
 /** When the seeded versions (0..7) had all been created. */

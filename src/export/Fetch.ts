@@ -1,0 +1,135 @@
+import * as crypto from "node:crypto"
+import { gunzipSync } from "node:zlib"
+import { Effect, Runtime } from "effect"
+import { BlobApi, type BlobFailure, VolatileBlobApi } from "../client/BlobApi.ts"
+import { ApiError } from "../client/Errors.ts"
+import type { Partition } from "../domain/Partition.ts"
+import { crashPointSync } from "./CrashHook.ts"
+import { IntegrityError } from "./Errors.ts"
+import type { Plan } from "./Plan.ts"
+
+/**
+ * The fetch stage of an export: the blobs of listed partitions, `concurrency` at a time, each checked
+ * against its checksum (downloaded again up to `integrityAttempts` times when it does not match) and
+ * handed on synchronously, in completion order: a blob waiting out a Retry-After holds back nothing
+ * behind it. No Effect runs per blob; `offer` is one Effect per chunk of listed partitions.
+ */
+
+export type FetchFailure = BlobFailure | IntegrityError
+
+export interface FetchOptions {
+  readonly concurrency: number
+  readonly integrityAttempts: number
+  /** A verified blob of `part`: `stored` bytes as the service holds them, `data` unpacked (gzip layers). */
+  readonly onBlob: (part: number, partition: Partition, stored: number, data: Uint8Array) => void
+  /** The first failure; nothing more is fetched. */
+  readonly onFailure: (error: FetchFailure) => void
+  /** While true no new download starts (the writer is behind); `resume` when it changes. */
+  readonly isPaused: () => boolean
+}
+
+export interface FetchStage {
+  /** Queues partitions of `part` (none deleted) and waits while the queue is longer than a few windows. */
+  readonly offer: (part: number, partitions: ReadonlyArray<Partition>) => Effect.Effect<void, FetchFailure>
+  readonly resume: () => void
+}
+
+interface Item {
+  readonly part: number
+  readonly partition: Partition
+  readonly dataHandle: string
+}
+
+const HASHES: Record<string, string> = { "MD5": "md5", "SHA-1": "sha1", "SHA-256": "sha256" }
+const HASH_BY_LENGTH: Record<number, string> = { 32: "md5", 40: "sha1", 64: "sha256" }
+
+/** The digest algorithm of a checksum: the layer's `digest`, else guessed from the hex length. */
+const hashOf = (digest: string | undefined, checksum: string): string | undefined =>
+  (digest === undefined ? undefined : HASHES[digest.toUpperCase()]) ?? HASH_BY_LENGTH[checksum.length]
+
+// One-shot hashing (Node >= 20.12) skips the Hash object of createHash.
+const hex: (algorithm: string, data: Uint8Array) => string = typeof (crypto as { hash?: unknown }).hash === "function"
+  ? (algorithm, data) => (crypto as unknown as { hash: (a: string, d: Uint8Array, e: "hex") => string }).hash(algorithm, data, "hex")
+  : (algorithm, data) => crypto.createHash(algorithm).update(data).digest("hex")
+
+const isGzip = (bytes: Uint8Array) => bytes.byteLength >= 2 && bytes[0] === 0x1f && bytes[1] === 0x8b
+
+/** A blob the metadata names that the service does not have: for a versioned layer, the catalog's fault (rule 3). */
+const missingBlob = (plan: Plan, item: Item, error: ApiError) =>
+  new IntegrityError({
+    message: `The blob of partition '${item.partition.partition}' (data handle ${item.dataHandle}) in ${plan.catalogHrn} layer ${plan.layerId} ` +
+      `version ${plan.version} does not exist (${error.status} from the blob API). The catalog's metadata points to deleted data: ` +
+      `a data handle reused across versions loses its blob when an older version is deleted (data handle rule 3). Report it to the catalog's owner.`
+  })
+
+export const stage = (plan: Plan, options: FetchOptions) =>
+  Effect.gen(function*() {
+    const blobs = plan.layerType === "volatile" ? yield* VolatileBlobApi : yield* BlobApi
+    const runtime = yield* Effect.runtime<never>()
+    const gzip = plan.contentEncoding === "gzip"
+    const attempts = new Map<Item, number>()
+    // `offer` waits while more than `high` blobs are queued, until no more than `low` are.
+    const low = options.concurrency * 2
+    const high = Math.max(options.concurrency * 8, 1024)
+    // Every part's listing may be waiting here at once.
+    const waiting: Array<() => void> = []
+    const wake = () => {
+      for (const resume of waiting.splice(0)) resume()
+    }
+    let failure: FetchFailure | undefined
+
+    const verified = (item: Item, stored: Uint8Array): Uint8Array | undefined => {
+      const data = gzip && isGzip(stored) ? new Uint8Array(gunzipSync(stored)) : stored
+      const checksum = item.partition.checksum
+      const algorithm = checksum === undefined ? undefined : hashOf(plan.digest, checksum)
+      if (algorithm === undefined || hex(algorithm, data) === checksum!.toLowerCase()) return data
+      const attempt = (attempts.get(item) ?? 1) + 1
+      if (attempt > options.integrityAttempts) {
+        throw new IntegrityError({
+          message: `The blob of partition '${item.partition.partition}' (data handle ${item.dataHandle}) in ${plan.catalogHrn} layer ${plan.layerId} ` +
+            `does not match its ${algorithm} checksum after ${attempt - 1} downloads. The data in the catalog is inconsistent; report it to the catalog's owner.`
+        })
+      }
+      attempts.set(item, attempt)
+      Runtime.runFork(runtime)(
+        Effect.logWarning("checksum mismatch, downloading again").pipe(Effect.annotateLogs({ partition: item.partition.partition, attempt }))
+      )
+      return undefined
+    }
+
+    const { fetcher, refresh } = yield* blobs.fetcher<Item>(plan.catalogHrn, plan.layerId, {
+      concurrency: options.concurrency,
+      isPaused: options.isPaused,
+      onBlob: (item, stored) => {
+        const data = verified(item, stored)
+        if (data === undefined) return fetcher.push([item])
+        attempts.delete(item)
+        options.onBlob(item.part, item.partition, stored.byteLength, data)
+        crashPointSync("fetched")
+        if (waiting.length > 0 && fetcher.pending <= low) wake()
+      },
+      onFailure: (error, item) => {
+        failure = error instanceof ApiError && error.status === 404 && plan.layerType === "versioned" && item !== undefined
+          ? missingBlob(plan, item, error)
+          : error as FetchFailure
+        wake()
+        options.onFailure(failure)
+      }
+    })
+
+    const offer = (part: number, partitions: ReadonlyArray<Partition>): Effect.Effect<void, FetchFailure> =>
+      Effect.gen(function*() {
+        if (failure !== undefined) return yield* Effect.fail(failure)
+        yield* refresh
+        const items: Array<Item> = new Array(partitions.length)
+        for (let i = 0; i < partitions.length; i++) items[i] = { part, partition: partitions[i]!, dataHandle: partitions[i]!.dataHandle }
+        fetcher.push(items)
+        if (fetcher.pending <= high) return
+        yield* Effect.async<void>((resume) => {
+          waiting.push(() => resume(Effect.void))
+        })
+        if (failure !== undefined) return yield* Effect.fail(failure)
+      })
+
+    return { offer, resume: () => fetcher.resume() } satisfies FetchStage
+  })
