@@ -1,5 +1,6 @@
 import { Effect, Schema } from "effect"
-import type { Row } from "../sinks/Row.ts"
+import { tileColumns, toInt64, toNullableInt64 } from "../sinks/Row.ts"
+import { dataAt, type RowBatch } from "../sinks/RowBatch.ts"
 import { mainMessageOf, readBundle } from "./Bundle.ts"
 import { type Column, type ColumnBatch, scalar } from "./Columns.ts"
 import { GeoStats, geoParquetMetadata, parseFeatures } from "./GeoJson.ts"
@@ -36,9 +37,6 @@ export interface DecodeOptions {
   readonly explode?: string | undefined
   readonly onError: OnDecodeError
 }
-
-/** One partition as the export has fetched it (the row of a raw export); `data` is the blob decompressed, null for a deletion. */
-export type PartitionInput = Row
 
 export interface DecodeFailure {
   readonly partition: string
@@ -83,8 +81,13 @@ export interface Decoder {
   readonly columns: ReadonlyArray<Column>
   /** the GeoParquet geometry column (geojson only) */
   readonly geometryColumn: string | undefined
-  /** decodes a batch; fails on the first blob that does not decode when `onError` is `fail` */
-  readonly decode: (batch: ReadonlyArray<PartitionInput>, geo?: GeoStats) => Effect.Effect<DecodedBatch, DecodeError>
+  /**
+   * Decodes the rows of a batch as the export collected them (blobs decompressed; the tile columns are
+   * derived from the partition ids). Fails on the first blob that does not decode when `onError` is
+   * `fail`. Pass the file's GeoStats so that its GeoParquet metadata covers every row written to it.
+   * Decoded values never share memory with the batch, whose buffer may be transferred afterwards.
+   */
+  readonly decode: (batch: RowBatch, geo?: GeoStats) => Effect.Effect<DecodedBatch, DecodeError>
   /** file key-value metadata to add at the end of a file: the GeoParquet `geo` key for geojson */
   readonly fileMetadata: (geo: GeoStats) => Readonly<Record<string, string>>
 }
@@ -125,11 +128,10 @@ const partitionColumns = (heretile: boolean): Array<Column> => [
 /** Raw mode keeps what did not decode: the bytes and why. */
 const RAW_COLUMNS: ReadonlyArray<Column> = [col("data", "binary"), col("decode_error", "string")]
 
-const toBigInt = (v: bigint | number | null) => (v === null ? null : typeof v === "bigint" ? v : BigInt(v))
-
-const partitionValues = (p: PartitionInput, heretile: boolean): Array<unknown> => {
-  const values: Array<unknown> = [p.partition, toBigInt(p.partitionVersion), p.dataHandle, toBigInt(p.dataSize), p.checksum]
-  if (heretile) values.push(p.tileLevel ?? null, p.tileX ?? null, p.tileY ?? null, p.tileWest ?? null, p.tileSouth ?? null, p.tileEast ?? null, p.tileNorth ?? null)
+/** The partition columns of row `i`, tile columns included for heretile layers. */
+const partitionValues = (batch: RowBatch, tiles: ReturnType<typeof tileColumns> | undefined, i: number): Array<unknown> => {
+  const values: Array<unknown> = [batch.partition[i], toInt64(batch.partitionVersion[i]!), batch.dataHandle[i], toNullableInt64(batch.dataSize[i]!), batch.checksum[i]]
+  if (tiles !== undefined) values.push(tiles.level[i], tiles.x[i], tiles.y[i], tiles.west[i], tiles.south[i], tiles.east[i], tiles.north[i])
   return values
 }
 
@@ -232,40 +234,42 @@ const decoderOf = (layer: LayerContent, options: DecodeOptions): Decoder => {
   const width = columns.length
   const geometryColumn = kind === "geojson" ? decoded[1]!.name : undefined
 
-  const decode = (batch: ReadonlyArray<PartitionInput>, geo: GeoStats = new GeoStats()) =>
+  const decode = (batch: RowBatch, geo: GeoStats = new GeoStats()) =>
     Effect.suspend(() => {
       const out: Array<Array<unknown>> = Array.from({ length: width }, () => [])
       const failures: Array<DecodeFailure> = []
+      const tiles = layer.heretile ? tileColumns(batch.partition) : undefined
       let rows = 0
       let bytes = 0
       // Straight into the columns: partition values, then decoded values, then the raw-mode pair.
       const push = (head: ReadonlyArray<unknown>, values: ReadonlyArray<unknown> | null, data: Uint8Array | null, reason: string | null) => {
         let c = 0
         for (const v of head) out[c++]!.push(v)
-        for (let i = 0; i < decoded.length; i++) out[c++]!.push(values === null ? null : values[i])
+        for (let k = 0; k < decoded.length; k++) out[c++]!.push(values === null ? null : values[k])
         if (raw) {
           out[c++]!.push(data)
           out[c]!.push(reason)
         }
         rows++
       }
-      for (const p of batch) {
-        const head = partitionValues(p, layer.heretile)
-        if (p.data === null) {
+      for (let i = 0; i < batch.length; i++) {
+        const head = partitionValues(batch, tiles, i)
+        const data = dataAt(batch, i)
+        if (data === null) {
           push(head, null, null, null)
           continue
         }
-        bytes += p.data.byteLength
+        bytes += data.byteLength
         let decodedRows: ReadonlyArray<ReadonlyArray<unknown>>
         try {
-          decodedRows = content.rows(p.data, geo)
+          decodedRows = content.rows(data, geo)
         } catch (e) {
           const reason = e instanceof Error ? e.message : String(e)
-          if (options.onError === "fail") {
-            return Effect.fail(new DecodeError({ layer: layer.layerId, partition: p.partition, dataHandle: p.dataHandle, reason }))
-          }
-          failures.push({ partition: p.partition, dataHandle: p.dataHandle, reason })
-          if (raw) push(head, null, p.data, reason)
+          const partition = batch.partition[i]!
+          const dataHandle = batch.dataHandle[i]!
+          if (options.onError === "fail") return Effect.fail(new DecodeError({ layer: layer.layerId, partition, dataHandle, reason }))
+          failures.push({ partition, dataHandle, reason })
+          if (raw) push(head, null, data.slice(), reason)
           continue
         }
         for (const values of decodedRows) push(head, values, null, null)
@@ -282,15 +286,17 @@ const decoderOf = (layer: LayerContent, options: DecodeOptions): Decoder => {
   }
 }
 
-const rawBatch = (batch: ReadonlyArray<PartitionInput>, heretile: boolean): DecodedBatch => {
+const rawBatch = (batch: RowBatch, heretile: boolean): DecodedBatch => {
+  const tiles = heretile ? tileColumns(batch.partition) : undefined
   const width = 6 + (heretile ? 7 : 0)
   const out: Array<Array<unknown>> = Array.from({ length: width }, () => [])
   let bytes = 0
-  for (const p of batch) {
-    const values = partitionValues(p, heretile)
-    values.splice(5, 0, p.data)
-    for (let i = 0; i < width; i++) out[i]!.push(values[i])
-    bytes += p.data?.byteLength ?? 0
+  for (let i = 0; i < batch.length; i++) {
+    const values = partitionValues(batch, tiles, i)
+    const data = dataAt(batch, i)
+    values.splice(5, 0, data?.slice() ?? null)
+    for (let c = 0; c < width; c++) out[c]!.push(values[c])
+    bytes += data?.byteLength ?? 0
   }
   return { rows: batch.length, columns: out, partitions: batch.length, failures: [], bytes }
 }

@@ -61,8 +61,9 @@ const scalarKind = (type: string): ScalarKind => {
 const scalarConvert = (type: string): Convert => {
   if (SIGNED64.has(type)) return (v) => longToBigInt(v, false)
   if (UNSIGNED64.has(type)) return (v) => longToBigInt(v, true)
-  // Buffers become plain Uint8Array views; an absent proto3 bytes field reads protobuf.js's default (an empty array).
-  if (type === "bytes") return (v) => (v instanceof Uint8Array ? new Uint8Array(v.buffer, v.byteOffset, v.byteLength) : new Uint8Array(v ?? []))
+  // Copies: protobuf.js returns views of the input, whose buffer the caller may reuse or transfer. An
+  // absent proto3 bytes field reads protobuf.js's default (an empty array).
+  if (type === "bytes") return (v) => (v instanceof Uint8Array ? Uint8Array.prototype.slice.call(v) : new Uint8Array(v ?? []))
   return (v) => v
 }
 

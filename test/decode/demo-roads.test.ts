@@ -15,13 +15,12 @@ import { BlobApi } from "../../src/client/BlobApi.ts"
 import { ConfigApi } from "../../src/client/ConfigApi.ts"
 import { MetadataApi } from "../../src/client/MetadataApi.ts"
 import { DESCRIPTOR_SET_PATH } from "../../src/decode/Bundle.ts"
-import { makeDecoder, type PartitionInput } from "../../src/decode/Decoder.ts"
+import { makeDecoder } from "../../src/decode/Decoder.ts"
 import { layerContent } from "../../src/decode/LayerContent.ts"
-import * as HereTile from "../../src/domain/HereTile.ts"
 import { clientLayerFor, runWith } from "../support/client.ts"
 import { literal, query, withDuckDB } from "../support/duckdb.ts"
 import { startService, type TestService } from "../support/service.ts"
-import { writeDecoded } from "./support.ts"
+import { type PartitionInput, writeDecoded } from "./support.ts"
 
 const DEMO = "hrn:local:data:::demo"
 
@@ -45,10 +44,9 @@ describe("the demo protobuf layer, decoded", () => {
       const listed = Chunk.toArray(yield* Stream.runCollect(metadata.partitions(DEMO, "roads", { version, additionalFields: ["dataSize", "checksum"] })))
       const blobs = yield* BlobApi
       const inputs = yield* Effect.forEach(listed, (p) =>
-        Effect.map(blobs.get(DEMO, "roads", p.dataHandle), (data): PartitionInput => {
-          const tile = HereTile.toAddress(Number(p.partition))
-          return { partition: p.partition, partitionVersion: p.version, dataHandle: p.dataHandle, dataSize: p.dataSize ?? null, checksum: p.checksum ?? null, data, tileLevel: tile.level, tileX: tile.column, tileY: tile.row }
-        }), { concurrency: 8 })
+        Effect.map(blobs.get(DEMO, "roads", p.dataHandle), (data): PartitionInput => (
+          { partition: p.partition, partitionVersion: p.version, dataHandle: p.dataHandle, dataSize: p.dataSize ?? null, checksum: p.checksum ?? null, data }
+        )), { concurrency: 8 })
       return { content, inputs }
     }))
     const bundle = content.schemaBundle!

@@ -11,6 +11,7 @@ import { afterAll, describe, expect, it } from "vitest"
 import { buildBundle } from "../../src/decode/Bundle.ts"
 import { type DecodeOptions, type LayerContent, makeDecoder, resolveKind } from "../../src/decode/Decoder.ts"
 import { literal, query, withDuckDB } from "../support/duckdb.ts"
+import { batchOf } from "../../src/sinks/RowBatch.ts"
 import { partition, readWkb, tempDir, writeDecoded } from "./support.ts"
 
 const dir = tempDir()
@@ -33,8 +34,8 @@ const features = [
 
 const geoLayer: LayerContent = { layerId: "tiles", contentType: "application/vnd.geo+json", heretile: true }
 const geoInputs = [
-  partition("23618364", bytes({ type: "FeatureCollection", features: features.slice(0, 3) }), { tileLevel: 12, tileX: 2198, tileY: 1622, tileWest: 13.18359375, tileSouth: 52.55859375, tileEast: 13.271484375, tileNorth: 52.646484375 }),
-  partition("23618365", bytes({ type: "FeatureCollection", features: features.slice(3) }), { tileLevel: 12 }),
+  partition("23618364", bytes({ type: "FeatureCollection", features: features.slice(0, 3) })),
+  partition("23618365", bytes({ type: "FeatureCollection", features: features.slice(3) })),
   partition("23618366", bytes(features[0])),
   partition("23618367", null)
 ]
@@ -126,7 +127,7 @@ describe("--on-decode-error", () => {
 
   it("fail: stops at the first blob that does not decode, naming the partition", async () => {
     const d = await decoder(layer)
-    const result = await Effect.runPromise(Effect.either(d.decode(inputs)))
+    const result = await Effect.runPromise(Effect.either(d.decode(batchOf(inputs))))
     expect(Either.isLeft(result)).toBe(true)
     const error = Either.getLeft(result).pipe((o) => (o._tag === "Some" ? o.value : undefined))!
     expect(error._tag).toBe("DecodeError")
@@ -138,7 +139,7 @@ describe("--on-decode-error", () => {
   it("skip: leaves the blob out and reports it", async () => {
     const d = await decoder(layer, { onError: "skip" })
     expect(d.columns.map((c) => c.name)).not.toContain("decode_error")
-    const batch = await Effect.runPromise(d.decode(inputs))
+    const batch = await Effect.runPromise(d.decode(batchOf(inputs)))
     expect(batch.partitions).toBe(4)
     expect(batch.rows).toBe(2)
     expect(batch.columns[0]).toEqual(["a", "c"])
@@ -167,7 +168,7 @@ describe("--on-decode-error", () => {
     const bundle = buildBundle({ protoFiles: { "t.proto": `syntax = "proto3"; package t; message M { string s = 1; repeated int32 n = 2; }` }, mainMessage: "t.M" })
     const d = await decoder({ layerId: "pb", contentType: "application/x-protobuf", heretile: false, schemaBundle: bundle }, { onError: "skip" })
     // a length prefix running past the end, and a wire type 7 that does not exist
-    const batch = await Effect.runPromise(d.decode([partition("x", new Uint8Array([0x0a, 0x7f, 0x41])), partition("y", new Uint8Array([0x0f, 0x01])), partition("z", new Uint8Array([0x0a, 0x01, 0x41, 0x10, 0x05]))]))
+    const batch = await Effect.runPromise(d.decode(batchOf([partition("x", new Uint8Array([0x0a, 0x7f, 0x41])), partition("y", new Uint8Array([0x0f, 0x01])), partition("z", new Uint8Array([0x0a, 0x01, 0x41, 0x10, 0x05]))])))
     expect(batch.failures.map((f) => f.partition)).toEqual(["x", "y"])
     expect(batch.columns[5]).toEqual(["A"])
     expect(batch.columns[6]).toEqual([[5]])

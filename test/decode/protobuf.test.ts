@@ -16,6 +16,7 @@ import { buildBundle, DESCRIPTOR_SET_PATH, readBundle } from "../../src/decode/B
 import { arrowSchema, parquetSchema } from "../../src/decode/Columns.ts"
 import { makeDecoder } from "../../src/decode/Decoder.ts"
 import { literal, query, withDuckDB } from "../support/duckdb.ts"
+import { batchOf } from "../../src/sinks/RowBatch.ts"
 import { partition, tempDir, writeDecoded } from "./support.ts"
 
 const COMMON = `syntax = "proto3";
@@ -317,7 +318,7 @@ describe("protobuf decoding", () => {
     const a = await decoderFor(withoutFds)
     const b = await decoderFor(bundle)
     expect(a.columns).toEqual(b.columns)
-    const [x, y] = await Promise.all([a, b].map((d) => Effect.runPromise(d.decode(inputs))))
+    const [x, y] = await Promise.all([a, b].map((d) => Effect.runPromise(d.decode(batchOf(inputs)))))
     expect(x!.columns).toEqual(y!.columns)
   })
 
@@ -338,6 +339,16 @@ describe("protobuf decoding", () => {
         { partition: "tile-deleted", links_index: null, id: null, global_id: null, kind: null, speed_limit: null, offset: null, points: null }
       ])
     })
+  })
+
+  it("decodes into memory of its own: the batch's buffer may be reused or transferred afterwards", async () => {
+    const decoder = await decoderFor(bundle)
+    const batch = batchOf(inputs)
+    const decoded = await Effect.runPromise(decoder.decode(batch))
+    batch.data.fill(0)
+    const column = (name: string) => decoded.columns[decoder.columns.findIndex((c) => c.name === name)]!
+    expect(column("blob")[0]).toEqual(new Uint8Array([0, 1, 2, 255]))
+    expect(column("links")[0]).toMatchObject([{ id: "a" }, { id: "b" }])
   })
 
   it("renders the same columns as Parquet and Arrow schemas", async () => {

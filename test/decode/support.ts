@@ -3,7 +3,18 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { Effect } from "effect"
 import { openDecodedFile } from "../../src/decode/DecodedFile.ts"
-import type { Decoder, PartitionInput } from "../../src/decode/Decoder.ts"
+import type { Decoder } from "../../src/decode/Decoder.ts"
+import { batchOf } from "../../src/sinks/RowBatch.ts"
+
+/** A row as the export collects it (blob decompressed, null for a deletion). */
+export interface PartitionInput {
+  readonly partition: string
+  readonly partitionVersion: bigint | number
+  readonly dataHandle: string
+  readonly dataSize: bigint | number | null
+  readonly checksum: string | null
+  readonly data: Uint8Array | null
+}
 
 export const tempDir = () => fs.mkdtempSync(path.join(os.tmpdir(), "decode-test-"))
 
@@ -22,7 +33,7 @@ export const writeDecoded = async (decoder: Decoder, file: string, format: "parq
   const writer = openDecodedFile({ path: file, format, decoder, metadata: { layer_id: "test" } })
   const failures = []
   for (let i = 0; i < partitions.length; i += batchSize) {
-    const batch = await Effect.runPromise(decoder.decode(partitions.slice(i, i + batchSize), writer.geo))
+    const batch = await Effect.runPromise(decoder.decode(batchOf(partitions.slice(i, i + batchSize)), writer.geo))
     failures.push(...batch.failures)
     writer.write(batch)
   }
