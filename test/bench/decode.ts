@@ -1,7 +1,8 @@
 /**
  * Decoding rate of the demo protobuf layer (`roads`) on one core: blobs made by the demo seed's
  * encoder, decoded batch by batch into columns, then written to Parquet (zstd level 1) and Arrow.
- * Reports partitions/s, rows/s and MB/s of blob bytes for each stage, and first the two decoders
+ * Rates are per second of this process's CPU time (user + system), so that other work on the machine
+ * does not count against them. Reports partitions/s, rows/s and MB/s of blob bytes for each stage, and first the two decoders
  * considered, bare (no conversion to columns): protobuf.js (generated code, chosen) and
  * @bufbuild/protobuf (reflection). `npm run bench:decode [N]`.
  */
@@ -45,7 +46,7 @@ const measure = async (name: string, explode: string | undefined, format: "parqu
   const writer = format === undefined
     ? undefined
     : openDecodedFile({ path: path.join(dir, `out.${format}`), format, decoder, metadata: {}, ...(format === "parquet" ? { codec: zstdCodec(1) } : {}) })
-  const start = process.hrtime.bigint()
+  const start = process.cpuUsage()
   let rows = 0
   for (let i = 0; i < inputs.length; i += BATCH) {
     const batch = Effect.runSync(decoder.decode(batches[i / BATCH]!))
@@ -53,22 +54,28 @@ const measure = async (name: string, explode: string | undefined, format: "parqu
     writer?.write(batch)
   }
   writer?.finish()
-  const seconds = Number(process.hrtime.bigint() - start) / 1e9
+  const seconds = cpuSince(start)
   console.log(
     `${name.padEnd(34)} ${String(Math.round(N / seconds)).padStart(8)} partitions/s ${String(Math.round(rows / seconds)).padStart(9)} rows/s ${(blobBytes / seconds / 1e6).toFixed(1).padStart(7)} MB/s`
   )
 }
 
+/** CPU seconds (user + system) of this process since `from`. */
+const cpuSince = (from: NodeJS.CpuUsage) => {
+  const used = process.cpuUsage(from)
+  return (used.user + used.system) / 1e6
+}
+
 const bare = (name: string, decode: (bytes: Uint8Array) => unknown) => {
-  const start = process.hrtime.bigint()
+  const start = process.cpuUsage()
   for (const p of inputs) decode(p.data!)
-  const seconds = Number(process.hrtime.bigint() - start) / 1e9
+  const seconds = cpuSince(start)
   console.log(`${name.padEnd(34)} ${String(Math.round(N / seconds)).padStart(8)} partitions/s ${(blobBytes / seconds / 1e6).toFixed(1).padStart(7)} MB/s`)
 }
 const protobufjs = mainMessageOf(readBundle(bundle))
 const bufbuild = createFileRegistry(fromBinary(FileDescriptorSetSchema, unzipSync(bundle)[DESCRIPTOR_SET_PATH]!)).getMessage("catalog_export.demo.v1.RoadTile")!
 
-console.log(`${N} demo road tiles, ${(blobBytes / N).toFixed(0)} bytes each on average, batches of ${BATCH}; node ${process.version}`)
+console.log(`${N} demo road tiles, ${(blobBytes / N).toFixed(0)} bytes each on average, batches of ${BATCH}; node ${process.version}; rates per CPU second`)
 for (let round = 0; round < 2; round++) {
   if (round === 1) console.log("-- second round (warm) --")
   bare("bare protobuf.js decode", (b) => protobufjs.decode(b))
