@@ -22,7 +22,6 @@ export type OnDecodeError = (typeof onDecodeErrors)[number]
 export type DecodeKind = "raw" | "protobuf" | "geojson" | "json"
 
 export interface LayerContent {
-  readonly catalogHrn?: string
   readonly layerId: string
   readonly contentType: string | undefined
   /** heretile partitioning adds the tile columns */
@@ -45,8 +44,9 @@ export interface DecodeFailure {
 }
 
 export interface DecodedBatch extends ColumnBatch {
-  /** partitions in the batch, and how many of them did not decode (skipped or written raw) */
+  /** partitions in the batch (`rows` counts output rows: features, exploded elements) */
   readonly partitions: number
+  /** the partitions that did not decode, skipped or written raw (`--on-decode-error skip|raw`) */
   readonly failures: ReadonlyArray<DecodeFailure>
   /** blob bytes decoded (for rates) */
   readonly bytes: number
