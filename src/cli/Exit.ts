@@ -38,8 +38,11 @@ const byTag: Record<string, number> = {
   CatalogNotFound: ExitCode.notFound,
   ApiNotFound: ExitCode.notFound,
   SubscriptionNotFound: ExitCode.notFound,
+  SchemaNotFound: ExitCode.notFound,
   RetryBudgetExhausted: ExitCode.transient,
+  DecodeSetupError: ExitCode.usage,
   IntegrityError: ExitCode.integrity,
+  DecodeError: ExitCode.integrity,
   OutputConflict: ExitCode.integrity
 }
 

@@ -11,13 +11,15 @@ import { backfillCommand } from "./backfill.ts"
 import { defaultLoggerLayer, plainWhenPiped } from "./common.ts"
 import { exportCommand } from "./export.ts"
 import { inspectCommands } from "./inspect.ts"
+import { publishCommand } from "./publish.ts"
 import { retentionCommand } from "./retention.ts"
 import { runCommand } from "./run.ts"
+import { schemasCommand } from "./schemas.ts"
 import { serve } from "./serve.ts"
 
 const root = Command.make("catalog-export").pipe(
   Command.withDescription("Export data catalogs to Parquet and Arrow, and run a local catalog service to develop against."),
-  Command.withSubcommands([serve, exportCommand, backfillCommand, retentionCommand, runCommand, demoCommand, ...inspectCommands, ...adminCommands])
+  Command.withSubcommands([serve, exportCommand, backfillCommand, retentionCommand, runCommand, demoCommand, ...inspectCommands, ...adminCommands, publishCommand, schemasCommand])
 )
 
 const cli = Command.run(root, { name: TOOL.name, version: TOOL.version })

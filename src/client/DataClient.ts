@@ -1,6 +1,7 @@
 import { Layer } from "effect"
 import { AdminApi } from "./AdminApi.ts"
 import { ApiClient } from "./ApiClient.ts"
+import { ArtifactApi } from "./ArtifactApi.ts"
 import { Auth } from "./Auth.ts"
 import { BlobApi, VolatileBlobApi } from "./BlobApi.ts"
 import { ConfigApi } from "./ConfigApi.ts"
@@ -48,6 +49,7 @@ export type DataClient =
   | AdminApi
   | SubscriptionsApi
   | StreamApi
+  | ArtifactApi
   | Lookup
   | ApiClient
   | Auth
@@ -89,7 +91,8 @@ export const layer = (options: DataClientOptions): Layer.Layer<DataClient, Crede
     VolatileBlobApi.layer,
     PublishApi.layer,
     SubscriptionsApi.layer,
-    StreamApi.layer
+    StreamApi.layer,
+    ArtifactApi.layer
   ).pipe(Layer.provideMerge(lookup))
   return AdminApi.layer.pipe(Layer.provideMerge(services))
 }

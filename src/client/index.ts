@@ -1,5 +1,6 @@
 export * from "./AdminApi.ts"
 export * from "./ApiClient.ts"
+export * from "./ArtifactApi.ts"
 export * from "./Auth.ts"
 export * from "./BlobApi.ts"
 export * from "./ConfigApi.ts"

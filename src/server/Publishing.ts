@@ -1,13 +1,14 @@
 import { createHash } from "node:crypto"
 import { Effect } from "effect"
+import { PARTITION_ID } from "../domain/Publish.ts"
 import { BlobFiles } from "./BlobFiles.ts"
 import { badRequest, conflict, notFound } from "./Reply.ts"
 import { applyAutomaticDeletion, collect } from "./Versions.ts"
 import { contentEncodingOf } from "./Views.ts"
 import { type CatalogRow, type LayerRow, type PublicationRow, type StagedPartition, Store } from "./Store.ts"
 
-/** Partition ids: the platform's character set, at most 500 characters. Nothing that could name a path. */
-export const PARTITION_ID = /^[A-Za-z0-9_\-.:]{1,500}$/
+export { PARTITION_ID }
+
 /**
  * Data handles: `[0-9a-zA-Z.-]`, at most 600 characters (blob API v1.0.8), but not `.` or `..`: as a
  * path segment those are dot segments that every URL parser resolves away, so no client could fetch them.

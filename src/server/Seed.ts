@@ -4,6 +4,7 @@ import { Effect } from "effect"
 import * as HereTile from "../domain/HereTile.ts"
 import { BlobFiles } from "./BlobFiles.ts"
 import { SEED_DEFAULTS } from "./Defaults.ts"
+import { publishRoadsSchema, roadTileBundle, roadTileEncoder, ROADS_SCHEMA_HRN } from "./DemoRoads.ts"
 import { prng } from "./Faults.ts"
 import { initPublication, STAGE_BATCH, submitPublication } from "./Publishing.ts"
 import { contentEncodingOf } from "./Views.ts"
@@ -177,9 +178,11 @@ interface LayerPlan {
   readonly contentOf: (random: () => number, n: number, version: number) => Content
   /** Ids that may be added later (tiles stay inside their grid). */
   readonly capacity: number
+  /** A PRNG of its own, so that adding this layer leaves the other layers' data as it was. */
+  readonly random?: () => number
 }
 
-const evolve = (plans: ReadonlyArray<LayerPlan>, versions: number, random: () => number, owner: AppRow, catalog: { hrn: string; id: string }) =>
+const evolve = (plans: ReadonlyArray<LayerPlan>, versions: number, shared: () => number, owner: AppRow, catalog: { hrn: string; id: string }) =>
   Effect.gen(function*() {
     const store = yield* Store
     const live = plans.map((p) => {
@@ -194,6 +197,7 @@ const evolve = (plans: ReadonlyArray<LayerPlan>, versions: number, random: () =>
       yield* store.withTransaction(Effect.gen(function*() {
       for (const state of live) {
         const { plan, bits } = state
+        const random = plan.random ?? shared
         const changes: Array<{ partition: string; handle: string; content?: Content }> = []
         const flush = Effect.suspend(() => {
           const batch = changes.splice(0, changes.length)
@@ -232,7 +236,9 @@ const evolve = (plans: ReadonlyArray<LayerPlan>, versions: number, random: () =>
 const seedDemo = (options: SeedOptions, demo: AppRow, other: AppRow) =>
   Effect.gen(function*() {
     const random = prng(options.seed)
-    const [tiles, places, traffic] = yield* createCatalog(
+    const roadsBundle = roadTileBundle()
+    yield* publishRoadsSchema(roadsBundle, demo.id)
+    const [tiles, roads, places, traffic] = yield* createCatalog(
       DEMO_CATALOG,
       "demo",
       demo,
@@ -246,6 +252,19 @@ const seedDemo = (options: SeedOptions, demo: AppRow, other: AppRow) =>
             summary: "Points of interest per HERE tile, level 12",
             contentType: "application/geo+json",
             contentEncoding: "gzip",
+            digest: "SHA-1",
+            partitioning: { scheme: "heretile", tileLevels: [TILE_LEVEL] },
+            volume: { volumeType: "durable" }
+          }
+        },
+        {
+          id: "roads",
+          layerType: "versioned",
+          config: {
+            name: "Berlin roads",
+            summary: "Road links per HERE tile, level 12, protobuf",
+            contentType: "application/x-protobuf",
+            schema: { hrn: ROADS_SCHEMA_HRN },
             digest: "SHA-1",
             partitioning: { scheme: "heretile", tileLevels: [TILE_LEVEL] },
             volume: { volumeType: "durable" }
@@ -316,7 +335,19 @@ const seedDemo = (options: SeedOptions, demo: AppRow, other: AppRow) =>
         return { bytes, stored: bytes }
       }
     }
-    yield* evolve([tilesPlan, placesPlan], Math.max(1, options.versions), random, demo, { hrn: DEMO_CATALOG, id: "demo" })
+    const encodeRoadTile = roadTileEncoder(roadsBundle)
+    const roadsPlan: LayerPlan = {
+      layer: roads!,
+      initial: TILE_GRID * TILE_GRID / 2,
+      capacity: TILE_GRID * TILE_GRID,
+      idOf: (n) => String(tileOf(n)),
+      contentOf: (random, n, version) => {
+        const bytes = encodeRoadTile(random, tileOf(n), version)
+        return { bytes, stored: bytes }
+      },
+      random: prng(options.seed + 1)
+    }
+    yield* evolve([tilesPlan, placesPlan, roadsPlan], Math.max(1, options.versions), random, demo, { hrn: DEMO_CATALOG, id: "demo" })
 
     // The volatile layer: published twice, the second time overwriting part of the first.
     const segments = 100

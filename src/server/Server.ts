@@ -10,6 +10,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { Effect, Layer, Option } from "effect"
 import { AdminStore } from "./AdminStore.ts"
+import { ArtifactStore } from "./ArtifactStore.ts"
 import { AuthConfig, type AuthOptions, AuthState, tokenEndpoint } from "./Auth.ts"
 import { BlobFiles } from "./BlobFiles.ts"
 import * as FastPath from "./FastPath.ts"
@@ -17,6 +18,7 @@ import * as Faults from "./Faults.ts"
 import { json, unexpectedFailure } from "./Reply.ts"
 import { SELECTABLE_REGIONS } from "../domain/Region.ts"
 import { regionPrefix } from "./Regions.ts"
+import * as Artifact from "./routes/Artifact.ts"
 import * as Blob from "./routes/Blob.ts"
 import * as Catalogs from "./routes/Catalogs.ts"
 import * as Config from "./routes/Config.ts"
@@ -62,6 +64,7 @@ export const router = HttpRouter.concatAll(
   Config.routes,
   Catalogs.routes,
   Subscriptions.routes,
+  Artifact.routes,
   catalogRoutes,
   ...SELECTABLE_REGIONS.map((region) => HttpRouter.prefixAll(catalogRoutes, regionPrefix(region)))
 )
@@ -111,7 +114,7 @@ export const layer = (options: ServiceOptions) =>
   Layer.unwrapScoped(
     Effect.map(dataDirectory(options.dataDir), (dataDir) => {
       const filename = path.join(dataDir, "catalog.db")
-      const storage = Layer.mergeAll(Store.layer, AdminStore.layer, BlobFiles.layer(dataDir), AuthConfig.layer(options.auth), AuthState.layer).pipe(
+      const storage = Layer.mergeAll(Store.layer, AdminStore.layer, ArtifactStore.layer, BlobFiles.layer(dataDir), AuthConfig.layer(options.auth), AuthState.layer).pipe(
         Layer.provideMerge(SqliteClient.layer({ filename }))
       )
       const seeded = Layer.effectDiscard(seed(options.seed ?? noSeed))

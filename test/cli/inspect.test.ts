@@ -9,24 +9,16 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { promisify } from "node:util"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { BIN, cliFor } from "../support/cli.ts"
 import { startService, type TestService } from "../support/service.ts"
 
 const run = promisify(execFile)
 const DEMO = "hrn:local:data:::demo"
-const BIN = path.resolve("src/cli/bin.mjs")
 
 let svc: TestService
 let credentials: string
 
-const cli = async (...args: Array<string>) => {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [BIN, ...args, "--lookup-url", svc.lookupUrl, "--credentials", credentials], { maxBuffer: 1 << 26 })
-    return { code: 0, stdout, stderr }
-  } catch (e) {
-    const failure = e as { code: number; stdout: string; stderr: string }
-    return { code: failure.code, stdout: failure.stdout, stderr: failure.stderr }
-  }
-}
+const cli = (...args: Array<string>) => cliFor(svc, credentials)(...args)
 
 /** Runs the CLI with a terminal as stdout, as a person would. */
 const onTerminal = async (...args: Array<string>) => {
@@ -59,7 +51,7 @@ describe.concurrent("inspection commands", () => {
 
   it("layers list", async () => {
     const result = await cli("layers", "list", "--catalog", DEMO, "--json")
-    expect(lines(result.stdout).map((l) => [l.id, l.layerType])).toEqual([["tiles", "versioned"], ["places", "versioned"], ["traffic", "volatile"], ["events", "stream"]])
+    expect(lines(result.stdout).map((l) => [l.id, l.layerType])).toEqual([["tiles", "versioned"], ["roads", "versioned"], ["places", "versioned"], ["traffic", "volatile"], ["events", "stream"]])
   })
 
   it("partitions list, at a version and per part", async () => {

@@ -249,7 +249,7 @@ describe("config API", () => {
     expect(catalog.owner.creator.id).toBe("demo-app")
 
     const layers = catalog.layers as Array<Record<string, any>>
-    expect(layers.map((l) => l.id)).toEqual(["tiles", "places", "traffic", "events"])
+    expect(layers.map((l) => l.id)).toEqual(["tiles", "roads", "places", "traffic", "events"])
     const layer = (id: string) => layers.find((l) => l.id === id)!
     for (const l of layers) {
       expect(l.hrn).toBe(`${DEMO}:${l.id}`)
@@ -265,6 +265,12 @@ describe("config API", () => {
       contentEncoding: "gzip",
       partitioning: { scheme: "heretile", tileLevels: [12] },
       partitioningScheme: "heretile"
+    })
+    expect(layer("roads")).toMatchObject({
+      layerType: "versioned",
+      contentType: "application/x-protobuf",
+      schema: { hrn: "hrn:local:schema:::com.here.catalogexport.demo:road-tile_v1:1.0.0" },
+      partitioning: { scheme: "heretile", tileLevels: [12] }
     })
     expect(layer("places")).toMatchObject({ layerType: "versioned", contentType: "application/json", partitioning: { scheme: "generic" } })
     expect(layer("places").contentEncoding).toBeUndefined()

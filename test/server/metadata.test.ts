@@ -115,7 +115,7 @@ describe("metadata API", () => {
           200
         )
         expect(body.version).toBe(v)
-        expect(body.layerVersions.map((l) => l.layer)).toEqual(["places", "tiles"])
+        expect(body.layerVersions.map((l) => l.layer)).toEqual(["places", "roads", "tiles"])
         for (const [layer, at] of [["places", places], ["tiles", tiles]] as const) {
           let expected = v
           while (expected > 0 && !changedAt(at as Map<number, ReadonlyArray<Entry>>, expected)) expected--

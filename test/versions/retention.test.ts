@@ -16,7 +16,8 @@ import { cli, DEMO, latestVersion, listing, manifestOf, minimumVersion, publish,
  * Retention housekeeping through the real CLI: every refusal, the export guard, dry runs, policies,
  * `export --raise-minimum`, the nightly job's `raiseMinimum`, and automatic version deletion.
  * Tests run in order on one service whose versions they delete for good: versions 0..7 are seeded
- * (every one changes both versioned layers); later ones are published here to `places` only.
+ * (every one changes the versioned layers); later ones are published here to `places` only. The
+ * protobuf layer `roads` is exported up front, so that the guard's refusals are about places and tiles.
  */
 
 let svc: TestService
@@ -94,6 +95,7 @@ beforeAll(async () => {
   flags = await serviceFlags(svc)
   out = path.join(svc.dir, "out")
   fs.mkdirSync(out)
+  for (let v = 0; v <= 7; v++) await exportVersion("roads", v)
 })
 afterAll(() => svc.close())
 
@@ -232,6 +234,8 @@ describe("retention", () => {
     expect(await minimumVersion(svc)).toBe(8)
 
     await exportVersion("places", 8)
+    // roads last changed at 7 too: its export at 9 holds its state at 8.
+    await exportVersion("roads", 9)
     const stillTiles = await runWith(client, guard(DEMO, 9, 8, localLocation(out)).pipe(Effect.either))
     expect(Either.isLeft(stillTiles) && (stillTiles.left as Error).message).toContain("version 8 of layer 'tiles' has no committed export")
     // tiles last changed at 7: its export at 9 holds its state at 8 too.
@@ -250,7 +254,7 @@ describe("retention", () => {
       out,
       format: "parquet",
       raiseMinimum: true,
-      layers: [{ catalog: DEMO, layer: "places" }, { catalog: DEMO, layer: "tiles" }]
+      layers: [{ catalog: DEMO, layer: "places" }, { catalog: DEMO, layer: "tiles" }, { catalog: DEMO, layer: "roads" }]
     }))
     const refused = await cli(["run", config, ...flags])
     expect(refused.code).toBe(2)

@@ -14,7 +14,10 @@ const CACHE = { "cache-control": "max-age=3600" }
 
 const entry = (api: string, version: string, baseURL: string): ApiEntry => ({ api, version, baseURL, parameters: {} })
 
-export const platformApis = (origin: string): ReadonlyArray<ApiEntry> => [entry("config", "v1", `${origin}/config/v1`)]
+export const platformApis = (origin: string): ReadonlyArray<ApiEntry> => [
+  entry("config", "v1", `${origin}/config/v1`),
+  entry("artifact", "v1", `${origin}/artifact/v1`)
+]
 
 /** Every catalog-bound API, each with a base URL unique to the catalog. */
 export const resourceApis = (origin: string, hrn: string): ReadonlyArray<ApiEntry> => [

@@ -1,0 +1,302 @@
+import { Effect, Schema } from "effect"
+import { tileColumns, toInt64, toNullableInt64 } from "../sinks/Row.ts"
+import { dataAt, type RowBatch } from "../sinks/RowBatch.ts"
+import { mainMessageOf, readBundle } from "./Bundle.ts"
+import { type Column, type ColumnBatch, scalar } from "./Columns.ts"
+import { GeoStats, geoParquetMetadata, parseFeatures } from "./GeoJson.ts"
+import { messageColumns } from "./Protobuf.ts"
+import { SchemaError } from "./ProtoSchema.ts"
+
+/**
+ * Turning blobs into columns, per batch, for the export's `--decode`. `makeDecoder` looks at the layer
+ * once (content type, schema bundle, flags) and returns the output columns and a `decode` function the
+ * export calls per batch of fetched partitions, off the per-partition hot path of raw exports.
+ */
+
+export const decodeModes = ["auto", "none", "protobuf", "geojson", "json"] as const
+export type DecodeMode = (typeof decodeModes)[number]
+export const onDecodeErrors = ["fail", "skip", "raw"] as const
+export type OnDecodeError = (typeof onDecodeErrors)[number]
+
+/** What decoding turned out to be for a layer (`raw`: today's columns, nothing decoded). */
+export type DecodeKind = "raw" | "protobuf" | "geojson" | "json"
+
+export interface LayerContent {
+  readonly layerId: string
+  readonly contentType: string | undefined
+  /** heretile partitioning adds the tile columns */
+  readonly heretile: boolean
+  /** the schema bundle (ZIP): the layer's schema from the artifact API, or the user's `--schema-bundle` */
+  readonly schemaBundle?: Uint8Array | undefined
+}
+
+export interface DecodeOptions {
+  readonly mode: DecodeMode
+  /** one row per element of this top-level repeated field (protobuf) */
+  readonly explode?: string | undefined
+  readonly onError: OnDecodeError
+}
+
+export interface DecodeFailure {
+  readonly partition: string
+  readonly dataHandle: string
+  readonly reason: string
+}
+
+export interface DecodedBatch extends ColumnBatch {
+  /** partitions in the batch (`rows` counts output rows: features, exploded elements) */
+  readonly partitions: number
+  /** the partitions that did not decode, skipped or written raw (`--on-decode-error skip|raw`) */
+  readonly failures: ReadonlyArray<DecodeFailure>
+  /** blob bytes decoded (for rates) */
+  readonly bytes: number
+}
+
+/** Bad decode settings for the layer (exit code 2). */
+export class DecodeSetupError extends Schema.TaggedError<DecodeSetupError>()("DecodeSetupError", {
+  layer: Schema.String,
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `Cannot decode layer ${this.layer}: ${this.reason}.`
+  }
+}
+
+/** A blob that does not decode, with `--on-decode-error fail` (exit code 6). */
+export class DecodeError extends Schema.TaggedError<DecodeError>()("DecodeError", {
+  layer: Schema.String,
+  partition: Schema.String,
+  dataHandle: Schema.String,
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `Partition ${this.partition} of layer ${this.layer} (data handle ${this.dataHandle}) does not decode as the layer's content: ${this.reason}. ` +
+      `Nothing of this version was committed. Pass --on-decode-error skip or raw to export it anyway, or --decode none for the raw bytes.`
+  }
+}
+
+export interface Decoder {
+  readonly kind: DecodeKind
+  /** the output columns, partition columns first; render with parquetSchema / arrowSchema */
+  readonly columns: ReadonlyArray<Column>
+  /** the GeoParquet geometry column (geojson only) */
+  readonly geometryColumn: string | undefined
+  /**
+   * Decodes the rows of a batch as the export collected them (blobs decompressed; the tile columns are
+   * derived from the partition ids). Fails on the first blob that does not decode when `onError` is
+   * `fail`. Pass the file's GeoStats so that its GeoParquet metadata covers every row written to it.
+   * Decoded values never share memory with the batch, whose buffer may be transferred afterwards.
+   */
+  readonly decode: (batch: RowBatch, geo?: GeoStats) => Effect.Effect<DecodedBatch, DecodeError>
+  /** file key-value metadata to add at the end of a file: the GeoParquet `geo` key for geojson */
+  readonly fileMetadata: (geo: GeoStats) => Readonly<Record<string, string>>
+}
+
+const PROTOBUF_TYPES = new Set(["application/x-protobuf", "application/protobuf", "application/x-protobuffer", "application/vnd.google.protobuf", "application/octet-stream"])
+const GEOJSON_TYPES = new Set(["application/geo+json", "application/vnd.geo+json"])
+
+const mediaType = (contentType: string | undefined) => (contentType ?? "").split(";")[0]!.trim().toLowerCase()
+
+export const isProtobufContentType = (contentType: string | undefined) => PROTOBUF_TYPES.has(mediaType(contentType))
+
+/** `auto`: protobuf with a schema and a protobuf content type, GeoJSON and JSON by content type, else raw. */
+export const resolveKind = (layer: LayerContent, mode: DecodeMode): DecodeKind => {
+  if (mode === "none") return "raw"
+  if (mode !== "auto") return mode
+  const type = mediaType(layer.contentType)
+  if (isProtobufContentType(type) && layer.schemaBundle !== undefined) return "protobuf"
+  if (GEOJSON_TYPES.has(type)) return "geojson"
+  if (type === "application/json" || type.endsWith("+json")) return "json"
+  return "raw"
+}
+
+// --- partition columns ---------------------------------------------------------------------------
+
+const col = (name: string, kind: Parameters<typeof scalar>[0], nullable = true): Column => ({ name, type: scalar(kind), nullable })
+
+const partitionColumns = (heretile: boolean): Array<Column> => [
+  col("partition", "string", false),
+  col("partition_version", "int64", false),
+  col("data_handle", "string", false),
+  col("data_size", "int64"),
+  col("checksum", "string"),
+  ...(heretile
+    ? [col("tile_level", "int32"), col("tile_x", "int32"), col("tile_y", "int32"), col("tile_west", "double"), col("tile_south", "double"), col("tile_east", "double"), col("tile_north", "double")]
+    : [])
+]
+
+/** Raw mode keeps what did not decode: the bytes and why. */
+const RAW_COLUMNS: ReadonlyArray<Column> = [col("data", "binary"), col("decode_error", "string")]
+
+/** The partition columns of row `i`, tile columns included for heretile layers. */
+const partitionValues = (batch: RowBatch, tiles: ReturnType<typeof tileColumns> | undefined, i: number): Array<unknown> => {
+  const values: Array<unknown> = [batch.partition[i], toInt64(batch.partitionVersion[i]!), batch.dataHandle[i], toNullableInt64(batch.dataSize[i]!), batch.checksum[i]]
+  if (tiles !== undefined) values.push(tiles.level[i], tiles.x[i], tiles.y[i], tiles.west[i], tiles.south[i], tiles.east[i], tiles.north[i])
+  return values
+}
+
+/** Decoded columns that collide with a partition column get a trailing `_` (as protoc does for reserved words). */
+const withoutCollisions = (reserved: ReadonlyArray<Column>, decoded: ReadonlyArray<Column>): Array<Column> => {
+  const taken = new Set(reserved.map((c) => c.name))
+  return decoded.map((c) => {
+    let name = c.name
+    while (taken.has(name)) name = `${name}_`
+    taken.add(name)
+    return name === c.name ? c : { ...c, name }
+  })
+}
+
+// --- content decoders: bytes -> rows of decoded values --------------------------------------------
+
+interface Content {
+  readonly columns: ReadonlyArray<Column>
+  /** rows of decoded values for one blob (several for explode and GeoJSON, none for an empty list) */
+  readonly rows: (bytes: Uint8Array, geo: GeoStats) => ReadonlyArray<ReadonlyArray<unknown>>
+}
+
+const utf8 = new TextDecoder("utf-8", { fatal: true })
+
+const jsonContent: Content = {
+  columns: [col("document", "json")],
+  rows: (bytes) => {
+    const text = utf8.decode(bytes)
+    JSON.parse(text)
+    return [[text]]
+  }
+}
+
+const GEOMETRY = "geometry"
+
+const geojsonContent: Content = {
+  columns: [col("feature_id", "string"), col(GEOMETRY, "wkb"), col("properties", "json")],
+  rows: (bytes, geo) => {
+    const local = new GeoStats()
+    const features = parseFeatures(utf8.decode(bytes), local)
+    geo.merge(local)
+    return features.map((f) => [f.id, f.wkb, f.properties])
+  }
+}
+
+const protobufContent = (layer: LayerContent, explode: string | undefined): Content => {
+  if (layer.schemaBundle === undefined) {
+    throw new SchemaError("it has no schema (schema.hrn) to decode protobuf with; pass the schema bundle with --schema-bundle FILE.zip")
+  }
+  const message = messageColumns(mainMessageOf(readBundle(layer.schemaBundle)))
+  if (explode === undefined) return { columns: message.columns, rows: (bytes) => [message.decode(bytes)] }
+  const index = message.columns.findIndex((c) => c.name === explode)
+  const target = message.columns[index]
+  if (target === undefined || target.type.kind !== "list") {
+    const lists = message.columns.filter((c) => c.type.kind === "list").map((c) => c.name)
+    throw new SchemaError(`--explode ${explode}: ${message.type.fullName.slice(1)} has no repeated field of that name (repeated fields: ${lists.join(", ") || "none"})`)
+  }
+  const element = target.type.element
+  // A message element becomes its fields as columns; a scalar element one column named after the field.
+  const elementColumns: ReadonlyArray<Column> = element.kind === "struct" ? element.fields : [{ name: explode, type: element, nullable: true }]
+  const names = elementColumns.map((c) => c.name)
+  return {
+    columns: [col(`${explode}_index`, "int32", true), ...elementColumns.map((c) => ({ ...c, nullable: true }))],
+    rows: (bytes) => {
+      const list = message.decode(bytes)[index] as ReadonlyArray<any>
+      return list.map((item, i) => [i, ...(element.kind === "struct" ? names.map((n) => item[n]) : [item])])
+    }
+  }
+}
+
+/**
+ * The decoder for a layer. Fails with DecodeSetupError when the settings cannot work (protobuf without a
+ * schema, a bundle that does not load, an --explode field that is not a repeated field).
+ */
+export const makeDecoder = (layer: LayerContent, options: DecodeOptions): Effect.Effect<Decoder, DecodeSetupError> =>
+  Effect.try({
+    try: () => decoderOf(layer, options),
+    catch: (e) => new DecodeSetupError({ layer: layer.layerId, reason: e instanceof Error ? e.message : String(e) })
+  })
+
+const decoderOf = (layer: LayerContent, options: DecodeOptions): Decoder => {
+  const kind = resolveKind(layer, options.mode)
+  if (options.explode !== undefined && kind !== "protobuf") {
+    throw new SchemaError(`--explode applies to protobuf decoding, and this layer decodes as ${kind}`)
+  }
+  const base = partitionColumns(layer.heretile)
+  if (kind === "raw") {
+    return {
+      kind,
+      columns: [...base.slice(0, 5), col("data", "binary"), ...base.slice(5)],
+      geometryColumn: undefined,
+      decode: (batch) => Effect.sync(() => rawBatch(batch, layer.heretile)),
+      fileMetadata: () => ({})
+    }
+  }
+  const content = kind === "protobuf" ? protobufContent(layer, options.explode) : kind === "geojson" ? geojsonContent : jsonContent
+  const decoded = withoutCollisions([...base, ...RAW_COLUMNS], content.columns)
+  const raw = options.onError === "raw"
+  const columns = [...base, ...decoded, ...(raw ? RAW_COLUMNS : [])]
+  const width = columns.length
+  const geometryColumn = kind === "geojson" ? decoded[1]!.name : undefined
+
+  const decode = (batch: RowBatch, geo: GeoStats = new GeoStats()) =>
+    Effect.suspend(() => {
+      const out: Array<Array<unknown>> = Array.from({ length: width }, () => [])
+      const failures: Array<DecodeFailure> = []
+      const tiles = layer.heretile ? tileColumns(batch.partition) : undefined
+      let rows = 0
+      let bytes = 0
+      // Straight into the columns: partition values, then decoded values, then the raw-mode pair.
+      const push = (head: ReadonlyArray<unknown>, values: ReadonlyArray<unknown> | null, data: Uint8Array | null, reason: string | null) => {
+        let c = 0
+        for (const v of head) out[c++]!.push(v)
+        for (let k = 0; k < decoded.length; k++) out[c++]!.push(values === null ? null : values[k])
+        if (raw) {
+          out[c++]!.push(data)
+          out[c]!.push(reason)
+        }
+        rows++
+      }
+      for (let i = 0; i < batch.length; i++) {
+        const head = partitionValues(batch, tiles, i)
+        const data = dataAt(batch, i)
+        if (data === null) {
+          push(head, null, null, null)
+          continue
+        }
+        bytes += data.byteLength
+        let decodedRows: ReadonlyArray<ReadonlyArray<unknown>>
+        try {
+          decodedRows = content.rows(data, geo)
+        } catch (e) {
+          const reason = e instanceof Error ? e.message : String(e)
+          const partition = batch.partition[i]!
+          const dataHandle = batch.dataHandle[i]!
+          if (options.onError === "fail") return Effect.fail(new DecodeError({ layer: layer.layerId, partition, dataHandle, reason }))
+          failures.push({ partition, dataHandle, reason })
+          if (raw) push(head, null, data.slice(), reason)
+          continue
+        }
+        for (const values of decodedRows) push(head, values, null, null)
+      }
+      return Effect.succeed<DecodedBatch>({ rows, columns: out, partitions: batch.length, failures, bytes })
+    })
+
+  return {
+    kind,
+    columns,
+    geometryColumn,
+    decode,
+    fileMetadata: (geo) => (geometryColumn === undefined ? {} : { geo: geoParquetMetadata(geometryColumn, geo) })
+  }
+}
+
+const rawBatch = (batch: RowBatch, heretile: boolean): DecodedBatch => {
+  const tiles = heretile ? tileColumns(batch.partition) : undefined
+  const width = 6 + (heretile ? 7 : 0)
+  const out: Array<Array<unknown>> = Array.from({ length: width }, () => [])
+  let bytes = 0
+  for (let i = 0; i < batch.length; i++) {
+    const values = partitionValues(batch, tiles, i)
+    const data = dataAt(batch, i)
+    values.splice(5, 0, data?.slice() ?? null)
+    for (let c = 0; c < width; c++) out[c]!.push(values[c])
+    bytes += data?.byteLength ?? 0
+  }
+  return { rows: batch.length, columns: out, partitions: batch.length, failures: [], bytes }
+}
