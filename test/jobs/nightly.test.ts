@@ -63,6 +63,8 @@ describe("the nightly job under cron", () => {
     for (const line of textLogs) expect(line).toMatch(/^timestamp=\S+ level=(INFO|WARN|ERROR) fiber=\S+ message=/)
     expect(textLogs.filter((l) => l.includes("volatile layers have no versions to diff"))).toHaveLength(1)
 
+    // A snapshot is named by the second it was taken in: the next one must be taken in another.
+    await new Promise((r) => setTimeout(r, 1000 - (Date.now() % 1000) + 20))
     const summary = await cli(["run", job.file, ...flags, "--json"])
     expect(summary.code, summary.stderr).toBe(0)
     expect(lines(summary.stdout)).toHaveLength(1)
