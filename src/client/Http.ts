@@ -337,12 +337,17 @@ export const parseRetryAfter = (value: string | undefined, now: number): number 
   return at === undefined ? undefined : Math.max(0, at - now)
 }
 
+/** Connections per origin beyond `concurrency`: room for the listings of an export's parts and the odd lookup. */
+const CONTROL_CONNECTIONS = 8
+
 /** undici Agent tuned for many small requests to few origins. */
 export const makeAgent = (options: HttpOptionsShape) => {
   const headersTimeout = Duration.toMillis(options.firstByteTimeout)
   const bodyTimeout = Duration.toMillis(options.idleTimeout)
   const agent = new Agent({
-    connections: options.concurrency,
+    // Listings, lookups and token requests run beside the `concurrency` blob downloads, often on the
+    // same origin (the local service): they get connections of their own rather than one of those.
+    connections: options.concurrency + CONTROL_CONNECTIONS,
     pipelining: 1,
     allowH2: false,
     keepAliveTimeout: Duration.toMillis(options.keepAliveTimeout),

@@ -36,11 +36,11 @@ export type ExportResult =
   | { readonly _tag: "AlreadyExported"; readonly dir: string; readonly manifest: Manifest }
 
 /**
- * Rows buffered per open part file before a row group is written. Up to `listConcurrency` parts are
- * open at once, so this bounds memory (4 x 16 MiB by default) while keeping row groups large enough
- * for analytics readers.
+ * Row bytes per Parquet row group / Arrow record batch. Encoding one is a pause of the thread that
+ * does it (~40 ms at 4 MiB); the encoder holds at most two row groups' worth of rows across all
+ * open parts (OpenFiles), so this also bounds memory.
  */
-const ROW_GROUP_BYTES = 16 * 1024 * 1024
+const ROW_GROUP_BYTES = 4 * 1024 * 1024
 /** Rows a part collects on the main thread before they go to the encoder thread. */
 const BATCH_BYTES = 1024 * 1024
 /** Batches waiting for the encoder beyond this pause new downloads. */
@@ -146,7 +146,10 @@ const transfer = (
     const open = (part: number, listed: ReadonlyArray<Partition>) =>
       writers.has(part)
         ? Effect.void
-        : Effect.map(PartWriter.open(dir, part, writerOptions, meanDataSize(listed)), (writer) => void writers.set(part, writer))
+        : Effect.map(
+          PartWriter.open(dir, part, writerOptions, { rowBytes: meanDataSize(listed), concurrency: options.concurrency }),
+          (writer) => void writers.set(part, writer)
+        )
 
     const listAndFetch = (part: number) =>
       Effect.gen(function*() {

@@ -1,6 +1,7 @@
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { Effect, Option, Schema } from "effect"
+import type { EncoderWorkload } from "../sinks/Encoder.ts"
 import * as RollingWriter from "../sinks/RollingWriter.ts"
 import { type RowBatch, RowBatchBuilder } from "../sinks/RowBatch.ts"
 import { fromCause, type SinkError } from "../sinks/SinkError.ts"
@@ -140,17 +141,10 @@ export class PartWriter {
     this.batch = new RowBatchBuilder(options.batchBytes + 64 * 1024)
   }
 
-  /** `rowBytes`: the typical blob size of the part, when known. */
-  static open = (dir: string, part: number, options: PartWriterOptions, rowBytes: number | undefined) =>
+  static open = (dir: string, part: number, options: PartWriterOptions, workload: EncoderWorkload) =>
     Effect.gen(function*() {
       yield* clearPart(dir, part)
-      const writer = yield* RollingWriter.make({
-        ...options,
-        dir,
-        shard: part,
-        onRenamed: () => crashPointSync("renamed"),
-        ...(rowBytes === undefined ? {} : { rowBytes })
-      })
+      const writer = yield* RollingWriter.make({ ...options, dir, shard: part, onRenamed: () => crashPointSync("renamed"), workload })
       return new PartWriter(part, dir, writer, options)
     })
 

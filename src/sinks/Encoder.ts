@@ -7,11 +7,29 @@ import type { SinkFailureFields } from "./SinkFailure.ts"
 
 /**
  * Where rows become file bytes: Parquet/Arrow encoding, compression and the blocking writes. Either on
- * the calling thread (`Encoder.inline`) or on a thread of its own (`Encoder.thread`), so the main
- * thread only moves bytes from the network into batches. `Encoder.auto` chooses per writer: encoding
- * pays for a thread (a second V8 heap, ~80 MB, and copying row strings across) only where it is most
- * of the work, when rows are large.
+ * the calling thread (`Encoder.inline`) or on a thread of its own (`Encoder.thread`). Encoding a row
+ * group pauses the thread that does it (~40 ms at 4 MiB); on the main thread no download starts or
+ * ends meanwhile. `Encoder.auto` chooses per writer: the thread where encoding is most of the work
+ * (large rows) or where the fetch loop must keep the network busy (many downloads in flight, i.e.
+ * waiting on latency, with a core to spare); inline otherwise, which costs less CPU (no copies across)
+ * and less memory (no second V8 heap, ~40-80 MB).
  */
+
+/** What a writer's rows are like, as far as known when it opens. */
+export interface EncoderWorkload {
+  /** The typical size of a row's blob. */
+  readonly rowBytes?: number | undefined
+  /** Downloads in flight at once in the run feeding the writer. */
+  readonly concurrency?: number | undefined
+}
+
+/** `Encoder.auto` encodes on the thread rows of at least this size... */
+export const THREAD_ROW_BYTES = 16 * 1024
+/** ...and the rows of runs with more downloads than this in flight. */
+export const THREAD_CONCURRENCY = 64
+
+const onThread = (workload: EncoderWorkload) =>
+  (workload.rowBytes ?? 0) >= THREAD_ROW_BYTES || (workload.concurrency ?? 0) > THREAD_CONCURRENCY
 
 export interface EncoderSession {
   /** Takes a batch (its buffers move to the encoder thread); done once the encoder has written it as far as a row group was full. */
@@ -23,12 +41,9 @@ export interface EncoderSession {
 }
 
 export interface EncoderShape {
-  /** Creates the writer's first files. `rowBytes`: the typical size of its rows, when known. */
-  readonly open: (settings: Settings, rowBytes?: number) => Effect.Effect<EncoderSession, SinkError>
+  /** Creates the writer's first files. */
+  readonly open: (settings: Settings, workload: EncoderWorkload) => Effect.Effect<EncoderSession, SinkError>
 }
-
-/** Rows of at least this size are encoded on the encoder thread by `Encoder.auto`. */
-export const THREAD_ROW_BYTES = 16 * 1024
 
 const inlineEncoder = (): EncoderShape => {
   let opened: OpenFiles | undefined
@@ -75,13 +90,13 @@ export class Encoder extends Context.Tag("catalog-export/sinks/Encoder")<Encoder
 
   static readonly thread: Layer.Layer<Encoder> = Layer.scoped(Encoder, threadEncoder)
 
-  /** Rows of THREAD_ROW_BYTES or more on the encoder thread, the others (and those of unknown size) inline. */
+  /** The thread for large rows or many downloads in flight, inline otherwise (see above). */
   static readonly auto: Layer.Layer<Encoder> = Layer.scoped(
     Encoder,
     Effect.map(threadEncoder, (thread) => {
       const inline = inlineEncoder()
       return {
-        open: (settings, rowBytes) => (rowBytes !== undefined && rowBytes >= THREAD_ROW_BYTES ? thread : inline).open(settings)
+        open: (settings, workload) => (onThread(workload) ? thread : inline).open(settings, workload)
       } satisfies EncoderShape
     })
   )
@@ -104,7 +119,9 @@ const workerUrl = import.meta.url.endsWith(".ts")
   : new URL("./encoder-worker.mjs", import.meta.url)
 
 class EncoderThread {
-  private readonly worker = new Worker(workerUrl)
+  // A small young generation: the thread's garbage is mostly row strings of batches already written,
+  // and a default-sized one grew the process by ~40 MB at 200,000 rows for nothing.
+  private readonly worker = new Worker(workerUrl, { resourceLimits: { maxYoungGenerationSizeMb: 2 } })
   private readonly waiting = new Map<number, (reply: EncoderReply) => void>()
   private nextSeq = 0
   nextId = 0

@@ -1,7 +1,7 @@
 import { Effect, type Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { Encoder } from "./Encoder.ts"
+import { Encoder, type EncoderWorkload } from "./Encoder.ts"
 import type { FileFormat, Settings, WrittenFile } from "./Files.ts"
 import { defaultParquetCompression, parquetCompressions, type ParquetCompression } from "./ParquetCodecs.ts"
 import type { RowBatch } from "./RowBatch.ts"
@@ -30,8 +30,8 @@ export interface Options {
   readonly createdBy?: string
   /** Called after each file is renamed to its final name (the export's crash test hook). */
   readonly onRenamed?: (file: string) => void
-  /** The typical size of a row's blob, when known: the Encoder decides where to encode by it. */
-  readonly rowBytes?: number
+  /** What the rows are like: the Encoder decides by it where to encode them. */
+  readonly workload?: EncoderWorkload
 }
 
 export interface RollingWriter {
@@ -113,7 +113,7 @@ export const make: (options: Options) => Effect.Effect<RollingWriter, SinkError,
     let finishing = false
     let result: ReadonlyArray<WrittenFile> | undefined
 
-    const session = yield* Effect.acquireRelease(encoder.open(settings, options.rowBytes), (session) => (result === undefined ? session.abandon : Effect.void))
+    const session = yield* Effect.acquireRelease(encoder.open(settings, options.workload ?? {}), (session) => (result === undefined ? session.abandon : Effect.void))
 
     // After a failure the files are in an unknown state: every later call fails with the first error.
     const guarded = <A>(effect: Effect.Effect<A, SinkError>): Effect.Effect<A, SinkError> =>

@@ -5,7 +5,8 @@
  *
  *   tsx test/bench/fast-server.ts --partitions N --min-bytes A --max-bytes B [--latency-ms L] --credentials-out FILE
  *
- * Prints one JSON line once listening: {"url", "lookupUrl", "catalog", "layer"}.
+ * Prints one JSON line once listening: {"url", "lookupUrl", "catalog", "layer"}. GET /bench/stats says how
+ * many blobs were asked for, when the first request came and when the last answer went (ms).
  * Tokens are not checked: any signed token request gets one, any bearer token is accepted.
  */
 import { createHash } from "node:crypto"
@@ -49,7 +50,11 @@ for (let i = 0; i < count; i++) {
 /** A listing document of partitions [from, to). */
 const listing = (from: number, to: number) => Buffer.from(`{"partitions":[${listed.slice(from, to).join(",")}]}`)
 
+/** When the blob requests came: the export's fetch phase as the server saw it (GET /bench/stats). */
+const stats = { blobs: 0, first: 0, last: 0 }
+
 const server = createServer((req, res) => {
+  if (req.url === "/bench/stats") return send(res, 200, stats)
   const url = new URL(req.url ?? "/", "http://x")
   const path = decodeURIComponent(url.pathname)
   const origin = `http://${req.headers.host}`
@@ -85,7 +90,9 @@ const server = createServer((req, res) => {
   if (path.startsWith(blobPrefix)) {
     const data = blobs.get(path.slice(blobPrefix.length))
     if (data === undefined) return send(res, 404, { title: "Not Found", status: 404 })
+    if (stats.blobs++ === 0) stats.first = performance.now()
     const reply = () => {
+      stats.last = performance.now()
       res.writeHead(200, { "content-type": "application/octet-stream", "content-length": data.byteLength })
       res.end(data)
     }
