@@ -43,8 +43,12 @@ const replicationRegions = (replication: unknown): ReadonlyArray<{ readonly id: 
 
 /** The regions an export of catalog `hrn` reads from, from its configuration (the config API is platform-wide). */
 export const regionsFor = (hrn: string, requested: string | undefined, failover: boolean) =>
+  Effect.flatMap(ConfigApi, (config) => Effect.flatMap(config.getCatalog(hrn), (catalog) => regionsOf(hrn, catalog.replication, requested, failover)))
+
+/** The regions an export reads from, given the catalog's `replication` (as the config API shows it). */
+export const regionsOf = (hrn: string, replication: unknown, requested: string | undefined, failover: boolean) =>
   Effect.gen(function*() {
-    const regions = replicationRegions((yield* (yield* ConfigApi).getCatalog(hrn)).replication)
+    const regions = replicationRegions(replication)
     if (regions.length < 2) return { multiRegion: false, selected: requested, backup: undefined } satisfies Regions
     const primary = (regions.find((r) => r.role === "primary") ?? regions[0]!).id
     const selected = requested === undefined ? primary : regionOf(requested) ?? requested
