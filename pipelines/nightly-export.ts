@@ -90,6 +90,7 @@ export const exportLayer = (
       const regions = yield* regionsFor(hrn, settings.region, settings.failover ?? true)
       // Planned in the first region that answers; after a failover the export resumes that plan.
       let planned: Planned | undefined
+      let first: Counters | undefined
       const attempt = (region: string | undefined) =>
         Effect.gen(function*() {
           planned ??= yield* planExport({ catalog: target.catalog, layer: target.layer, version: settings.version, mode: settings.mode, out: settings.out, parts: settings.parts })
@@ -97,8 +98,11 @@ export const exportLayer = (
           const plan = planned.plan
           if (note === undefined && planned.note !== undefined) yield* onNote(note = planned.note)
           const counters = new Counters()
+          first ??= counters
           const run = runExport(plan, { ...settings, region: regions.multiRegion ? region : undefined }, counters)
           const exported = yield* reporting(progress, `${target.catalog} ${target.layer}`, counters, http.retryCount, run)
+          // After a failover, the parts the first attempt finished are this run's work, not reused from an earlier run.
+          counters.skippedParts = first.skippedParts
           if (exported._tag === "Exported" && plan.layerType === "volatile" && settings.keepSnapshots !== undefined) {
             pruned = yield* pruneSnapshots(settings.out, plan.catalogId, plan.layerId, settings.keepSnapshots)
           }
