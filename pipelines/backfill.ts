@@ -6,6 +6,7 @@ import { MetadataApi } from "../src/client/MetadataApi.ts"
 import * as Hrn from "../src/domain/Hrn.ts"
 import { InvalidLayerId, LayerNotExportable, LayerNotVersioned, NotFound } from "../src/export/Errors.ts"
 import type { ExportOptions } from "../src/export/Export.ts"
+import { regionsOf } from "../src/export/Failover.ts"
 import { ExportSettings, PositiveInt } from "../src/export/JobConfig.ts"
 import { runExport } from "../src/export/Lazy.ts"
 import { readManifest } from "../src/export/Manifest.ts"
@@ -61,6 +62,12 @@ export interface BackfillRequest {
   readonly versionConcurrency?: number | undefined
   /** Export every version, also those in which the layer did not change. */
   readonly everyVersion?: boolean | undefined
+  /**
+   * The region the client reads (lookup's `region`; default the primary), recorded in the manifests
+   * of a multi-region catalog. A backfill does not fail over: being restartable, it is run again
+   * with the other region.
+   */
+  readonly region?: string | undefined
 }
 
 /**
@@ -143,6 +150,7 @@ export const runBackfill = (request: BackfillRequest, progress: ProgressStyle, r
     }
     if (layer.layerType === "volatile") return yield* new LayerNotVersioned({ catalogHrn, layerId: layer.id })
     if (layer.layerType !== "versioned") return yield* new LayerNotExportable({ catalogHrn, layerId: layer.id, layerType: layer.layerType })
+    const regions = yield* regionsOf(catalogHrn, catalog.replication, request.region, false)
 
     const totals: BackfillTotals = { exported: 0, alreadyExported: 0, unchanged: 0, noData: 0, belowMinimum: 0, notYetPublished: 0 }
     const reporter = orderedReporter(report, totals)
@@ -208,7 +216,12 @@ export const runBackfill = (request: BackfillRequest, progress: ProgressStyle, r
     if (changeCheck !== undefined) yield* Effect.logInfo(`${catalogHrn} ${layer.id}: ${changeCheck}`)
 
     const atOnce = Math.max(1, Math.min(request.versionConcurrency ?? 1, toExport.length))
-    const options = { ...request.export, concurrency: Math.max(1, Math.floor(request.export.concurrency / atOnce)), force: false }
+    const options = {
+      ...request.export,
+      concurrency: Math.max(1, Math.floor(request.export.concurrency / atOnce)),
+      force: false,
+      region: regions.multiRegion ? regions.selected : undefined
+    }
     yield* Effect.forEach(toExport, ({ version, slot }) =>
       Effect.gen(function*() {
         const started = Date.now()

@@ -1,12 +1,15 @@
-import { type Context, Effect, Either, Layer, Schema } from "effect"
+import { type Context, Effect, Either, Layer, Option, Schema } from "effect"
 import type * as DataClient from "../src/client/DataClient.ts"
 import { Http } from "../src/client/Http.ts"
 import { MetadataApi } from "../src/client/MetadataApi.ts"
+import * as Hrn from "../src/domain/Hrn.ts"
+import { InvalidLayerId } from "../src/export/Errors.ts"
 import type { ExportResult } from "../src/export/Export.ts"
-import { planExport } from "../src/export/Incremental.ts"
+import { type Failover, regionsFor, versionMissing, withFailover } from "../src/export/Failover.ts"
+import { planExport, type Planned } from "../src/export/Incremental.ts"
 import { defaults, ExportSettings, PositiveInt } from "../src/export/JobConfig.ts"
 import { runExport } from "../src/export/Lazy.ts"
-import { versionBounds } from "../src/export/Plan.ts"
+import { parseCatalogHrn, versionBounds } from "../src/export/Plan.ts"
 import { Counters, type ProgressStyle, reporting } from "../src/export/Progress.ts"
 import { pruneSnapshots } from "../src/export/Snapshots.ts"
 import { localLocation } from "../src/retention/ExportLocation.ts"
@@ -24,6 +27,8 @@ export const NightlyJob = Schema.Struct({
   layerConcurrency: Schema.optional(PositiveInt),
   /** Volatile layers: keep the newest N snapshots, removing older ones after each new snapshot. */
   keepSnapshots: Schema.optional(PositiveInt),
+  /** Multi-region catalogs: read from the other region when the selected one keeps failing (default true). */
+  failover: Schema.optional(Schema.Boolean),
   layers: Schema.NonEmptyArray(Schema.Struct({ catalog: Schema.String, layer: Schema.String }))
 })
 export type NightlyJob = typeof NightlyJob.Type
@@ -38,6 +43,8 @@ export interface LayerOutcome {
   readonly note: string | undefined
   /** Old snapshot directories removed after this one (`keepSnapshots`). */
   readonly pruned: ReadonlyArray<string>
+  /** A multi-region catalog's export that went on in its other region. */
+  readonly failover?: Failover | undefined
   readonly elapsedMs: number
 }
 
@@ -62,6 +69,10 @@ export const exportLayer = (
     readonly maxFileBytes: number | undefined
     readonly force: boolean
     readonly keepSnapshots: number | undefined
+    /** Lookup's `region` to read from (default: the catalog's primary region). */
+    readonly region?: string | undefined
+    /** Multi-region catalogs: go on in the other region when the selected one keeps failing (default true). */
+    readonly failover?: boolean | undefined
   },
   progress: ProgressStyle,
   /** Called once the plan is known, with the note that explains a fallback (a full export instead of changes). */
@@ -72,19 +83,41 @@ export const exportLayer = (
     const http = yield* Http
     let note: string | undefined
     let pruned: ReadonlyArray<string> = []
+    let failover: Failover | undefined
     const result = yield* Effect.gen(function*() {
-      const planned = yield* planExport({ catalog: target.catalog, layer: target.layer, version: settings.version, mode: settings.mode, out: settings.out, parts: settings.parts })
-      if (planned._tag === "UpToDate") return planned as LayerResult
-      note = planned.note
-      if (note !== undefined) yield* onNote(note)
-      const counters = new Counters()
-      const exported = yield* reporting(progress, `${target.catalog} ${target.layer}`, counters, http.retryCount, runExport(planned.plan, settings, counters))
-      if (exported._tag === "Exported" && planned.plan.layerType === "volatile" && settings.keepSnapshots !== undefined) {
-        pruned = yield* pruneSnapshots(settings.out, planned.plan.catalogId, planned.plan.layerId, settings.keepSnapshots)
+      const hrn = Hrn.format(yield* parseCatalogHrn(target.catalog))
+      if (!Hrn.isLayerId(target.layer)) return yield* new InvalidLayerId({ layerId: target.layer })
+      const regions = yield* regionsFor(hrn, settings.region, settings.failover ?? true)
+      // Planned in the first region that answers; after a failover the export resumes that plan.
+      let planned: Planned | undefined
+      let first: Counters | undefined
+      const attempt = (region: string | undefined) =>
+        Effect.gen(function*() {
+          planned ??= yield* planExport({ catalog: target.catalog, layer: target.layer, version: settings.version, mode: settings.mode, out: settings.out, parts: settings.parts })
+          if (planned._tag === "UpToDate") return planned as LayerResult
+          const plan = planned.plan
+          if (note === undefined && planned.note !== undefined) yield* onNote(note = planned.note)
+          const counters = new Counters()
+          first ??= counters
+          const run = runExport(plan, { ...settings, region: regions.multiRegion ? region : undefined }, counters)
+          const exported = yield* reporting(progress, `${target.catalog} ${target.layer}`, counters, http.retryCount, run)
+          // After a failover, the parts the first attempt finished are this run's work, not reused from an earlier run.
+          counters.skippedParts = first.skippedParts
+          if (exported._tag === "Exported" && plan.layerType === "volatile" && settings.keepSnapshots !== undefined) {
+            pruned = yield* pruneSnapshots(settings.out, plan.catalogId, plan.layerId, settings.keepSnapshots)
+          }
+          return exported as LayerResult
+        })
+      // A versioned export goes on elsewhere only where its pinned version is readable.
+      const blocker = () => {
+        const plan = planned?._tag === "Planned" ? planned.plan : undefined
+        return plan?.layerType === "versioned"
+          ? Effect.map(versionMissing(plan.catalogHrn, plan.version), Option.map((why) => `version ${plan.version} is not readable there (${why})`))
+          : Effect.succeed(Option.none<string>())
       }
-      return exported as LayerResult
+      return yield* withFailover(regions, attempt, blocker, (f) => void (failover = f))
     }).pipe(Effect.either)
-    return { catalog: target.catalog, layer: target.layer, result, note, pruned, elapsedMs: Date.now() - started } satisfies LayerOutcome
+    return { catalog: target.catalog, layer: target.layer, result, note, pruned, failover, elapsedMs: Date.now() - started } satisfies LayerOutcome
   })
 
 export interface NightlyRun {
@@ -128,7 +161,9 @@ export const runNightly = (job: NightlyJob, run: NightlyRun) =>
       listConcurrency: job.listConcurrency ?? defaults.listConcurrency,
       maxFileBytes: job.maxFileBytes,
       force: false,
-      keepSnapshots: job.keepSnapshots
+      keepSnapshots: job.keepSnapshots,
+      region: job.region,
+      failover: job.failover
     }
     const outcomes = yield* Effect.forEach(job.layers, (target) =>
       Effect.gen(function*() {

@@ -40,6 +40,7 @@ const byTag: Record<string, number> = {
   SubscriptionNotFound: ExitCode.notFound,
   SchemaNotFound: ExitCode.notFound,
   RetryBudgetExhausted: ExitCode.transient,
+  RegionUnavailable: ExitCode.transient,
   DecodeSetupError: ExitCode.usage,
   IntegrityError: ExitCode.integrity,
   DecodeError: ExitCode.integrity,

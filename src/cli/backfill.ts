@@ -46,16 +46,17 @@ const backfill = (
     const settings = yield* checkWriteSettings(s)
     const versionConcurrency = yield* positive("version-concurrency")(s.versionConcurrency)
     yield* checkOutputDir(s.out)
+    const region = Option.getOrElse(global.region, () => fromConfig.region)
     const client = clientLayer({
       lookupUrl: resolveLookupUrl(global.lookupUrl, fromConfig.lookupUrl, s.catalog),
       credentials: Option.getOrElse(global.credentials, () => fromConfig.credentials),
       concurrency: settings.concurrency,
       retry: retryPolicyOf(global),
-      region: Option.getOrElse(global.region, () => fromConfig.region)
+      region
     })
     const outcomes: Array<VersionOutcome> = []
     const totals = yield* runBackfill(
-      { catalog: s.catalog, layer: s.layer, from: s.from, to: s.to, parts: settings.parts, export: settings, versionConcurrency, everyVersion: s.everyVersion },
+      { catalog: s.catalog, layer: s.layer, from: s.from, to: s.to, parts: settings.parts, export: settings, versionConcurrency, everyVersion: s.everyVersion, region },
       progressStyle(global),
       (outcome) => (global.json ? Effect.sync(() => void outcomes.push(outcome)) : Console.log(describeOutcome(outcome)))
     ).pipe(Effect.provide(client))

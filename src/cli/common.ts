@@ -79,6 +79,11 @@ export const retryPolicyOf = (flags: RetryFlags): Partial<RetryPolicyShape> => (
   ...(flags.maxRetries !== undefined && Option.isSome(flags.maxRetries) ? { maxRetries: flags.maxRetries.value } : {})
 })
 
+/** Off switch of the failover of multi-region catalogs, for the commands that export (export, run). */
+export const noFailover = Options.boolean("no-failover").pipe(
+  Options.withDescription("Multi-region catalogs: do not go on in the other region when the selected one keeps failing (5xx or no connection, 5 times in a row for one request); retry there until the retry budget is spent.")
+)
+
 /** `--json` of the commands that run a job (export, backfill, run, retention): the summary on stdout as JSON. */
 export const summaryJson = Options.boolean("json").pipe(
   Options.withDescription("Print the summary on stdout as one JSON object (logs and progress stay on stderr).")
@@ -207,6 +212,7 @@ export const withClient = <A, E, R>(o: GlobalOptions, catalogHrn: string | undef
       lookupUrl: resolveLookupUrl(o.lookupUrl, undefined, catalogHrn),
       credentials: Option.getOrUndefined(o.credentials),
       concurrency: 4,
+      retry: retryPolicyOf(o),
       region: Option.getOrUndefined(o.region)
     })),
     Effect.provide(loggerLayer(o))

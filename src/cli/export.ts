@@ -13,6 +13,7 @@ import {
   globalOptions,
   integerOption,
   loggerLayer,
+  noFailover,
   progressStyle,
   resolveLookupUrl,
   retryOptions,
@@ -104,6 +105,7 @@ export const exportCommand = Command.make(
     keepSnapshots: integerOption("keep-snapshots").pipe(Options.optional, Options.withDescription("Volatile layers: after the new snapshot, keep the newest N snapshot directories and remove older ones.")),
     force: Options.boolean("force").pipe(Options.withDescription("Export again even if a manifest says it is done.")),
     dryRun: Options.boolean("dry-run").pipe(Options.withDescription("Print the plan (pinned version and parts) as JSON and stop.")),
+    noFailover,
     json: summaryJson
   },
   (o) =>
@@ -127,7 +129,7 @@ export const exportCommand = Command.make(
         const http = yield* Http
         const outcome = yield* exportLayer(
           { catalog: o.catalog, layer: o.layer },
-          { ...settings, mode: o.mode, version, force: o.force, keepSnapshots },
+          { ...settings, mode: o.mode, version, force: o.force, keepSnapshots, region: Option.getOrUndefined(o.region), failover: !o.noFailover },
           progressStyle(o),
           (note) => Effect.logInfo(`${o.catalog} ${o.layer}: ${note}`)
         )

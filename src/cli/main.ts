@@ -12,6 +12,7 @@ import { defaultLoggerLayer, plainWhenPiped } from "./common.ts"
 import { exportCommand } from "./export.ts"
 import { inspectCommands } from "./inspect.ts"
 import { publishCommand } from "./publish.ts"
+import { regionsCommand } from "./regions.ts"
 import { retentionCommand } from "./retention.ts"
 import { runCommand } from "./run.ts"
 import { schemasCommand } from "./schemas.ts"
@@ -19,7 +20,7 @@ import { serve } from "./serve.ts"
 
 const root = Command.make("catalog-export").pipe(
   Command.withDescription("Export data catalogs to Parquet and Arrow, and run a local catalog service to develop against."),
-  Command.withSubcommands([serve, exportCommand, backfillCommand, retentionCommand, runCommand, demoCommand, ...inspectCommands, ...adminCommands, publishCommand, schemasCommand])
+  Command.withSubcommands([serve, exportCommand, backfillCommand, retentionCommand, runCommand, demoCommand, ...inspectCommands, ...adminCommands, publishCommand, schemasCommand, regionsCommand])
 )
 
 const cli = Command.run(root, { name: TOOL.name, version: TOOL.version })

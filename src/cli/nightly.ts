@@ -11,13 +11,14 @@ import { describeRaised, outcomeJson, outcomeLines } from "./summary.ts"
  * `--json`). The exit code is the deciding one of the failed layers (`decidingExitCode`: 5 when any
  * failure is transient), and the one sentence on stderr names that layer.
  */
-export const runNightlyJob = (job: NightlyJob, global: GlobalOptions & { readonly json?: boolean }, showHints: boolean) =>
+export const runNightlyJob = (job: NightlyJob, global: GlobalOptions & { readonly json?: boolean; readonly noFailover?: boolean }, showHints: boolean) =>
   Effect.gen(function*() {
     yield* checkOutputDir(job.out)
     const credentials = Option.getOrElse(global.credentials, () => job.credentials)
     const region = Option.getOrElse(global.region, () => job.region)
     const concurrency = job.concurrency ?? defaults.concurrency
-    const { outcomes, raised, raiseFailure, retries } = yield* runNightly(job, {
+    const failover = global.noFailover === true ? false : job.failover
+    const { outcomes, raised, raiseFailure, retries } = yield* runNightly({ ...job, region, failover }, {
       progress: progressStyle(global),
       // Each layer's lookup service follows from its own catalog's HRN, unless one is configured.
       clientFor: (catalog) => {

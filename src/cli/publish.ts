@@ -11,7 +11,7 @@ import { PublishApi } from "../client/PublishApi.ts"
 import * as Hrn from "../domain/Hrn.ts"
 import { PARTITION_ID, type Publication, type PublishPartition } from "../domain/Publish.ts"
 import { parseCatalogHrn } from "../export/Plan.ts"
-import { globalOptions, integerOption, withClient } from "./common.ts"
+import { globalOptions, integerOption, retryOptions, withClient } from "./common.ts"
 import { UsageError } from "./Exit.ts"
 
 /**
@@ -69,6 +69,7 @@ export const publishCommand = Command.make(
   "publish",
   {
     ...globalOptions,
+    ...retryOptions,
     json: Options.boolean("json").pipe(Options.withDescription("Print the finished publication as JSON.")),
     catalog: Options.text("catalog").pipe(Options.withDescription("Catalog HRN.")),
     layer: Options.text("layer").pipe(Options.withDescription("A versioned or volatile layer of the catalog.")),

@@ -7,7 +7,7 @@ import { BackfillJob } from "../../pipelines/backfill.ts"
 import { NightlyJob } from "../../pipelines/nightly-export.ts"
 import { RetentionJob } from "../../pipelines/retention.ts"
 import { runBackfillJob } from "./backfill.ts"
-import { globalOptions, loggerLayer, retryOptions, summaryJson } from "./common.ts"
+import { globalOptions, loggerLayer, noFailover, retryOptions, summaryJson } from "./common.ts"
 import { unfinishedWhenInterrupted } from "./Exit.ts"
 import { runNightlyJob } from "./nightly.ts"
 import { runRetentionJob } from "./retention.ts"
@@ -17,7 +17,7 @@ const JobKind = Schema.Struct({ job: Schema.Literal("nightly-export", "backfill"
 /** `run config.json`: the `job` field says which pipeline; the rest is that pipeline's validated config. */
 export const runCommand = Command.make(
   "run",
-  { ...globalOptions, ...retryOptions, json: summaryJson, config: Args.file({ name: "config.json" }) },
+  { ...globalOptions, ...retryOptions, noFailover, json: summaryJson, config: Args.file({ name: "config.json" }) },
   (o) =>
     Effect.gen(function*() {
       const text = yield* Effect.try({

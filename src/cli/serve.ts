@@ -1,6 +1,7 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Console, Effect, Option } from "effect"
+import { regionOf, SELECTABLE_REGIONS } from "../domain/Region.ts"
 import { MAX_TOKEN_SECONDS, SEED_DEFAULTS } from "../server/Defaults.ts"
 import { UsageError } from "./Exit.ts"
 import { loadServer } from "./lazy.ts"
@@ -19,7 +20,16 @@ const options = {
   latency: Options.text("latency").pipe(Options.optional, Options.withDescription("Added latency in ms: N or MIN-MAX.")),
   retryAfter: Options.integer("retry-after").pipe(Options.withDefault(1), Options.withDescription("Seconds announced in Retry-After on injected 429/503.")),
   faultsIncludeAuth: Options.boolean("faults-include-auth").pipe(Options.withDescription("Inject faults into token and lookup requests too.")),
-  tokenLifetime: Options.integer("token-lifetime").pipe(Options.withDefault(MAX_TOKEN_SECONDS), Options.withDescription("Longest token lifetime the service grants, in seconds (at most 86400)."))
+  tokenLifetime: Options.integer("token-lifetime").pipe(Options.withDefault(MAX_TOKEN_SECONDS), Options.withDescription("Longest token lifetime the service grants, in seconds (at most 86400).")),
+  regionsDown: Options.text("regions-down").pipe(
+    Options.withPseudoName("REGION[,REGION]"),
+    Options.optional,
+    Options.withDescription("Start with these regions down (eu-ireland, us-oregon): their catalog-bound APIs answer 503 until `catalog-export regions up`.")
+  ),
+  replicationDelay: Options.integer("replication-delay").pipe(
+    Options.withDefault(1000),
+    Options.withDescription("Milliseconds a volatile or stream write to one region of a multi-region catalog takes to reach the other (default 1000).")
+  )
 }
 
 const positive = (name: string, value: number, min = 1) =>
@@ -32,6 +42,13 @@ export const serve = Command.make("serve", options, (o) =>
     yield* positive("seed-versions", o.seedVersions)
     yield* positive("seed-blob-bytes", o.seedBlobBytes, 0)
     yield* positive("token-lifetime", o.tokenLifetime)
+    yield* positive("replication-delay", o.replicationDelay, 0)
+    const regionsDown = yield* Effect.forEach(Option.getOrElse(o.regionsDown, () => "").split(",").filter((r) => r.trim() !== ""), (raw) => {
+      const region = regionOf(raw)
+      return region === undefined
+        ? Effect.fail(new UsageError({ message: `--regions-down: unknown region '${raw.trim()}'; the regions are ${SELECTABLE_REGIONS.join(" and ")}.` }))
+        : Effect.succeed(region)
+    })
     const { Faults, LocalService, defaultSeed, noSeed, defaultServiceOptions } = yield* loadServer
     const parsed = yield* Effect.try({
       try: () => ({
@@ -56,7 +73,9 @@ export const serve = Command.make("serve", options, (o) =>
         retryAfterSeconds: o.retryAfter,
         includeAuthAndLookup: o.faultsIncludeAuth
       },
-      auth: { maxTokenSeconds: Math.min(o.tokenLifetime, 86_400) }
+      auth: { maxTokenSeconds: Math.min(o.tokenLifetime, 86_400) },
+      regionsDown,
+      replicationDelayMs: o.replicationDelay
     })
     if (Option.isSome(o.credentialsOut)) {
       yield* LocalService.writeCredentials(o.credentialsOut.value, yield* service.credentialsFor())

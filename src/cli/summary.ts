@@ -1,6 +1,8 @@
 import * as path from "node:path"
 import { Either } from "effect"
 import type { LayerOutcome, LayerResult, MinimumRaised } from "../../pipelines/nightly-export.ts"
+import type { Failover } from "../export/Failover.ts"
+import type { Manifest } from "../export/Manifest.ts"
 import { rate } from "../export/Progress.ts"
 import { ExitCode, exitCodeOf, sentenceOf } from "./Exit.ts"
 
@@ -32,12 +34,25 @@ export const duckdbHint = (result: LayerResult): string | undefined => {
   return `duckdb -c "SELECT partition, partition_version, data_size, octet_length(data) AS bytes, checksum FROM read_parquet('${glob}') LIMIT 5"`
 }
 
+/**
+ * Which region served which parts of a multi-region catalog's export, and the failover that moved
+ * it, when there was one.
+ */
+export const describeRegions = (regions: Manifest["regions"], failover: Failover | undefined): string | undefined => {
+  if (regions === undefined || regions.length === 0) return undefined
+  const byRegion = new Map<string, Array<number>>()
+  for (const { part, region } of regions) byRegion.set(region, [...(byRegion.get(region) ?? []), part])
+  const served = [...byRegion].map(([region, parts]) => `${region} (part${parts.length === 1 ? "" : "s"} ${parts.join(", ")})`).join(" and ")
+  return `read from ${served}${failover === undefined ? "" : `; failed over from ${failover.from} to ${failover.to} after: ${failover.reason}`}`
+}
+
 /** One layer's outcome as JSON: the `--json` summary of `export` and, per layer, of `run`. */
 export const outcomeJson = (o: LayerOutcome) => {
   const common = { catalog: o.catalog, layer: o.layer, elapsedMs: o.elapsedMs }
   if (Either.isLeft(o.result)) {
     const exitCode = exitCodeOf(o.result.left)
-    return { ...common, status: "failed", exitCode, retry: exitCode === ExitCode.transient, message: sentenceOf(o.result.left) }
+    const failover = o.failover === undefined ? {} : { failover: o.failover }
+    return { ...common, status: "failed", exitCode, retry: exitCode === ExitCode.transient, message: sentenceOf(o.result.left), ...failover }
   }
   const r = o.result.right
   if (r._tag === "UpToDate") return { ...common, status: "up-to-date", exitCode: 0, version: r.version }
@@ -55,6 +70,8 @@ export const outcomeJson = (o: LayerOutcome) => {
     deleted: m.deleted,
     bytes: m.bytes,
     files: m.files.length,
+    ...(m.regions === undefined ? {} : { regions: m.regions }),
+    ...(o.failover === undefined ? {} : { failover: o.failover }),
     ...(o.note === undefined ? {} : { note: o.note }),
     ...(o.pruned.length === 0 ? {} : { removedSnapshots: o.pruned })
   }
@@ -62,11 +79,18 @@ export const outcomeJson = (o: LayerOutcome) => {
 
 /** The text summary of one layer: its note, its result line, the query hint, removed snapshots. */
 export const outcomeLines = (o: LayerOutcome, retries: number, showHints: boolean): ReadonlyArray<string> => {
-  if (Either.isLeft(o.result)) return [`Failed ${o.catalog} ${o.layer} (exit ${exitCodeOf(o.result.left)}): ${sentenceOf(o.result.left)}`]
+  if (Either.isLeft(o.result)) {
+    return [
+      `Failed ${o.catalog} ${o.layer} (exit ${exitCodeOf(o.result.left)}): ${sentenceOf(o.result.left)}`,
+      ...(o.failover === undefined ? [] : [`  after failing over from ${o.failover.from} to ${o.failover.to} (${o.failover.reason})`])
+    ]
+  }
   const hint = showHints ? duckdbHint(o.result.right) : undefined
+  const regions = o.result.right._tag === "UpToDate" ? undefined : describeRegions(o.result.right.manifest.regions, o.failover)
   return [
     ...(o.note === undefined ? [] : [`${o.catalog} ${o.layer}: ${o.note}`]),
     describeResult(o.result.right, o.elapsedMs, retries),
+    ...(regions === undefined ? [] : [`  ${regions}`]),
     ...(hint === undefined ? [] : [`  query it: ${hint}`]),
     ...(o.pruned.length === 0 ? [] : [`  removed ${o.pruned.length} older snapshot(s) (keeping the newest): ${o.pruned.join(", ")}`])
   ]

@@ -3,7 +3,7 @@ import { Clock, Context, Deferred, Effect, Layer, Redacted, Ref } from "effect"
 import { randomBytes } from "node:crypto"
 import * as OAuth1 from "../domain/OAuth1.ts"
 import { Credentials, type CredentialsShape } from "./Credentials.ts"
-import { ApiError, AuthError, redactUrl, type RetryBudgetExhausted, type TransportError } from "./Errors.ts"
+import { ApiError, AuthError, redactUrl, type RegionUnavailable, type RetryBudgetExhausted, type TransportError } from "./Errors.ts"
 import { Http, readText } from "./Http.ts"
 
 /**
@@ -11,7 +11,7 @@ import { Http, readText } from "./Http.ts"
  * requests; it is refreshed ahead of expiry by a single request however many callers need it.
  */
 
-export type TokenFailure = AuthError | TransportError | RetryBudgetExhausted
+export type TokenFailure = AuthError | TransportError | RetryBudgetExhausted | RegionUnavailable
 
 export interface AuthShape {
   readonly token: Effect.Effect<Redacted.Redacted<string>, TokenFailure>

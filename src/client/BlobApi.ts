@@ -1,12 +1,12 @@
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
-import { Context, Effect, Either, Layer, Redacted, Runtime, type Scope, Stream } from "effect"
+import { Context, Effect, Either, FiberRef, Layer, Redacted, Runtime, type Scope, Stream } from "effect"
 import { ApiClient, joinUrl, segment } from "./ApiClient.ts"
 import { Auth } from "./Auth.ts"
 import { BlobFetcher, type BlobFetcherOptions } from "./BlobFetcher.ts"
 import { ApiError, type ResponseDecodeError } from "./Errors.ts"
 import { Http, HttpOptions } from "./Http.ts"
 import { Lookup, type LookupFailure } from "./Lookup.ts"
-import { retryLimits, RetryPolicy } from "./Retry.ts"
+import { outageLimit, retryLimits, RetryPolicy } from "./Retry.ts"
 
 /**
  * Blob API v1 (`blob`) and Volatile Blob API v1 (`volatile-blob`): two services with the same
@@ -128,6 +128,7 @@ const makeBlobApi = (apiName: "blob" | "volatile-blob") =>
     const fetcher = <T extends { readonly dataHandle: string }>(hrn: string, layer: string, options: FetcherOptions<T>) =>
       Effect.gen(function* () {
         const runtime = yield* Effect.runtime<never>()
+        const outages = yield* FiberRef.get(outageLimit)
         // The token as the fetcher sends it; Auth.invalidate wants the Redacted it handed out.
         let current = yield* auth.token
         const token = Effect.map(auth.token, (t) => {
@@ -143,6 +144,7 @@ const makeBlobApi = (apiName: "blob" | "volatile-blob") =>
               ...options,
               dispatcher: http.dispatcher,
               limits,
+              outageLimit: outages,
               maxRedirects: httpOptions.maxRedirects,
               userAgent: httpOptions.userAgent,
               token: () => promise(token),

@@ -1,7 +1,7 @@
 import type { Dispatcher } from "undici"
-import { ApiError, redactUrl, RetryBudgetExhausted, type TransportError } from "./Errors.ts"
+import { ApiError, redactUrl, RegionUnavailable, RetryBudgetExhausted, type TransportError } from "./Errors.ts"
 import { apiErrorFrom, describeFailure, REDIRECT_STATUSES, redirectOf, transportFailure } from "./Http.ts"
-import { isRetriableStatus, type RetryLimits, retryDelay } from "./Retry.ts"
+import { isOutage, isRetriableStatus, type RetryLimits, retryDelay } from "./Retry.ts"
 
 /**
  * The hot path of an export: many small blob GETs with `concurrency` in flight, driving undici's
@@ -19,6 +19,8 @@ export interface BlobFetcherOptions<T> {
   /** Requests in flight at once. */
   readonly concurrency: number
   readonly limits: RetryLimits
+  /** Outage failures (5xx, no answer) of one blob in a row after which it gives up with RegionUnavailable (Retry.ts `outageLimit`). */
+  readonly outageLimit?: number | undefined
   readonly maxRedirects: number
   readonly userAgent: string
   /** The blob's bytes as stored, with the tag it was pushed with, in completion order. An exception stops the fetcher with it. */
@@ -52,6 +54,7 @@ class Download<T extends { readonly dataHandle: string }> implements Dispatcher.
   rest: Array<Buffer> | undefined = undefined
   abort: ((reason?: Error) => void) | undefined = undefined
   retries = 0
+  outages = 0
   firstFailureAt = 0
   redirects = 0
   refreshedToken = false
@@ -261,6 +264,13 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
   }
 
   private retry(download: Download<T>, error: ApiError | TransportError): void {
+    const limit = this.options.outageLimit
+    if (limit !== undefined) {
+      download.outages = isOutage(error) ? download.outages + 1 : 0
+      if (download.outages >= limit) {
+        return this.fail(new RegionUnavailable({ method: "GET", url: error.url, failures: download.outages, lastError: error }), download.item)
+      }
+    }
     const now = Date.now()
     if (download.retries === 0) download.firstFailureAt = now
     const elapsed = now - download.firstFailureAt

@@ -60,6 +60,25 @@ export class RetryBudgetExhausted extends Schema.TaggedError<RetryBudgetExhauste
   }
 }
 
+/**
+ * A request kept failing the way a regional outage does (5xx or no connection, several times in a
+ * row), where the caller has another region to turn to (a multi-region catalog): it stops retrying
+ * early so the caller can fail over. Safe to run again later when no region was left.
+ */
+export class RegionUnavailable extends Schema.TaggedError<RegionUnavailable>()("RegionUnavailable", {
+  method: Schema.String,
+  url: Schema.String,
+  failures: Schema.Number,
+  lastError: Schema.Union(ApiError, TransportError)
+}) {
+  override get message(): string {
+    return (
+      `${this.method} ${this.url} failed ${this.failures} times in a row (last: ${this.lastError.message}): the region serving it looks unavailable. ` +
+      `It is safe to run the same command again later (work already finished is kept).`
+    )
+  }
+}
+
 /** A successful response whose body is not what the API promises. */
 export class ResponseDecodeError extends Schema.TaggedError<ResponseDecodeError>()("ResponseDecodeError", {
   method: Schema.String,
@@ -132,7 +151,7 @@ export class CatalogNotFound extends Schema.TaggedError<CatalogNotFound>()("Cata
 }
 
 /** What one authorized call can fail with. */
-export type RequestFailure = ApiError | TransportError | RetryBudgetExhausted | AuthError
+export type RequestFailure = ApiError | TransportError | RetryBudgetExhausted | RegionUnavailable | AuthError
 
 export type ClientError =
   | RequestFailure

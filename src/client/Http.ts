@@ -6,12 +6,12 @@ import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import * as UrlParams from "@effect/platform/UrlParams"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
-import { Clock, Context, Duration, Effect, Either, Layer, Random, Stream } from "effect"
+import { Clock, Context, Duration, Effect, Either, FiberRef, Layer, Random, Stream } from "effect"
 import { Agent, type Dispatcher } from "undici"
 import * as ErrorBody from "../domain/ErrorBody.ts"
 import { TOOL } from "../domain/Tool.ts"
-import { ApiError, redactUrl, RetryBudgetExhausted, TransportError } from "./Errors.ts"
-import { isTransient, retryDelay, retryLimits, RetryPolicy, type RetryPolicyShape } from "./Retry.ts"
+import { ApiError, redactUrl, RegionUnavailable, RetryBudgetExhausted, TransportError } from "./Errors.ts"
+import { isOutage, isTransient, outageLimit, retryDelay, retryLimits, RetryPolicy, type RetryPolicyShape } from "./Retry.ts"
 
 export { isRetriableStatus, isTransient, RetryPolicy, type RetryPolicyShape } from "./Retry.ts"
 
@@ -57,7 +57,7 @@ export interface SendOptions {
 
 /** Decides the wait before each retry of one logical request and fails when the budget is spent. */
 export interface RetrySession {
-  readonly backoff: <E>(error: E) => Effect.Effect<void, E | RetryBudgetExhausted>
+  readonly backoff: <E>(error: E) => Effect.Effect<void, E | RetryBudgetExhausted | RegionUnavailable>
   /** Starts the budget afresh, e.g. after a resumed download made progress. */
   readonly reset: Effect.Effect<void>
 }
@@ -69,7 +69,7 @@ export interface HttpShape {
     options?: SendOptions
   ) => Effect.Effect<HttpClientResponse.HttpClientResponse, HttpFailure>
   /** Runs `effect` again on transient failures (408, 429, 5xx, transport) under the retry policy. */
-  readonly retrying: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | RetryBudgetExhausted, R>
+  readonly retrying: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | RetryBudgetExhausted | RegionUnavailable, R>
   readonly retrySession: Effect.Effect<RetrySession>
   /** Retries made so far by this stack (for run summaries). */
   readonly retryCount: Effect.Effect<number>
@@ -128,14 +128,21 @@ export class Http extends Context.Tag("catalog-export/client/Http")<Http, HttpSh
       const makeSession = Effect.gen(function* () {
         let startedAt = yield* Clock.currentTimeMillis
         let attempt = 0
+        let outages = 0
+        const limit = yield* FiberRef.get(outageLimit)
         const session: RetrySession = {
           reset: Effect.map(Clock.currentTimeMillis, (now) => {
             startedAt = now
             attempt = 0
+            outages = 0
           }),
           backoff: <E>(error: E) =>
             Effect.gen(function* () {
               if (!isTransient(error)) return yield* Effect.fail(error)
+              outages = isOutage(error) ? outages + 1 : 0
+              if (limit !== undefined && outages >= limit) {
+                return yield* new RegionUnavailable({ method: error.method, url: error.url, failures: outages, lastError: error })
+              }
               const elapsed = (yield* Clock.currentTimeMillis) - startedAt
               const retryAfterMs = error._tag === "ApiError" ? error.retryAfterMs : undefined
               const delay = retryDelay(limits, attempt, elapsed, retryAfterMs, yield* Random.next)
@@ -157,7 +164,7 @@ export class Http extends Context.Tag("catalog-export/client/Http")<Http, HttpSh
       const retrying = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
         Effect.catchAll(effect, (first) =>
           Effect.flatMap(makeSession, (session) => {
-            const loop: Effect.Effect<A, E | RetryBudgetExhausted, R> = Effect.catchAll(effect, (error) =>
+            const loop: Effect.Effect<A, E | RetryBudgetExhausted | RegionUnavailable, R> = Effect.catchAll(effect, (error) =>
               Effect.zipRight(session.backoff(error), Effect.suspend(() => loop))
             )
             return Effect.zipRight(session.backoff(first), loop)

@@ -1,4 +1,4 @@
-import { Context, Duration, Layer } from "effect"
+import { Context, Duration, FiberRef, Layer } from "effect"
 import { ApiError, TransportError } from "./Errors.ts"
 
 /**
@@ -49,6 +49,17 @@ export const isRetriableStatus = (status: number) => status === 408 || status ==
 /** 408, 429, 5xx, and transport failures other than DNS, TLS and invalid requests. */
 export const isTransient = (error: unknown): error is ApiError | TransportError =>
   (error instanceof ApiError && isRetriableStatus(error.status)) || (error instanceof TransportError && error.retriable)
+
+/** A failure that looks like the serving region is down: 5xx, or no (complete) answer at all. Not 408 or 429. */
+export const isOutage = (error: unknown): boolean =>
+  (error instanceof ApiError && error.status >= 500) || (error instanceof TransportError && error.retriable)
+
+/**
+ * Outage failures in a row after which a request gives up with RegionUnavailable instead of retrying
+ * on, for code that has another region to turn to (an export of a multi-region catalog sets it
+ * around its run); undefined everywhere else. Read once per failing request, never per success.
+ */
+export const outageLimit: FiberRef.FiberRef<number | undefined> = FiberRef.unsafeMake<number | undefined>(undefined)
 
 /**
  * Milliseconds to wait before retry number `retries + 1` of a request that has spent `elapsedMs`

@@ -1,3 +1,5 @@
+import { Schema } from "effect"
+
 /**
  * Storage regions of a catalog. The interface names a US West and an EU West region; the config API
  * spells them `us-oregon` and `eu-ireland` (`ap-seoul` exists on the platform but is not selectable).
@@ -33,3 +35,15 @@ export interface ReplicationRegion {
 export interface Replication {
   readonly regions: ReadonlyArray<ReplicationRegion>
 }
+
+/**
+ * The local service's own regions administration (`/local/v1/regions`, no platform counterpart): the
+ * state of each region and how many copies between the replicas of multi-region catalogs are pending.
+ */
+export const RegionsStatus = Schema.Struct({
+  regions: Schema.Array(Schema.Struct({ id: Schema.String, state: Schema.Literal("up", "down") })),
+  pendingCopies: Schema.Number
+})
+export type RegionsStatus = typeof RegionsStatus.Type
+
+export const LOCAL_REGIONS_PATH = "/local/v1/regions"

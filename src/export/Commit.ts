@@ -56,6 +56,9 @@ export const commit = (out: string, dir: string, plan: Plan, parts: ReadonlyArra
       deleted: finished.reduce((n, c) => n + c.deleted, 0),
       bytes: finished.reduce((n, c) => n + c.bytes, 0),
       files: finished.flatMap((c) => c.files),
+      ...(finished.some((c) => c.region !== undefined)
+        ? { regions: finished.flatMap((c) => (c.region === undefined ? [] : [{ part: c.part, region: c.region }])) }
+        : {}),
       startedAt,
       finishedAt: new Date().toISOString(),
       tool: { name: TOOL.name, version: TOOL.version }

@@ -29,6 +29,8 @@ export interface ExportOptions {
   readonly force: boolean
   /** Integrity re-fetches of one blob before a checksum mismatch fails the run. */
   readonly integrityAttempts?: number
+  /** The region of a multi-region catalog the data APIs are bound to, recorded per part (Failover.ts). */
+  readonly region?: string | undefined
 }
 
 export type ExportResult =
@@ -139,7 +141,8 @@ const transfer = (
       ...(options.compression === undefined ? {} : { compression: options.compression }),
       ...(options.maxFileBytes === undefined ? {} : { maxFileBytes: options.maxFileBytes }),
       rowGroupBytes: options.rowGroupBytes ?? ROW_GROUP_BYTES,
-      batchBytes: Math.min(BATCH_BYTES, options.rowGroupBytes ?? ROW_GROUP_BYTES)
+      batchBytes: Math.min(BATCH_BYTES, options.rowGroupBytes ?? ROW_GROUP_BYTES),
+      region: options.region
     }
 
     // A part's files are opened with its first listed partitions, whose sizes say where to encode them.

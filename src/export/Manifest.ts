@@ -32,6 +32,8 @@ export const Manifest = Schema.Struct({
   deleted: Schema.Number,
   bytes: Schema.Number,
   files: Schema.Array(WrittenFile),
+  /** A multi-region catalog: the region that served each part (files `part-<part>-*`). */
+  regions: Schema.optional(Schema.Array(Schema.Struct({ part: Schema.Number, region: Schema.String }))),
   startedAt: Schema.String,
   finishedAt: Schema.String,
   tool: Schema.Struct({ name: Schema.String, version: Schema.String })

@@ -24,7 +24,9 @@ export const Checkpoint = Schema.Struct({
   files: Schema.Array(WrittenFile),
   partitions: Schema.Number,
   deleted: Schema.Number,
-  bytes: Schema.Number
+  bytes: Schema.Number,
+  /** The region of a multi-region catalog that served the part. */
+  region: Schema.optional(Schema.String)
 })
 export type Checkpoint = typeof Checkpoint.Type
 
@@ -119,6 +121,8 @@ const clearPart = (dir: string, part: number) =>
 export interface PartWriterOptions extends Omit<RollingWriter.Options, "dir" | "shard" | "onRenamed"> {
   /** Rows collected before they are handed to the encoder. */
   readonly batchBytes: number
+  /** The region of a multi-region catalog the part is read from, for its checkpoint. */
+  readonly region?: string | undefined
 }
 
 /**
@@ -174,7 +178,14 @@ export class PartWriter {
   readonly finish: Effect.Effect<Checkpoint, SinkError> = Effect.gen(this, function*() {
     if (this.batch.length > 0) yield* this.write(this.take())
     const files = yield* this.writer.finish
-    const checkpoint: Checkpoint = { part: this.part, files: files.map((f) => ({ ...f })), partitions: this.partitions, deleted: this.deleted, bytes: this.bytes }
+    const checkpoint: Checkpoint = {
+      part: this.part,
+      files: files.map((f) => ({ ...f })),
+      partitions: this.partitions,
+      deleted: this.deleted,
+      bytes: this.bytes,
+      ...(this.options.region === undefined ? {} : { region: this.options.region })
+    }
     yield* writeJsonAtomic(checkpointFile(this.dir, this.part), checkpoint)
     yield* crashPoint("checkpoint")
     return checkpoint

@@ -1,9 +1,19 @@
 import * as HttpRouter from "@effect/platform/HttpRouter"
-import { Effect } from "effect"
+import { Context, Effect } from "effect"
+import { DEFAULT_REGION } from "../domain/Region.ts"
 import { Caller } from "./Auth.ts"
 import { type ReadsShape, Reads } from "./Reads.ts"
+import { placementOf, regionUnavailable, replicaKey } from "./Regions.ts"
+import { Replicas } from "./Replicas.ts"
 import { badRequest, catalogForbidden, forbidden, orFail, Reply, type Result } from "./Reply.ts"
 import { type CatalogAccessRow, type CatalogRow, type LayerRow, Store } from "./Store.ts"
+
+/**
+ * The region a catalog-bound request is addressed to: the `<id>` of a `/regions/<id>/...` URL, or
+ * undefined for the unprefixed paths (the catalog's primary region). Server.ts provides it to each
+ * copy of the catalog-bound routes.
+ */
+export class ServedRegion extends Context.Tag("catalog-export/server/ServedRegion")<ServedRegion, { readonly region: string | undefined }>() {}
 
 export type Permission = "read" | "write"
 
@@ -47,40 +57,83 @@ const access = (reads: ReadsShape, nameOrId: string, appId: string, permission: 
   return row === undefined || !allowed(row, permission) ? denied() : row
 }
 
+/**
+ * Whether the region serving a request for the catalog of `row` (the URL's, else the catalog's
+ * primary) is its secondary one. A region the catalog is not stored in answers like a missing
+ * catalog; a region that is down answers 503.
+ */
+const servedBySecondary = (row: CatalogAccessRow, region: string | undefined, down: ReadonlySet<string>, denied: () => Reply): Result<boolean> => {
+  const primary = row.primary_region ?? DEFAULT_REGION
+  const served = region ?? primary
+  if (served !== primary && served !== row.secondary_region) return denied()
+  if (down.size > 0 && down.has(served)) return regionUnavailable(served)
+  return served !== primary
+}
+
+/** The catalog named in a catalog-bound request (metadata, blob, publish, ...), as the region it is addressed to serves it. */
 export const catalogFor = (
   nameOrId: string,
   permission: Permission,
   denied: () => Reply = forbidden
-): Effect.Effect<CatalogRow, Reply, Reads | Caller> =>
+): Effect.Effect<CatalogRow, Reply, Reads | Caller | ServedRegion | Replicas> =>
   Effect.gen(function*() {
     const { appId } = yield* Caller
-    return catalogOf(yield* orFail(access(yield* Reads, nameOrId, appId, permission, null, denied)))
+    const row = yield* orFail(access(yield* Reads, nameOrId, appId, permission, null, denied))
+    yield* orFail(servedBySecondary(row, (yield* ServedRegion).region, (yield* Replicas).down, denied))
+    return catalogOf(row)
   })
 
-export const configCatalogFor = (nameOrId: string, permission: Permission) => catalogFor(nameOrId, permission, catalogForbidden)
+/** The catalog named in a config API request: platform-wide, so served whichever region is down. */
+export const configCatalogFor = (nameOrId: string, permission: Permission): Effect.Effect<CatalogRow, Reply, Reads | Caller> =>
+  Effect.gen(function*() {
+    const { appId } = yield* Caller
+    return catalogOf(yield* orFail(access(yield* Reads, nameOrId, appId, permission, null, catalogForbidden)))
+  })
 
-export const layerOf = (catalog: CatalogRow, layerId: string): Effect.Effect<LayerRow, Reply, Store> =>
+/** The region serving a catalog-bound request for `catalog` (checked by catalogFor), and where the catalog lives. */
+export const servedIn = (catalog: CatalogRow) =>
+  Effect.map(ServedRegion, ({ region }) => {
+    const placement = placementOf(JSON.parse(catalog.config))
+    return { placement, region: region ?? placement.primary }
+  })
+
+/** A layer of `catalog` with the key of its data in the region serving the request (see `replicaKey`). */
+export const layerOf = (catalog: CatalogRow, layerId: string): Effect.Effect<LayerRow, Reply, Store | ServedRegion> =>
   Effect.gen(function*() {
     const layer = yield* (yield* Store).layer(catalog.hrn, layerId).pipe(Effect.orDie)
     if (layer === undefined) return yield* missingLayer(layerId)
-    return layer
+    const { placement, region } = yield* servedIn(catalog)
+    return { ...layer, pk: replicaKey(layer.pk, layer.layer_type, region !== placement.primary) }
   })
 
 const missingLayer = (layerId: string) => badRequest("layer", `Layer '${layerId}' is missing in the catalog configuration.`)
 
-/** A layer of a catalog as the caller may use it: both rows, or the 403 or 400 that answers the request. */
+/** Where a request is addressed: the region of its URL (undefined: the catalog's primary), and the regions that are down. */
+export interface Addressed {
+  readonly region: string | undefined
+  readonly down: ReadonlySet<string>
+}
+
+/**
+ * A layer of a catalog as the caller may use it, in the region the request is addressed to: both
+ * rows (the layer's `pk` is the key of its data in that region, see `replicaKey`), or the 403, 400 or
+ * 503 that answers the request.
+ */
 export const layerAccess = (
   reads: ReadsShape,
   nameOrId: string,
   layerId: string,
   appId: string,
-  permission: Permission
+  permission: Permission,
+  at: Addressed
 ): Result<{ readonly catalog: CatalogRow; readonly layer: LayerRow }> => {
   const row = access(reads, nameOrId, appId, permission, layerId, forbidden)
   if (row instanceof Reply) return row
+  const secondary = servedBySecondary(row, at.region, at.down, forbidden)
+  if (secondary instanceof Reply) return secondary
   if (row.layer_pk === null) return missingLayer(layerId)
   const layer: LayerRow = {
-    pk: row.layer_pk,
+    pk: replicaKey(row.layer_pk, row.layer_type!, secondary),
     catalog_hrn: row.hrn,
     id: row.layer_id!,
     layer_type: row.layer_type!,
@@ -95,7 +148,8 @@ export const routeLayer = (permission: Permission) =>
   Effect.gen(function*() {
     const params = yield* HttpRouter.params
     const { appId } = yield* Caller
-    return yield* orFail(layerAccess(yield* Reads, decodeSegment(params.catalog), decodeSegment(params.layer), appId, permission))
+    const at = { region: (yield* ServedRegion).region, down: (yield* Replicas).down }
+    return yield* orFail(layerAccess(yield* Reads, decodeSegment(params.catalog), decodeSegment(params.layer), appId, permission, at))
   })
 
 export const routeCatalog = (permission: Permission) =>

@@ -154,18 +154,18 @@ export const make = Effect.gen(function*() {
   for (const statement of statements) yield* sql.unsafe(statement)
   const first = <A>(rows: ReadonlyArray<A>): A | undefined => rows[0]
 
-  /** Removes everything stored for one layer except the `layers` row; returns the blob contents it referenced. */
+  /**
+   * Removes everything stored for one layer except the `layers` row, in both replicas (the secondary
+   * region's replica of a multi-region catalog's layer is stored under `-layerPk`, see Regions.ts);
+   * returns the blob contents it referenced.
+   */
   const purgeLayerData = (layerPk: number) =>
     Effect.gen(function*() {
-      const blobs = yield* sql<{ sha256: string }>`DELETE FROM blobs WHERE layer_pk = ${layerPk} RETURNING sha256`
-      yield* sql`DELETE FROM partitions WHERE layer_pk = ${layerPk}`
-      yield* sql`DELETE FROM layer_versions WHERE layer_pk = ${layerPk}`
-      yield* sql`DELETE FROM publication_partitions WHERE layer_pk = ${layerPk}`
-      yield* sql`DELETE FROM features WHERE layer_pk = ${layerPk}`
-      yield* sql`DELETE FROM feature_transactions WHERE layer_pk = ${layerPk}`
-      yield* sql`DELETE FROM stream_messages WHERE layer_pk = ${layerPk}`
-      yield* sql`DELETE FROM stream_consumers WHERE layer_pk = ${layerPk}`
-      yield* sql`DELETE FROM stream_offsets WHERE layer_pk = ${layerPk}`
+      const keys = [layerPk, -layerPk]
+      const blobs = yield* sql<{ sha256: string }>`DELETE FROM blobs WHERE ${sql.in("layer_pk", keys)} RETURNING sha256`
+      for (const table of ["partitions", "layer_versions", "publication_partitions", "features", "feature_transactions", "stream_messages", "stream_consumers", "stream_offsets"]) {
+        yield* sql`DELETE FROM ${sql(table)} WHERE ${sql.in("layer_pk", keys)}`
+      }
       return blobs.map((b) => b.sha256)
     })
 

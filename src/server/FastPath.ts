@@ -3,13 +3,14 @@ import * as QueryString from "find-my-way-ts/QueryString"
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http"
 import { Effect, Runtime } from "effect"
 import { SELECTABLE_REGIONS } from "../domain/Region.ts"
-import { layerAccess } from "./Access.ts"
+import { type Addressed, layerAccess } from "./Access.ts"
 import { AuthState, bearerCaller } from "./Auth.ts"
 import { BlobFiles } from "./BlobFiles.ts"
 import type * as Faults from "./Faults.ts"
 import { refusal, sendTruncated } from "./Faults.ts"
 import { Reads } from "./Reads.ts"
-import { regionPrefix } from "./Regions.ts"
+import { regionPrefix, regionUnavailable } from "./Regions.ts"
+import { Replicas } from "./Replicas.ts"
 import { type PlainResponse, Reply, unexpectedFailure } from "./Reply.ts"
 import { blobRead } from "./routes/Blob.ts"
 import { listing, type ListingKind, type ListingResponse } from "./routes/Metadata.ts"
@@ -76,6 +77,12 @@ export const make = (faults: Faults.Injector | undefined) =>
     const reads = yield* Reads
     const files = yield* BlobFiles
     const { knownTokens } = yield* AuthState
+    const { down } = yield* Replicas
+    // Per URL prefix, where its requests are addressed (the set of regions that are down is live).
+    const addressed = new Map<string | undefined, Addressed>([
+      [undefined, { region: undefined, down }],
+      ...SELECTABLE_REGIONS.map((r) => [regionPrefix(r), { region: r, down }] as const)
+    ])
     // Defects are logged through the service's runtime, with the logger the CLI configured.
     const unexpected = Runtime.runSync(yield* Effect.runtime<never>())
     // Once the service shuts down (SQLite closes after this), a listing still streaming is cut off quietly.
@@ -85,15 +92,18 @@ export const make = (faults: Faults.Injector | undefined) =>
     /** What the router's handler would answer (a failure the app would turn into 500 included). */
     const outcome = (route: LeanRoute, method: string, url: string, headers: Headers): Outcome => {
       try {
+        const { prefix } = route
+        const at = addressed.get(prefix)!
+        // A region that is down answers nothing else, as the router's app does (Server.ts).
+        if (at.region !== undefined && down.has(at.region)) return regionUnavailable(at.region)
         const caller = bearerCaller(headers["authorization"], knownTokens, reads)
         if (caller instanceof Reply) return caller
-        const { prefix } = route
         const routeUrl = prefix === undefined ? url : url.length <= prefix.length ? "/" : url.slice(prefix.length)
         if (route.kind === "blob") {
-          const response = blobRead(reads, files, caller.appId, route, method === "GET", routeUrl, headers)
+          const response = blobRead(reads, files, caller.appId, route, at, method === "GET", routeUrl, headers)
           return response instanceof Reply ? response : { _tag: "Plain", response }
         }
-        const access = layerAccess(reads, route.catalog, route.layer, caller.appId, "read")
+        const access = layerAccess(reads, route.catalog, route.layer, caller.appId, "read", at)
         if (access instanceof Reply) return access
         const query = url.indexOf("?")
         const params = QueryString.parse(query === -1 ? "" : url.slice(query + 1))

@@ -82,7 +82,7 @@ export const prng = (seed: number) => {
   }
 }
 
-const spared = (url: string) => url.startsWith("/oauth2/") || url.startsWith("/lookup/")
+const spared = (url: string) => url.startsWith("/oauth2/") || url.startsWith("/lookup/") || url.startsWith("/local/")
 
 export const isActive = (o: FaultOptions) =>
   o.throttle + o.unavailable + o.reset + o.truncate > 0 || o.latencyMs[1] > 0 || o.stormMs !== undefined
@@ -97,7 +97,7 @@ export type Verdict = "throttle" | "unavailable" | "reset" | "truncate" | "pass"
  */
 export interface Injector {
   readonly options: FaultOptions
-  /** Token and lookup requests are left alone unless `includeAuthAndLookup`. */
+  /** Token, lookup and the local service's own admin requests are left alone unless `includeAuthAndLookup`. */
   readonly spares: (url: string) => boolean
   /** Milliseconds to hold the request, or undefined when no latency is configured. */
   readonly latency: () => number | undefined

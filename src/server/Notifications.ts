@@ -10,6 +10,8 @@ import {
   type Notification
 } from "../domain/Notification.ts"
 import { AdminStore, type NewStreamMessage } from "./AdminStore.ts"
+import { placementOf, replicaKey } from "./Regions.ts"
+import { Replicas } from "./Replicas.ts"
 import { Store } from "./Store.ts"
 
 /** One committed transaction of an interactive map layer. */
@@ -70,12 +72,14 @@ const encode = (message: Notification, key: string, timestamp: number): NewStrea
  * Writes the notifications of a committed transaction to the destination stream layer of every
  * active subscription on the layer. Runs inside the transaction's database transaction, so the
  * change and its notifications commit together and in order. A subscription whose destination is
- * gone is disabled.
+ * gone is disabled. A multi-region destination gets them in its primary region, or in its backup
+ * while the primary is down, and the other region later (Replicas.ts).
  */
 export const deliver = (tx: CommittedTransaction) =>
   Effect.gen(function*() {
     const admin = yield* AdminStore
     const store = yield* Store
+    const replicas = yield* Replicas
     for (const subscription of yield* admin.activeSubscriptionsOn(tx.catalogHrn, tx.layerId)) {
       const destination = yield* store.layer(subscription.destination_catalog, subscription.destination_layer)
       if (destination === undefined || destination.layer_type !== "stream") {
@@ -83,6 +87,10 @@ export const deliver = (tx: CommittedTransaction) =>
         continue
       }
       const messages = notificationsFor(subscription.type, tx).map(({ key, message }) => encode(message, key, tx.createdAt))
-      yield* admin.appendMessages(destination.pk, messages)
+      const placement = placementOf(JSON.parse((yield* store.catalog(destination.catalog_hrn))!.config))
+      const region = placement.secondary !== undefined && replicas.down.has(placement.primary) ? placement.secondary : placement.primary
+      const key = replicaKey(destination.pk, destination.layer_type, region !== placement.primary)
+      yield* admin.appendMessages(key, messages)
+      yield* replicas.streamWritten({ placement, region, key, messages })
     }
   })

@@ -113,7 +113,10 @@ export const stagePartitions = (publication: PublicationRow, layer: LayerRow, in
     }
   })
 
-/** Submits a publication: a versioned one becomes the next catalog version, a volatile one overwrites. */
+/**
+ * Submits a publication: a versioned one becomes the next catalog version, a volatile one overwrites.
+ * Returns the catalog version and, for a volatile one, the partitions it wrote (per data key).
+ */
 export const submitPublication = (publication: PublicationRow) =>
   Effect.gen(function*() {
     const store = yield* Store
@@ -125,9 +128,9 @@ export const submitPublication = (publication: PublicationRow) =>
       Effect.gen(function*() {
         const catalog = (yield* store.catalog(publication.catalog_hrn))!
         if (publication.kind === "volatile") {
-          yield* store.commitVolatile(publication.id, now)
+          const written = yield* store.commitVolatile(publication.id, now)
           yield* store.setPublicationState(publication.id, "succeeded", "Publication succeeded", now)
-          return { version: catalog.latest_version, raised: false }
+          return { version: catalog.latest_version, raised: false, written }
         }
         const version = catalog.latest_version + 1
         yield* store.commitVersioned(publication.id, version, now)
@@ -135,11 +138,11 @@ export const submitPublication = (publication: PublicationRow) =>
         yield* store.setVersions(catalog.hrn, version, catalog.latest_version < 0 ? version : catalog.min_version)
         yield* store.setPublicationState(publication.id, "succeeded", "Publication succeeded", now, version)
         // In the commit's transaction: no POST versions/minimum can interleave and be lowered again.
-        return { version, raised: yield* applyAutomaticDeletion(catalog.hrn) }
+        return { version, raised: yield* applyAutomaticDeletion(catalog.hrn), written: [] }
       })
     ).pipe(Effect.orDie)
     if (committed.raised) yield* Effect.forkDaemon(collect(publication.catalog_hrn))
-    return committed.version
+    return { version: committed.version, written: committed.written }
   })
 
 export const publicationOf = (catalog: CatalogRow, id: string) =>

@@ -76,7 +76,11 @@ const selectionParams = (selection: Selection): Record<string, number> => {
   }
 }
 
+const regionWithRole = (role: string) =>
+  `(SELECT json_extract(r.value, '$.id') FROM json_each(c.config, '$.replication.regions') r WHERE json_extract(r.value, '$.role') = '${role}')`
+
 const ACCESS_SELECT = `SELECT c.*, c.owner_app = @appId AS owns, g.can_read, g.can_write,
+    ${regionWithRole("primary")} AS primary_region, ${regionWithRole("secondary")} AS secondary_region,
     l.pk AS layer_pk, l.id AS layer_id, l.layer_type, l.config AS layer_config, l.created AS layer_created
   FROM catalogs c
   LEFT JOIN grants g ON g.catalog_hrn = c.hrn AND g.app_id = @appId

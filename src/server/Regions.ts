@@ -1,6 +1,6 @@
 import { Effect } from "effect"
 import { DEFAULT_REGION, regionOf, REPLICABLE_LAYER_TYPES, type Replication, type ReplicationRegion, SELECTABLE_REGIONS, US_WEST } from "../domain/Region.ts"
-import { badRequest } from "./Reply.ts"
+import { badRequest, dataError } from "./Reply.ts"
 
 /**
  * Regional storage rules of the interface: the region is chosen at creation (`region`, a shortcut
@@ -103,3 +103,52 @@ export const lookupRegion = (raw: string | undefined) =>
 
 /** The path prefix under which the catalog-bound APIs of one region are served. */
 export const regionPrefix = (region: string): `/${string}` => `/regions/${region}`
+
+const IN_URL = new RegExp(`^/regions/(${SELECTABLE_REGIONS.join("|")})(?:[/?]|$)`)
+
+/** The region a request URL is addressed to (`/regions/<id>/...`), undefined for the unprefixed paths. */
+export const regionInUrl = (url: string): string | undefined => (url.startsWith("/regions/") ? IN_URL.exec(url)?.[1] : undefined)
+
+/** Where a catalog's data lives: its primary region and, for a multi-region catalog, the secondary (backup) one. */
+export interface Placement {
+  readonly primary: string
+  readonly secondary: string | undefined
+}
+
+export const placementOf = (config: Json): Placement => {
+  const regions = regionsOf(config)
+  return { primary: regions.find((r) => r.role === "primary")?.id ?? DEFAULT_REGION, secondary: regions.find((r) => r.role === "secondary")?.id }
+}
+
+/** The other region of a multi-region catalog. */
+export const otherRegion = (placement: Placement, region: string): string | undefined =>
+  placement.secondary === undefined ? undefined : region === placement.primary ? placement.secondary : placement.primary
+
+/**
+ * The key under which a layer's data is stored in one region (the `layer_pk` of partitions, blobs and
+ * stream messages). Versioned layers replicate synchronously: both regions always hold the same data,
+ * so it is stored once, under the layer's own key. Volatile and stream layers replicate
+ * asynchronously and may differ: the secondary region's replica is stored under the negated key
+ * (layer keys are positive, so it never collides).
+ */
+export const replicaKey = (layerPk: number, layerType: string, secondary: boolean): number =>
+  secondary && layerType !== "versioned" ? -layerPk : layerPk
+
+/** The answer of every catalog-bound request to a region that is down (`catalog-export regions down`). */
+export const regionUnavailable = (region: string) =>
+  dataError(503, "Service Unavailable", [{ name: "region", error: `region ${region} is unavailable` }])
+
+/**
+ * Versioned layers of a multi-region catalog take no new data while either region is down (a write is
+ * acknowledged only once both regions have it): the region that is down, else undefined.
+ */
+export const versionedWritesBlockedBy = (placement: Placement, down: ReadonlySet<string>): string | undefined =>
+  placement.secondary === undefined || down.size === 0
+    ? undefined
+    : [placement.primary, placement.secondary].find((r) => down.has(r))
+
+export const versionedWritesRefused = (region: string) =>
+  dataError(503, "Service Unavailable", [{
+    name: "region",
+    error: `region ${region} of this multi-region catalog is unavailable: versioned layers take no new data until both regions are up (data published before stays readable)`
+  }])

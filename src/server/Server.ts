@@ -17,16 +17,20 @@ import * as FastPath from "./FastPath.ts"
 import * as Faults from "./Faults.ts"
 import { json, unexpectedFailure } from "./Reply.ts"
 import { SELECTABLE_REGIONS } from "../domain/Region.ts"
-import { regionPrefix } from "./Regions.ts"
+import { ServedRegion } from "./Access.ts"
+import { regionInUrl, regionPrefix, regionUnavailable } from "./Regions.ts"
+import { Replicas } from "./Replicas.ts"
 import * as Artifact from "./routes/Artifact.ts"
 import * as Blob from "./routes/Blob.ts"
 import * as Catalogs from "./routes/Catalogs.ts"
 import * as Config from "./routes/Config.ts"
 import * as Features from "./routes/Features.ts"
+import * as Ingest from "./routes/Ingest.ts"
 import * as Lookup from "./routes/Lookup.ts"
 import * as Metadata from "./routes/Metadata.ts"
 import * as Publish from "./routes/Publish.ts"
 import * as Query from "./routes/Query.ts"
+import * as RegionAdmin from "./routes/Regions.ts"
 import * as Stream from "./routes/Stream.ts"
 import * as Subscriptions from "./routes/Subscriptions.ts"
 import { Reads } from "./Reads.ts"
@@ -43,6 +47,10 @@ export interface ServiceOptions {
   readonly auth: Partial<AuthOptions>
   /** Largest request body accepted, in bytes. */
   readonly maxBodyBytes: number
+  /** Regions down from the start (`serve --regions-down`); `catalog-export regions up` brings them back. */
+  readonly regionsDown: ReadonlyArray<string>
+  /** How long a volatile or stream write to one region of a multi-region catalog takes to reach the other. */
+  readonly replicationDelayMs: number
 }
 
 export const defaultServiceOptions: ServiceOptions = {
@@ -51,11 +59,17 @@ export const defaultServiceOptions: ServiceOptions = {
   seed: undefined,
   faults: Faults.noFaults,
   auth: {},
-  maxBodyBytes: 64 * 1024 * 1024
+  maxBodyBytes: 64 * 1024 * 1024,
+  regionsDown: [],
+  replicationDelayMs: 1000
 }
 
-/** The catalog-bound APIs; lookup with `region=<id>` hands out their base URLs under `/regions/<id>`. */
-const catalogRoutes = HttpRouter.concatAll(Metadata.routes, Query.routes, Blob.routes, Publish.routes, Stream.routes, Features.routes)
+/**
+ * The catalog-bound APIs; lookup with `region=<id>` hands out their base URLs under `/regions/<id>`
+ * (and so does lookup without it for a multi-region catalog: its primary region's). Each copy knows
+ * the region it serves; the unprefixed paths serve each catalog's primary region.
+ */
+const catalogRoutes = HttpRouter.concatAll(Metadata.routes, Query.routes, Blob.routes, Publish.routes, Stream.routes, Ingest.routes, Features.routes)
 
 /** Every route the service serves (exported so tests can probe each one, e.g. for authentication). */
 export const router = HttpRouter.concatAll(
@@ -65,8 +79,11 @@ export const router = HttpRouter.concatAll(
   Catalogs.routes,
   Subscriptions.routes,
   Artifact.routes,
-  catalogRoutes,
-  ...SELECTABLE_REGIONS.map((region) => HttpRouter.prefixAll(catalogRoutes, regionPrefix(region)))
+  RegionAdmin.routes,
+  HttpRouter.provideService(catalogRoutes, ServedRegion, { region: undefined }),
+  ...SELECTABLE_REGIONS.map((region) =>
+    HttpRouter.prefixAll(catalogRoutes, regionPrefix(region)).pipe(HttpRouter.provideService(ServedRegion, { region }))
+  )
 )
 
 /**
@@ -82,6 +99,9 @@ const app = (maxBodyBytes: number) =>
     if (length > maxBodyBytes) {
       return json(413, { title: "Payload Too Large", status: 413, detail: [{ name: "body", error: `request bodies are limited to ${maxBodyBytes} bytes` }] })
     }
+    // A region that is down answers nothing else (the lean path likewise, FastPath.ts).
+    const region = regionInUrl(request.url)
+    if (region !== undefined && (yield* Replicas).down.has(region)) return yield* regionUnavailable(region)
     return yield* HttpRouter.withRouterConfig(router, ROUTER_CONFIG)
   }).pipe(
     Effect.catchTags({
@@ -114,9 +134,9 @@ export const layer = (options: ServiceOptions) =>
   Layer.unwrapScoped(
     Effect.map(dataDirectory(options.dataDir), (dataDir) => {
       const filename = path.join(dataDir, "catalog.db")
-      const storage = Layer.mergeAll(Store.layer, AdminStore.layer, ArtifactStore.layer, BlobFiles.layer(dataDir), AuthConfig.layer(options.auth), AuthState.layer).pipe(
-        Layer.provideMerge(SqliteClient.layer({ filename }))
-      )
+      const tables = Layer.mergeAll(Store.layer, AdminStore.layer, ArtifactStore.layer, BlobFiles.layer(dataDir), AuthConfig.layer(options.auth), AuthState.layer)
+      const replicas = Replicas.layer({ regionsDown: options.regionsDown, delayMs: options.replicationDelayMs })
+      const storage = Layer.provideMerge(replicas, tables).pipe(Layer.provideMerge(SqliteClient.layer({ filename })))
       const seeded = Layer.effectDiscard(seed(options.seed ?? noSeed))
       const faults = Faults.isActive(options.faults) ? Faults.injector(options.faults) : undefined
       const limited = app(options.maxBodyBytes).pipe(HttpIncomingMessage.withMaxBodySize(Option.some(options.maxBodyBytes)))

@@ -48,6 +48,10 @@ export interface CatalogAccessRow extends CatalogRow {
   readonly owns: number
   readonly can_read: number | null
   readonly can_write: number | null
+  /** From the catalog's `replication.regions`; null when it names none (then the default region). */
+  readonly primary_region: string | null
+  /** The backup region of a multi-region catalog, else null. */
+  readonly secondary_region: string | null
   readonly layer_pk: number | null
   readonly layer_id: string | null
   readonly layer_type: string | null
@@ -191,7 +195,7 @@ export const make = Effect.gen(function*() {
           SELECT DISTINCT layer_pk, ${version}, ${now} FROM publication_partitions WHERE publication_id = ${publicationId}`
         yield* sql`DELETE FROM publication_partitions WHERE publication_id = ${publicationId}`
       }),
-    /** Volatile layers keep one row per partition, overwritten in place. */
+    /** Volatile layers keep one row per partition, overwritten in place; returns what was written. */
     commitVolatile: (publicationId: string, now: number) =>
       Effect.gen(function*() {
         yield* sql`INSERT INTO partitions (layer_pk, partition, vfrom, vto, data_handle, checksum, data_size, compressed_data_size, crc, modified)
@@ -199,7 +203,35 @@ export const make = Effect.gen(function*() {
           FROM publication_partitions WHERE publication_id = ${publicationId} AND true
           ON CONFLICT (layer_pk, partition, vfrom) DO UPDATE SET data_handle = excluded.data_handle, checksum = excluded.checksum,
             data_size = excluded.data_size, compressed_data_size = excluded.compressed_data_size, crc = excluded.crc, modified = excluded.modified`
-        yield* sql`DELETE FROM publication_partitions WHERE publication_id = ${publicationId}`
+        return yield* sql<{ layer_pk: number; partition: string }>`DELETE FROM publication_partitions WHERE publication_id = ${publicationId}
+          RETURNING layer_pk, partition`
+      }),
+
+    /**
+     * Makes the partitions `ids` of replica `to` what they are in replica `from` (volatile
+     * replication); returns the data handles they now refer to.
+     */
+    copyPartitions: (from: number, to: number, ids: ReadonlyArray<string>) =>
+      Effect.gen(function*() {
+        const list = JSON.stringify(ids)
+        yield* sql`DELETE FROM partitions WHERE layer_pk = ${to} AND partition IN (SELECT value FROM json_each(${list}))`
+        const rows = yield* sql<{ data_handle: string }>`INSERT INTO partitions
+          (layer_pk, partition, vfrom, vto, data_handle, checksum, data_size, compressed_data_size, crc, modified)
+          SELECT ${to}, partition, vfrom, vto, data_handle, checksum, data_size, compressed_data_size, crc, modified
+          FROM partitions WHERE layer_pk = ${from} AND partition IN (SELECT value FROM json_each(${list}))
+          RETURNING data_handle`
+        return rows.map((r) => r.data_handle).filter((h) => h !== "")
+      }),
+    /** Makes the blobs `handles` of replica `to` what they are in replica `from`; returns the contents it stopped using. */
+    copyBlobs: (from: number, to: number, handles: ReadonlyArray<string>) =>
+      Effect.gen(function*() {
+        const list = JSON.stringify(handles)
+        const replaced = yield* sql<{ sha256: string }>`DELETE FROM blobs WHERE layer_pk = ${to}
+          AND data_handle IN (SELECT value FROM json_each(${list})) RETURNING sha256`
+        yield* sql`INSERT INTO blobs (layer_pk, data_handle, sha256, size, content_encoding, owner_version)
+          SELECT ${to}, data_handle, sha256, size, content_encoding, owner_version
+          FROM blobs WHERE layer_pk = ${from} AND data_handle IN (SELECT value FROM json_each(${list}))`
+        return replaced.map((r) => r.sha256)
       }),
 
     /**

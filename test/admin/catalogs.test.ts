@@ -254,7 +254,8 @@ describe("regional rules", () => {
     const baseOf = (entries: typeof plain, api: string) => entries.find((e) => e.api === api)!.baseURL
     expect(baseOf(eu, "metadata")).toBe(`${svc.url}/regions/eu-ireland/metadata/v1/catalogs/${hrn}`)
     expect(baseOf(us, "metadata")).toBe(`${svc.url}/regions/us-oregon/metadata/v1/catalogs/${hrn}`)
-    expect(baseOf(plain, "metadata")).toBe(`${svc.url}/metadata/v1/catalogs/${hrn}`)
+    // Without `region`, a multi-region catalog's URLs are its primary region's.
+    expect(plain).toEqual(eu)
     expect(baseOf(us, "config")).toBe(`${svc.url}/config/v1`)
     expect(us.map((e) => e.api).sort()).toEqual(plain.map((e) => e.api).sort())
     // Publish through the US West publish API, read through the EU West metadata and the US West blob API.

@@ -1,11 +1,12 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Effect, Exit, Stream } from "effect"
+import { Chunk, Deferred, Effect, Exit, Stream } from "effect"
 import { createHash } from "node:crypto"
 import { BlobApi, VolatileBlobApi } from "../../src/client/BlobApi.ts"
 import { ConfigApi } from "../../src/client/ConfigApi.ts"
-import { ApiError, CatalogNotFound } from "../../src/client/Errors.ts"
+import { ApiError, CatalogNotFound, RegionUnavailable } from "../../src/client/Errors.ts"
 import { PublishApi } from "../../src/client/PublishApi.ts"
 import { QueryApi } from "../../src/client/QueryApi.ts"
+import { outageLimit } from "../../src/client/Retry.ts"
 import { CATALOG, CATALOG_ID, json, withPlatform } from "./support.ts"
 
 const failureOf = <A, E>(exit: Exit.Exit<A, E>): E => {
@@ -172,6 +173,36 @@ describe("BlobApi", () => {
           const bytes = Buffer.concat(Chunk.toReadonlyArray(chunks))
           expect(createHash("sha1").update(bytes).digest("hex")).toBe(createHash("sha1").update(content).digest("hex"))
           expect(server.requests.filter((r) => r.url.startsWith(BLOB)).map((r) => r.headers.range)).toEqual([undefined, "bytes=30000-"])
+        })
+    )
+  )
+
+  it.scopedLive("the fetcher of a multi-region export gives a blob up after the outage limit of 503s in a row, with RegionUnavailable", () =>
+    withPlatform(
+      (url, _req, res) => {
+        if (!url.pathname.startsWith(BLOB)) return false
+        if (url.pathname.endsWith("/up")) return void res.writeHead(200).end("up")
+        json(res, 503, { title: "Service Unavailable", status: 503 })
+      },
+      (server) =>
+        Effect.gen(function* () {
+          const failed = yield* Deferred.make<unknown>()
+          const fetched: Array<string> = []
+          const { fetcher } = yield* Effect.locally(
+            (yield* BlobApi).fetcher<{ dataHandle: string }>(CATALOG, "roads", {
+              concurrency: 1,
+              onBlob: (item) => void fetched.push(item.dataHandle),
+              onFailure: (error) => Deferred.unsafeDone(failed, Exit.succeed(error))
+            }),
+            outageLimit,
+            4
+          )
+          fetcher.push([{ dataHandle: "up" }, { dataHandle: "down" }], 0)
+          const error = yield* Deferred.await(failed)
+          expect(error).toBeInstanceOf(RegionUnavailable)
+          expect((error as RegionUnavailable).failures).toBe(4)
+          expect(fetched).toEqual(["up"])
+          expect(server.requests.filter((r) => r.url === `${BLOB}/down`)).toHaveLength(4)
         })
     )
   )

@@ -2,8 +2,9 @@ import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import { describe, expect, it } from "@effect/vitest"
 import { Chunk, Effect, Exit, Fiber, TestClock } from "effect"
 import { inspect } from "node:util"
-import { ApiError, RetryBudgetExhausted, TransportError } from "../../src/client/Errors.ts"
+import { ApiError, RegionUnavailable, RetryBudgetExhausted, TransportError } from "../../src/client/Errors.ts"
 import { Http, type HttpOptionsShape, readText, type RetryPolicyShape } from "../../src/client/Http.ts"
+import { outageLimit } from "../../src/client/Retry.ts"
 import { json, testServer } from "./support.ts"
 
 const stack = (retry: Partial<RetryPolicyShape> = {}, http: Partial<HttpOptionsShape> = {}) =>
@@ -59,6 +60,28 @@ describe("Http retries", () => {
       expect(server.requests).toHaveLength(4)
       expect(yield* http.retryCount).toBe(3)
     }).pipe(Effect.provide(stack()))
+  )
+
+  it.scopedLive("with an outage limit (a multi-region export), gives up after that many 5xx or resets in a row; a 429 starts the count again", () =>
+    Effect.gen(function* () {
+      // 503, reset, 429, reset, 503, reset, ...
+      const server = yield* testServer((req, res) => {
+        const n = server.requests.length
+        if (n === 3) return json(res, 429, { title: "Too Many Requests", status: 429 })
+        if (n % 2 === 0) return void req.socket.destroy()
+        json(res, 503, { title: "Service Unavailable", status: 503 })
+      })
+      const limited = failureOf(yield* Effect.exit(Effect.locally(getText(`${server.origin}/x`), outageLimit, 3)))
+      expect(limited).toBeInstanceOf(RegionUnavailable)
+      expect((limited as RegionUnavailable).failures).toBe(3)
+      expect((limited as RegionUnavailable).lastError).toBeInstanceOf(TransportError)
+      expect((limited as RegionUnavailable).message).toMatch(/failed 3 times in a row .*looks unavailable/)
+      expect(server.requests).toHaveLength(6)
+      // Without it, the retry budget decides.
+      server.requests.length = 0
+      expect(failureOf(yield* Effect.exit(getText(`${server.origin}/x`)))).toBeInstanceOf(RetryBudgetExhausted)
+      expect(server.requests).toHaveLength(6)
+    }).pipe(Effect.provide(stack({ maxRetries: 5 })))
   )
 
   it.scopedLive("does not retry 400, 401, 403 or 404", () =>

@@ -139,7 +139,7 @@ describe("lookup API", () => {
     const restricted = await apis(`/resources/${RESTRICTED}/apis`, "other-app")
     const platformUrls = new Set((await apis("/platform/apis")).map((e) => e.baseURL))
     const bound = demo.filter((e) => !platformUrls.has(e.baseURL))
-    expect(bound.map((e) => e.api).sort()).toEqual(["blob", "metadata", "publish", "query", "stream", "volatile-blob"])
+    expect(bound.map((e) => e.api).sort()).toEqual(["blob", "ingest", "metadata", "publish", "query", "stream", "volatile-blob"])
     for (const e of bound) {
       const other = restricted.find((r) => r.api === e.api && r.version === e.version)
       expect(other, e.api).toBeDefined()

@@ -3,13 +3,15 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { createHash } from "node:crypto"
 import { Effect } from "effect"
-import { decodeSegment, layerAccess, routeLayer } from "../Access.ts"
+import { type Addressed, decodeSegment, layerAccess, routeLayer, ServedRegion, servedIn } from "../Access.ts"
 import { Caller, withCaller } from "../Auth.ts"
 import { BlobFiles, type BlobFilesShape } from "../BlobFiles.ts"
 import { DATA_HANDLE } from "../Publishing.ts"
 import { type ReadsShape, Reads } from "../Reads.ts"
+import { versionedWritesBlockedBy, versionedWritesRefused } from "../Regions.ts"
+import { Replicas } from "../Replicas.ts"
 import { badRequest, conflict, forbidden, notFound, orFail, type PlainResponse, Reply, type Result, toServerResponse } from "../Reply.ts"
-import { type LayerRow, Store } from "../Store.ts"
+import { type CatalogRow, type LayerRow, Store } from "../Store.ts"
 import { contentEncodingOf, layerConfigOf } from "../Views.ts"
 
 /** Versioned and index layers keep immutable blobs; volatile layers overwrite (the volatile-blob API). */
@@ -97,12 +99,13 @@ export const blobRead = (
   files: BlobFilesShape,
   appId: string,
   params: { readonly catalog: string; readonly layer: string; readonly handle: string },
+  at: Addressed,
   withBody: boolean,
   url: string,
   headers: Readonly<Record<string, string | undefined>>
 ): Result<PlainResponse> =>
   reads.consistent(() => {
-    const access = layerAccess(reads, params.catalog, params.layer, appId, "read")
+    const access = layerAccess(reads, params.catalog, params.layer, appId, "read", at)
     return access instanceof Reply ? access : readBlob(reads, files, access.layer, params.handle, withBody, url, headers)
   })
 
@@ -113,12 +116,24 @@ const read = (withBody: boolean) =>
     const request = yield* HttpServerRequest.HttpServerRequest
     const files = yield* BlobFiles
     const decoded = { catalog: decodeSegment(params.catalog), layer: decodeSegment(params.layer), handle: decodeSegment(params.handle) }
-    return toServerResponse(yield* orFail(blobRead(yield* Reads, files, appId, decoded, withBody, request.url, request.headers)))
+    const at = { region: (yield* ServedRegion).region, down: (yield* Replicas).down }
+    return toServerResponse(yield* orFail(blobRead(yield* Reads, files, appId, decoded, at, withBody, request.url, request.headers)))
+  })
+
+/** After a volatile blob changed in one region: the other region of a multi-region catalog gets it later. */
+const replicate = (catalog: CatalogRow, layer: LayerRow, handle: string) =>
+  Effect.gen(function*() {
+    const { placement, region } = yield* servedIn(catalog)
+    yield* (yield* Replicas).volatileWritten({ placement, region, key: layer.pk, handles: [handle] })
   })
 
 const write = Effect.gen(function*() {
-  const { layer } = yield* routeLayer("write")
+  const { catalog, layer } = yield* routeLayer("write")
   const handle = yield* handleParam
+  if (!isVolatile(layer)) {
+    const blockedBy = versionedWritesBlockedBy((yield* servedIn(catalog)).placement, (yield* Replicas).down)
+    if (blockedBy !== undefined) return yield* versionedWritesRefused(blockedBy)
+  }
   const request = yield* HttpServerRequest.HttpServerRequest
   const store = yield* Store
   const config = layerConfigOf(layer)
@@ -141,11 +156,12 @@ const write = Effect.gen(function*() {
   }
   const stored = yield* (yield* BlobFiles).put(bytes)
   yield* store.putBlob(layer.pk, handle, stored.sha256, stored.size, contentEncodingOf(layer)).pipe(Effect.orDie)
+  if (isVolatile(layer)) yield* replicate(catalog, layer, handle)
   return HttpServerResponse.empty({ status: existing !== undefined ? 204 : 200 })
 })
 
 const remove = Effect.gen(function*() {
-  const { layer } = yield* routeLayer("write")
+  const { catalog, layer } = yield* routeLayer("write")
   const handle = yield* handleParam
   if (!isVolatile(layer) && layer.layer_type !== "index") return yield* Effect.fail(forbidden())
   const store = yield* Store
@@ -155,6 +171,7 @@ const remove = Effect.gen(function*() {
   }
   yield* store.deleteBlob(layer.pk, handle).pipe(Effect.orDie)
   if (!(yield* store.contentInUse(existing.sha256).pipe(Effect.orDie))) yield* (yield* BlobFiles).remove(existing.sha256)
+  if (isVolatile(layer)) yield* replicate(catalog, layer, handle)
   return HttpServerResponse.empty({ status: isVolatile(layer) ? 204 : 202 })
 })
 

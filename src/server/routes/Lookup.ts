@@ -5,7 +5,7 @@ import * as Hrn from "../../domain/Hrn.ts"
 import type { ApiEntry } from "../../domain/Lookup.ts"
 import { decodeSegment, mayAccess } from "../Access.ts"
 import { Caller, withCaller } from "../Auth.ts"
-import { lookupRegion, regionPrefix, regionsOf } from "../Regions.ts"
+import { lookupRegion, placementOf, regionPrefix } from "../Regions.ts"
 import { dataError, json, notFound } from "../Reply.ts"
 import { Store } from "../Store.ts"
 import { originOf } from "../Views.ts"
@@ -27,7 +27,8 @@ export const resourceApis = (origin: string, hrn: string): ReadonlyArray<ApiEntr
   entry("blob", "v1", `${origin}/blobstore/v1/catalogs/${hrn}`),
   entry("volatile-blob", "v1", `${origin}/blobstore/v1/catalogs/${hrn}`),
   entry("publish", "v2", `${origin}/publish/v2/catalogs/${hrn}`),
-  entry("stream", "v2", `${origin}/stream/v2/catalogs/${hrn}`)
+  entry("stream", "v2", `${origin}/stream/v2/catalogs/${hrn}`),
+  entry("ingest", "v1", `${origin}/ingest/v1/catalogs/${hrn}`)
 ]
 
 const pick = (entries: ReadonlyArray<ApiEntry>, api: string | undefined, version: string | undefined) =>
@@ -58,11 +59,15 @@ const resource = Effect.gen(function*() {
     return yield* notFound("hrn", `Resource not found: ${hrn}`)
   }
   const origin = originOf(request.headers)
-  const region = yield* lookupRegion(new URL(request.url, "http://x").searchParams.get("region") ?? undefined)
-  if (region !== undefined && !regionsOf(JSON.parse(catalog.config)).some((r) => r.id === region)) {
-    return yield* notFound("region", `catalog ${hrn} is not stored in region ${region}`)
+  const asked = yield* lookupRegion(new URL(request.url, "http://x").searchParams.get("region") ?? undefined)
+  const placement = placementOf(JSON.parse(catalog.config))
+  if (asked !== undefined && asked !== placement.primary && asked !== placement.secondary) {
+    return yield* notFound("region", `catalog ${hrn} is not stored in region ${asked}`)
   }
-  // Per-region base URLs: the catalog-bound APIs under /regions/<id>; config stays platform-wide.
+  // Per-region base URLs: the catalog-bound APIs under /regions/<id>; config stays platform-wide. A
+  // multi-region catalog's URLs always name a region (without `region`, its primary), as the platform's
+  // regional hosts do.
+  const region = asked ?? (placement.secondary === undefined ? undefined : placement.primary)
   const apis = region === undefined
     ? resourceApis(origin, hrn)
     : resourceApis(`${origin}${regionPrefix(region)}`, hrn).map((e) => (e.api === "config" ? entry("config", "v1", `${origin}/config/v1`) : e))

@@ -3,10 +3,12 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect, Schema } from "effect"
 import { ADDITIONAL_FIELDS, type AdditionalField } from "../../domain/Partition.ts"
-import { routeCatalog, routeLayer } from "../Access.ts"
+import { routeCatalog, routeLayer, servedIn } from "../Access.ts"
 import { withCaller } from "../Auth.ts"
 import * as Listing from "../Listing.ts"
 import { type ReadsShape, Reads, type Selection } from "../Reads.ts"
+import { versionedWritesBlockedBy, versionedWritesRefused } from "../Regions.ts"
+import { Replicas } from "../Replicas.ts"
 import { badRequest, json, notFound, orFail, Reply, type Result } from "../Reply.ts"
 import { type CatalogRow, type LayerRow, Store } from "../Store.ts"
 import { collect, raiseMinimum } from "../Versions.ts"
@@ -285,6 +287,9 @@ const SetMinimum = Schema.Struct({ version: Schema.Int })
 
 const setMinimum = Effect.gen(function*() {
   const catalog = yield* routeCatalog("write")
+  // Deleting versions is a write to versioned data: both regions of a multi-region catalog must be up.
+  const blockedBy = versionedWritesBlockedBy((yield* servedIn(catalog)).placement, (yield* Replicas).down)
+  if (blockedBy !== undefined) return yield* versionedWritesRefused(blockedBy)
   const request = yield* HttpServerRequest.HttpServerRequest
   const body = yield* request.json.pipe(Effect.catchAll(() => badRequest("body", "the request body is not valid JSON")))
   const { version } = yield* Schema.decodeUnknown(SetMinimum)(body).pipe(Effect.catchAll(() => badRequest("version", "a body {\"version\": <integer>} is required")))

@@ -3,11 +3,13 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect, Schema } from "effect"
 import { PublishPartitions } from "../../domain/Publish.ts"
-import { decodeSegment, layerOf, routeCatalog } from "../Access.ts"
+import { decodeSegment, layerOf, routeCatalog, servedIn } from "../Access.ts"
 import { Caller, withCaller } from "../Auth.ts"
 import { initPublication, publicationOf, publicationView, stagePartitions, submitPublication } from "../Publishing.ts"
+import { versionedWritesBlockedBy, versionedWritesRefused } from "../Regions.ts"
+import { Replicas } from "../Replicas.ts"
 import { badRequest, conflict, json } from "../Reply.ts"
-import { Store } from "../Store.ts"
+import { type CatalogRow, Store } from "../Store.ts"
 import { originOf } from "../Views.ts"
 
 const MAX_PARTITIONS_PER_REQUEST = 10_000
@@ -24,12 +26,21 @@ const body = <A, I>(schema: Schema.Schema<A, I>) =>
     return yield* Schema.decodeUnknown(schema)(raw).pipe(Effect.catchAll((e) => badRequest("body", e.message)))
   })
 
+/** A versioned publication of a multi-region catalog is refused while either region is down (rule 8). */
+const checkWritable = (catalog: CatalogRow, kind: string) =>
+  Effect.gen(function*() {
+    if (kind !== "versioned") return
+    const blockedBy = versionedWritesBlockedBy((yield* servedIn(catalog)).placement, (yield* Replicas).down)
+    if (blockedBy !== undefined) return yield* versionedWritesRefused(blockedBy)
+  })
+
 const init = Effect.gen(function*() {
   const catalog = yield* routeCatalog("write")
   const { appId } = yield* Caller
   const { layerIds, versionDependencies } = yield* body(InitBody)
   if (layerIds.length === 0) return yield* badRequest("layerIds", "at least one layer id is required")
   const layers = yield* Effect.forEach(layerIds, (id) => layerOf(catalog, id))
+  yield* checkWritable(catalog, layers[0]!.layer_type)
   const row = yield* initPublication(catalog, layers, appId, versionDependencies)
   const request = yield* HttpServerRequest.HttpServerRequest
   return json(200, publicationView(row, catalog), {
@@ -50,8 +61,21 @@ const get = Effect.gen(function*() {
 })
 
 const submit = Effect.gen(function*() {
-  const { publication } = yield* routePublication
-  yield* submitPublication(publication)
+  const { catalog, publication } = yield* routePublication
+  yield* checkWritable(catalog, publication.kind)
+  const { written } = yield* submitPublication(publication)
+  if (written.length > 0) {
+    // Volatile metadata reaches the catalog's other region later (Replicas.ts); one copy per layer.
+    const { placement, region } = yield* servedIn(catalog)
+    const byKey = new Map<number, Array<string>>()
+    for (const { layer_pk, partition } of written) {
+      let partitions = byKey.get(layer_pk)
+      if (partitions === undefined) byKey.set(layer_pk, partitions = [])
+      partitions.push(partition)
+    }
+    const replicas = yield* Replicas
+    for (const [key, partitions] of byKey) yield* replicas.volatileWritten({ placement, region, key, partitions })
+  }
   return HttpServerResponse.empty({ status: 204 })
 })
 
@@ -70,6 +94,7 @@ const upload = Effect.gen(function*() {
   const { catalog, publication } = yield* routePublication
   const params = yield* HttpRouter.params
   const layer = yield* layerOf(catalog, decodeSegment(params.layer))
+  yield* checkWritable(catalog, publication.kind)
   const { partitions } = yield* body(PublishPartitions)
   if (partitions.length > MAX_PARTITIONS_PER_REQUEST) {
     return yield* badRequest("partitions", `at most ${MAX_PARTITIONS_PER_REQUEST} partitions per request; send several requests`)

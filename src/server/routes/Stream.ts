@@ -3,9 +3,10 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { randomInt, randomUUID } from "node:crypto"
 import { Effect } from "effect"
-import { routeLayer } from "../Access.ts"
+import { routeLayer, ServedRegion } from "../Access.ts"
 import { AdminStore, type StreamConsumerRow } from "../AdminStore.ts"
 import { Caller, withCaller } from "../Auth.ts"
+import { regionPrefix } from "../Regions.ts"
 import { json, Reply } from "../Reply.ts"
 import type { CatalogRow, LayerRow } from "../Store.ts"
 import { originOf } from "../Views.ts"
@@ -60,12 +61,10 @@ const modeOf = (params: Params) =>
     return mode
   })
 
-/** The path before `/stream/v2/`, so a consumer found through a regional base URL stays regional. */
-const nodeBaseUrl = (request: HttpServerRequest.HttpServerRequest, catalog: CatalogRow) => {
-  const path = new URL(request.url, "http://x").pathname
-  const prefix = path.slice(0, Math.max(0, path.indexOf("/stream/v2/")))
-  return `${originOf(request.headers)}${prefix}/stream/v2/${NODE}/catalogs/${catalog.hrn}`
-}
+/** The node of a subscription, in the region it was made in: its consumer reads that region's replica. */
+const nodeBaseUrl = (request: HttpServerRequest.HttpServerRequest, catalog: CatalogRow) =>
+  Effect.map(ServedRegion, ({ region }) =>
+    `${originOf(request.headers)}${region === undefined ? "" : regionPrefix(region)}/stream/v2/${NODE}/catalogs/${catalog.hrn}`)
 
 const consumerProperties = Effect.gen(function*() {
   const request = yield* HttpServerRequest.HttpServerRequest
@@ -95,7 +94,7 @@ const subscribe = Effect.gen(function*() {
   if (existingId !== undefined) {
     const consumer = yield* admin.consumer(existingId).pipe(Effect.orDie)
     if (consumer === undefined || consumer.layer_pk !== layer.pk || consumer.app_id !== appId) return yield* subscriptionNotFound(existingId)
-    return json(201, { nodeBaseURL: nodeBaseUrl(request, catalog), subscriptionId: consumer.id })
+    return json(201, { nodeBaseURL: yield* nodeBaseUrl(request, catalog), subscriptionId: consumer.id })
   }
   const props = yield* consumerProperties
   const reset = props["auto.offset.reset"] ?? "earliest"
@@ -114,7 +113,7 @@ const subscribe = Effect.gen(function*() {
   const id = mode === "serial" ? serial : `${serial}.${one(params, "consumerId") ?? randomUUID()}`
   const row: StreamConsumerRow = { id, layer_pk: layer.pk, app_id: appId, group_id: group, mode, position, max_records: maxRecords, created: Date.now() }
   yield* admin.insertConsumer(row).pipe(Effect.orDie)
-  return json(201, { nodeBaseURL: nodeBaseUrl(request, catalog), subscriptionId: id }, { "x-correlation-id": randomUUID() })
+  return json(201, { nodeBaseURL: yield* nodeBaseUrl(request, catalog), subscriptionId: id }, { "x-correlation-id": randomUUID() })
 })
 
 const subscriptionNotFound = (id: string) =>
