@@ -2,12 +2,13 @@ import { type Context, Effect, Either, Layer, Schema } from "effect"
 import type * as DataClient from "../src/client/DataClient.ts"
 import { Http } from "../src/client/Http.ts"
 import { MetadataApi } from "../src/client/MetadataApi.ts"
+import { RetryTally } from "../src/client/Retry.ts"
 import type { ExportResult } from "../src/export/Export.ts"
 import { planExport } from "../src/export/Incremental.ts"
 import { defaults, ExportSettings, PositiveInt } from "../src/export/JobConfig.ts"
 import { runExport } from "../src/export/Lazy.ts"
 import { versionBounds } from "../src/export/Plan.ts"
-import { Counters, type ProgressStyle, reporting } from "../src/export/Progress.ts"
+import { Counters, tracking } from "../src/export/Progress.ts"
 import { pruneSnapshots } from "../src/export/Snapshots.ts"
 import { localLocation } from "../src/retention/ExportLocation.ts"
 import { guard } from "./retention.ts"
@@ -39,6 +40,8 @@ export interface LayerOutcome {
   /** Old snapshot directories removed after this one (`keepSnapshots`). */
   readonly pruned: ReadonlyArray<string>
   readonly elapsedMs: number
+  /** What the export did, also when it failed: partitions and bytes fetched, retries. */
+  readonly counters: Counters
 }
 
 export interface MinimumRaised {
@@ -63,13 +66,12 @@ export const exportLayer = (
     readonly force: boolean
     readonly keepSnapshots: number | undefined
   },
-  progress: ProgressStyle,
   /** Called once the plan is known, with the note that explains a fallback (a full export instead of changes). */
   onNote: (note: string) => Effect.Effect<void> = () => Effect.void
 ) =>
   Effect.gen(function*() {
     const started = Date.now()
-    const http = yield* Http
+    const counters = new Counters()
     let note: string | undefined
     let pruned: ReadonlyArray<string> = []
     const result = yield* Effect.gen(function*() {
@@ -77,18 +79,16 @@ export const exportLayer = (
       if (planned._tag === "UpToDate") return planned as LayerResult
       note = planned.note
       if (note !== undefined) yield* onNote(note)
-      const counters = new Counters()
-      const exported = yield* reporting(progress, `${target.catalog} ${target.layer}`, counters, http.retryCount, runExport(planned.plan, settings, counters))
+      const exported = yield* tracking(planned.plan, `${target.catalog} ${target.layer}`, counters, runExport(planned.plan, settings, counters))
       if (exported._tag === "Exported" && planned.plan.layerType === "volatile" && settings.keepSnapshots !== undefined) {
         pruned = yield* pruneSnapshots(settings.out, planned.plan.catalogId, planned.plan.layerId, settings.keepSnapshots)
       }
       return exported as LayerResult
-    }).pipe(Effect.either)
-    return { catalog: target.catalog, layer: target.layer, result, note, pruned, elapsedMs: Date.now() - started } satisfies LayerOutcome
+    }).pipe(Effect.provideService(RetryTally, counters), Effect.either)
+    return { catalog: target.catalog, layer: target.layer, result, note, pruned, elapsedMs: Date.now() - started, counters } satisfies LayerOutcome
   })
 
 export interface NightlyRun {
-  readonly progress: ProgressStyle
   /**
    * The Data API client for a catalog, and the key (its lookup URL) under which layers share one:
    * each catalog's HRN implies its own lookup service unless one is configured.
@@ -134,10 +134,10 @@ export const runNightly = (job: NightlyJob, run: NightlyRun) =>
       Effect.gen(function*() {
         const client = yield* clientOf(target.catalog)
         if (Either.isLeft(client)) {
-          return { ...target, result: Either.left(client.left), note: undefined, pruned: [], elapsedMs: 0 } satisfies LayerOutcome
+          return { ...target, result: Either.left(client.left), note: undefined, pruned: [], elapsedMs: 0, counters: new Counters() } satisfies LayerOutcome
         }
         const onNote = run.onNote === undefined ? undefined : (note: string) => run.onNote!(target.catalog, target.layer, note)
-        return yield* exportLayer(target, settings, run.progress, onNote).pipe(Effect.provide(client.right))
+        return yield* exportLayer(target, settings, onNote).pipe(Effect.provide(client.right))
       }), { concurrency: atOnce })
 
     const raised: Array<MinimumRaised> = []

@@ -6,7 +6,8 @@ import { BlobFetcher, type BlobFetcherOptions } from "./BlobFetcher.ts"
 import { ApiError, type ResponseDecodeError } from "./Errors.ts"
 import { Http, HttpOptions } from "./Http.ts"
 import { Lookup, type LookupFailure } from "./Lookup.ts"
-import { retryLimits, RetryPolicy } from "./Retry.ts"
+import { retryLimits, RetryPolicy, RetryTally } from "./Retry.ts"
+import * as Metrics from "../telemetry/Metrics.ts"
 
 /**
  * Blob API v1 (`blob`) and Volatile Blob API v1 (`volatile-blob`): two services with the same
@@ -128,6 +129,7 @@ const makeBlobApi = (apiName: "blob" | "volatile-blob") =>
     const fetcher = <T extends { readonly dataHandle: string }>(hrn: string, layer: string, options: FetcherOptions<T>) =>
       Effect.gen(function* () {
         const runtime = yield* Effect.runtime<never>()
+        const tally = yield* RetryTally
         // The token as the fetcher sends it; Auth.invalidate wants the Redacted it handed out.
         let current = yield* auth.token
         const token = Effect.map(auth.token, (t) => {
@@ -147,10 +149,12 @@ const makeBlobApi = (apiName: "blob" | "volatile-blob") =>
               userAgent: httpOptions.userAgent,
               token: () => promise(token),
               refreshToken: (stale) => promise(Effect.zipRight(Redacted.value(current) === stale ? auth.invalidate(current) : Effect.void, token)),
-              onRetry: (retry) => {
-                http.recordRetry()
+              onRetry: ({ reason, ...retry }) => {
+                http.recordRetry(reason)
+                tally.retried(reason)
                 Runtime.runFork(runtime)(Effect.logDebug("retrying request").pipe(Effect.annotateLogs({ method: "GET", ...retry })))
-              }
+              },
+              onAnswered: Metrics.blobAnswered
             })
           ),
           (fetcher) => Effect.sync(() => fetcher.close())

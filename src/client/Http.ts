@@ -11,7 +11,8 @@ import { Agent, type Dispatcher } from "undici"
 import * as ErrorBody from "../domain/ErrorBody.ts"
 import { TOOL } from "../domain/Tool.ts"
 import { ApiError, redactUrl, RetryBudgetExhausted, TransportError } from "./Errors.ts"
-import { isTransient, retryDelay, retryLimits, RetryPolicy, type RetryPolicyShape } from "./Retry.ts"
+import * as Metrics from "../telemetry/Metrics.ts"
+import { isTransient, retryDelay, retryLimits, RetryPolicy, type RetryPolicyShape, retryReason, RetryTally } from "./Retry.ts"
 
 export { isRetriableStatus, isTransient, RetryPolicy, type RetryPolicyShape } from "./Retry.ts"
 
@@ -73,8 +74,8 @@ export interface HttpShape {
   readonly retrySession: Effect.Effect<RetrySession>
   /** Retries made so far by this stack (for run summaries). */
   readonly retryCount: Effect.Effect<number>
-  /** Counts a retry made outside `retrying` (the blob fetcher's own loop). */
-  readonly recordRetry: () => void
+  /** Counts a retry made outside `retrying` (the blob fetcher's own loop), by `retryReason`. */
+  readonly recordRetry: (reason: string) => void
   /** The undici dispatcher under the stack, for hot paths that drive it directly (BlobFetcher). */
   readonly dispatcher: Dispatcher
 }
@@ -98,13 +99,19 @@ export class Http extends Context.Tag("catalog-export/client/Http")<Http, HttpSh
       const client = (yield* HttpClient.HttpClient).pipe(HttpClient.withTracerDisabledWhen(() => true))
       const dispatcher = yield* UndiciDispatcher
       let retries = 0
+      const recordRetry = (reason: string) => {
+        retries++
+        Metrics.retried(reason)
+      }
 
       const send = (request: HttpClientRequest.HttpClientRequest, sendOptions?: SendOptions) =>
         Effect.gen(function* () {
           const accept = sendOptions?.accept ?? isSuccess
           let current = HttpClientRequest.setHeader(request, "user-agent", options.userAgent)
           for (let hops = 0; ; hops++) {
+            const sentAt = performance.now()
             const response = yield* client.execute(current).pipe(Effect.mapError((e) => fromClientError(current, e)))
+            Metrics.apiAnswered(performance.now() - sentAt)
             const location = response.headers["location"]
             if (REDIRECT_STATUSES.has(response.status) && location !== undefined) {
               yield* Effect.ignore(response.arrayBuffer)
@@ -143,7 +150,9 @@ export class Http extends Context.Tag("catalog-export/client/Http")<Http, HttpSh
                 return yield* new RetryBudgetExhausted({ method: error.method, url: error.url, retries: attempt, elapsedMs: elapsed, lastError: error })
               }
               attempt++
-              retries++
+              const reason = retryReason(error)
+              recordRetry(reason)
+              ;(yield* RetryTally).retried(reason)
               yield* Effect.logDebug("retrying request").pipe(
                 Effect.annotateLogs({ method: error.method, url: error.url, failure: describeFailure(error), attempt, delayMs: delay })
               )
@@ -169,9 +178,7 @@ export class Http extends Context.Tag("catalog-export/client/Http")<Http, HttpSh
         retrying,
         retrySession: makeSession,
         retryCount: Effect.sync(() => retries),
-        recordRetry: () => {
-          retries++
-        },
+        recordRetry,
         dispatcher
       })
     })

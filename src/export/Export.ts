@@ -76,6 +76,7 @@ const exportPlan = Effect.fn("Export.run")(function*(plan: Plan, options: Export
     counters.bytes += checkpoint.bytes
   }
   const todo = parts.map((_, index) => index).filter((index) => !finished.has(index))
+  counters.listingStarts(todo.length)
   if (todo.length > 0) yield* transfer(effective, dir, parts, todo, options, counters, finished)
   const manifest = yield* commit(options.out, dir, effective, [...finished.values()], startedAt)
   return { _tag: "Exported", dir, manifest, counters } satisfies ExportResult
@@ -175,6 +176,7 @@ const transfer = (
         // A part that listed nothing still has its (empty) files.
         yield* open(part, [])
         t.ended = true
+        counters.listingEnded(t.listed)
         if (t.accepted === t.listed) Queue.unsafeOffer(commands, { _tag: "Finish", writer: writers.get(part)! })
       })
 
