@@ -8,6 +8,7 @@ import { ExitCode, exitCodeOf, interruption, sentenceOf } from "./Exit.ts"
 import { adminCommands } from "./admin.ts"
 import { demoCommand } from "./demo.ts"
 import { backfillCommand } from "./backfill.ts"
+import { checkCommand } from "./check.ts"
 import { defaultLoggerLayer, plainWhenPiped } from "./common.ts"
 import { exportCommand } from "./export.ts"
 import { inspectCommands } from "./inspect.ts"
@@ -19,7 +20,7 @@ import { serve } from "./serve.ts"
 
 const root = Command.make("catalog-export").pipe(
   Command.withDescription("Export data catalogs to Parquet and Arrow, and run a local catalog service to develop against."),
-  Command.withSubcommands([serve, exportCommand, backfillCommand, retentionCommand, runCommand, demoCommand, ...inspectCommands, ...adminCommands, publishCommand, schemasCommand])
+  Command.withSubcommands([serve, exportCommand, backfillCommand, retentionCommand, runCommand, checkCommand, demoCommand, ...inspectCommands, ...adminCommands, publishCommand, schemasCommand])
 )
 
 const cli = Command.run(root, { name: TOOL.name, version: TOOL.version })

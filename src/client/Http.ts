@@ -7,7 +7,7 @@ import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import * as UrlParams from "@effect/platform/UrlParams"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Clock, Context, Duration, Effect, Either, Layer, Random, Stream } from "effect"
-import { Agent, type Dispatcher } from "undici"
+import { Agent, type Dispatcher, EnvHttpProxyAgent } from "undici"
 import * as ErrorBody from "../domain/ErrorBody.ts"
 import { TOOL } from "../domain/Tool.ts"
 import { ApiError, redactUrl, RetryBudgetExhausted, TransportError } from "./Errors.ts"
@@ -347,11 +347,21 @@ export const parseRetryAfter = (value: string | undefined, now: number): number 
 /** Connections per origin beyond `concurrency`: room for the listings of an export's parts and the odd lookup. */
 const CONTROL_CONNECTIONS = 8
 
-/** undici Agent tuned for many small requests to few origins. */
+/** Whether the standard proxy variables ask for one (then NO_PROXY / no_proxy says which hosts go direct). */
+export const proxyConfigured = (env: NodeJS.ProcessEnv = process.env) =>
+  [env.HTTPS_PROXY, env.https_proxy, env.HTTP_PROXY, env.http_proxy].some((v) => v !== undefined && v !== "")
+
+/**
+ * undici Agent tuned for many small requests to few origins; behind HTTPS_PROXY / HTTP_PROXY (and
+ * NO_PROXY) an EnvHttpProxyAgent with the same pool, timeouts and TLS floor, towards the proxy and
+ * through its CONNECT tunnel to the service alike. Extra CA certificates (a corporate proxy's) come
+ * from NODE_EXTRA_CA_CERTS, which Node reads at start.
+ */
 export const makeAgent = (options: HttpOptionsShape) => {
   const headersTimeout = Duration.toMillis(options.firstByteTimeout)
   const bodyTimeout = Duration.toMillis(options.idleTimeout)
-  const agent = new Agent({
+  const tls = { timeout: Duration.toMillis(options.connectTimeout), minVersion: "TLSv1.2" as const }
+  const agentOptions = {
     // Listings, lookups and token requests run beside the `concurrency` blob downloads, often on the
     // same origin (the local service): they get connections of their own rather than one of those.
     connections: options.concurrency + CONTROL_CONNECTIONS,
@@ -361,8 +371,9 @@ export const makeAgent = (options: HttpOptionsShape) => {
     keepAliveMaxTimeout: Math.max(Duration.toMillis(options.keepAliveTimeout), 60_000),
     headersTimeout,
     bodyTimeout,
-    connect: { timeout: Duration.toMillis(options.connectTimeout), minVersion: "TLSv1.2" }
-  })
+    connect: tls
+  }
+  const agent: Dispatcher = proxyConfigured() ? new EnvHttpProxyAgent({ ...agentOptions, proxyTls: tls, requestTls: tls }) : new Agent(agentOptions)
   // @effect/platform-node passes its own (disabled) timeouts with every request; restore ours.
   const dispatcher = agent.compose((dispatch) => (opts, handler) => dispatch({ ...opts, headersTimeout, bodyTimeout }, handler))
   return { agent, dispatcher }
