@@ -215,6 +215,7 @@ export const runBackfill = (request: BackfillRequest, report: (outcome: VersionO
           const plan = yield* makePlan({ catalog: catalogHrn, layer: layer.id, version, parts: request.parts })
           return yield* tracking(plan, `${catalogHrn} ${layer.id} v${version}`, counters, runExport(plan, options, counters))
         }).pipe(
+          Effect.withSpan("Export.layer", { attributes: { "catalog.hrn": catalogHrn, "layer.id": layer.id, "export.version": version } }),
           // Deleted while it was being exported (the minimum was raised meanwhile): reported, not fatal.
           Effect.catchAll((error) =>
             Effect.flatMap(versionBounds(catalogHrn), (now) => (version < now.minimum ? Effect.succeed(now.minimum) : Effect.fail(error)))

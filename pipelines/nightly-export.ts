@@ -76,6 +76,7 @@ export const exportLayer = (
     let pruned: ReadonlyArray<string> = []
     const result = yield* Effect.gen(function*() {
       const planned = yield* planExport({ catalog: target.catalog, layer: target.layer, version: settings.version, mode: settings.mode, out: settings.out, parts: settings.parts })
+        .pipe(Effect.withSpan("Export.plan"))
       if (planned._tag === "UpToDate") return planned as LayerResult
       note = planned.note
       if (note !== undefined) yield* onNote(note)
@@ -84,7 +85,11 @@ export const exportLayer = (
         pruned = yield* pruneSnapshots(settings.out, planned.plan.catalogId, planned.plan.layerId, settings.keepSnapshots)
       }
       return exported as LayerResult
-    }).pipe(Effect.provideService(RetryTally, counters), Effect.either)
+    }).pipe(
+      Effect.provideService(RetryTally, counters),
+      Effect.withSpan("Export.layer", { attributes: { "catalog.hrn": target.catalog, "layer.id": target.layer } }),
+      Effect.either
+    )
     return { catalog: target.catalog, layer: target.layer, result, note, pruned, elapsedMs: Date.now() - started, counters } satisfies LayerOutcome
   })
 
