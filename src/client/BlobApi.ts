@@ -1,5 +1,6 @@
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import { Context, Effect, Either, Layer, Redacted, Runtime, type Scope, Stream } from "effect"
+import * as Metrics from "../telemetry/Metrics.ts"
 import { ApiClient, joinUrl, segment } from "./ApiClient.ts"
 import { Auth } from "./Auth.ts"
 import { BlobFetcher, type BlobFetcherOptions } from "./BlobFetcher.ts"
@@ -7,7 +8,6 @@ import { ApiError, type ResponseDecodeError } from "./Errors.ts"
 import { Http, HttpOptions } from "./Http.ts"
 import { Lookup, type LookupFailure } from "./Lookup.ts"
 import { retryLimits, RetryPolicy, RetryTally } from "./Retry.ts"
-import * as Metrics from "../telemetry/Metrics.ts"
 
 /**
  * Blob API v1 (`blob`) and Volatile Blob API v1 (`volatile-blob`): two services with the same
@@ -154,7 +154,7 @@ const makeBlobApi = (apiName: "blob" | "volatile-blob") =>
                 tally.retried(reason)
                 Runtime.runFork(runtime)(Effect.logDebug("retrying request").pipe(Effect.annotateLogs({ method: "GET", ...retry })))
               },
-              onAnswered: Metrics.blobAnswered
+              ...(Metrics.requestTiming.enabled ? { onAnswered: Metrics.blobAnswered } : {})
             })
           ),
           (fetcher) => Effect.sync(() => fetcher.close())

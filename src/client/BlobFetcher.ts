@@ -30,7 +30,7 @@ export interface BlobFetcherOptions<T> {
   /** A token other than `stale`, after the service answered 401 to it. */
   readonly refreshToken: (stale: string) => Promise<string>
   readonly onRetry?: (retry: { readonly url: string; readonly failure: string; readonly reason: string; readonly attempt: number; readonly delayMs: number }) => void
-  /** Milliseconds from sending a request to its whole answer (or its failure), for every request: a plain call, no allocation. */
+  /** When given, milliseconds from sending a request to its whole answer (or its failure), for every request: a plain call, no allocation. */
   readonly onAnswered?: (ms: number) => void
   /** While this says so, no new request starts (the writer is behind); call `resume` when it changes. */
   readonly isPaused?: () => boolean
@@ -191,7 +191,7 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
     download.authorized = authorized
     download.status = 0
     download.rawHeaders = download.first = download.rest = download.abort = undefined
-    download.sentAt = performance.now()
+    if (this.options.onAnswered !== undefined) download.sentAt = performance.now()
     try {
       this.options.dispatcher.dispatch({ origin, path, method: "GET", headers: authorized ? this.headers : this.anonymous }, download)
     } catch (error) {
@@ -202,7 +202,7 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
   /** @internal A complete answer. */
   answered(download: Download<T>): void {
     if (this.stopped) return
-    this.options.onAnswered?.(performance.now() - download.sentAt)
+    if (this.options.onAnswered !== undefined) this.options.onAnswered(performance.now() - download.sentAt)
     const status = download.status
     if (status >= 200 && status < 300) {
       this.active.delete(download)
@@ -224,7 +224,7 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
   /** @internal No complete answer: refused, reset, timed out, or the body was cut. */
   broken(download: Download<T>, cause: Error): void {
     if (this.stopped) return
-    this.options.onAnswered?.(performance.now() - download.sentAt)
+    if (this.options.onAnswered !== undefined) this.options.onAnswered(performance.now() - download.sentAt)
     const error = transportFailure("GET", download.href, cause)
     if (error.retriable) this.retry(download, error)
     else this.fail(error, download.item)

@@ -109,9 +109,9 @@ export class Http extends Context.Tag("catalog-export/client/Http")<Http, HttpSh
           const accept = sendOptions?.accept ?? isSuccess
           let current = HttpClientRequest.setHeader(request, "user-agent", options.userAgent)
           for (let hops = 0; ; hops++) {
-            const sentAt = performance.now()
+            const sentAt = Metrics.requestTiming.enabled ? performance.now() : 0
             const response = yield* client.execute(current).pipe(Effect.mapError((e) => fromClientError(current, e)))
-            Metrics.apiAnswered(performance.now() - sentAt)
+            if (Metrics.requestTiming.enabled) Metrics.apiAnswered(performance.now() - sentAt)
             const location = response.headers["location"]
             if (REDIRECT_STATUSES.has(response.status) && location !== undefined) {
               yield* Effect.ignore(response.arrayBuffer)

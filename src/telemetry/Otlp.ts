@@ -5,6 +5,7 @@ import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Duration, Effect, Layer } from "effect"
 import { HttpOptions, makeAgent } from "../client/Http.ts"
 import { TOOL } from "../domain/Tool.ts"
+import * as Metrics from "./Metrics.ts"
 import type { OtlpSettings, SignalSettings } from "./Telemetry.ts"
 
 /**
@@ -28,13 +29,18 @@ export const layer = (settings: OtlpSettings): Layer.Layer<never> => {
     }).pipe(Layer.provide(serialization(settings.traces)))
   const metrics = settings.metrics === undefined
     ? Layer.empty
-    : OtlpMetrics.layer({
+    : Layer.merge(
+      Layer.effectDiscard(Effect.sync(() => {
+        Metrics.requestTiming.enabled = true
+      })),
+      OtlpMetrics.layer({
       url: settings.metrics.url,
       resource,
       headers: settings.metrics.headers,
       exportInterval: Duration.millis(settings.metrics.exportIntervalMs),
       shutdownTimeout
     }).pipe(Layer.provide(serialization(settings.metrics)))
+    )
   return Layer.merge(traces, metrics).pipe(Layer.provide(httpClient))
 }
 
