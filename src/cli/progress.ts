@@ -121,15 +121,15 @@ const terminalBoard = Effect.gen(function*() {
   }
 })
 
-const BAR_WIDTH = 24
+const BAR_WIDTH = 20
 
-/** `label ██████░░░░ 52% 968/1,860 partitions  1.0 MB  484/s  0.5 MB/s  eta 2s  0 retries` */
+/** `label ██████░░░░  52% 968/1,860  1.0 MB  484/s  0.5 MB/s  eta 2s  0 retries` */
 export const barLine = (label: string, s: Snapshot): string => {
   const filled = s.percent === null ? 0 : Math.round((s.percent / 100) * BAR_WIDTH)
   const bar = "█".repeat(filled) + "░".repeat(BAR_WIDTH - filled)
   const percent = s.percent === null ? "  ?%" : `${Math.floor(s.percent)}%`.padStart(4)
   const total = s.total === null ? "?" : count(s.total)
-  return `${label} ${bar} ${percent} ${count(s.partitions)}/${total} partitions  ${megabytes(s.bytes)}  ${count(Math.round(s.rate))}/s  ` +
+  return `${label} ${bar} ${percent} ${count(s.partitions)}/${total}  ${megabytes(s.bytes)}  ${count(Math.round(s.rate))}/s  ` +
     `${(s.bytesRate / 1e6).toFixed(1)} MB/s  eta ${s.etaSeconds === null ? "?" : duration(s.etaSeconds)}  ${s.retries} ${s.retries === 1 ? "retry" : "retries"}`
 }
 

@@ -61,7 +61,7 @@ describe("progress on a terminal", () => {
 
     // Frames: what is drawn after each erasure of the board (carriage return, cursor up, erase down).
     const frames = screen.split(`${ESC}[J`).filter((f) => f.includes(`${ESC}[2K`))
-    const bar = (layer: string, total: number) => new RegExp(`${DEMO} ${layer}\\s+[█░]{24}\\s+(\\d+)% ([\\d,]+)/${total.toLocaleString("en-US")} partitions`)
+    const bar = (layer: string, total: number) => new RegExp(`${DEMO} ${layer}\\s+[█░]{20}\\s+(\\d+)% ([\\d,]+)/${total.toLocaleString("en-US")} `)
     const both = frames.filter((f) => bar("places", places.count).test(f) && bar("tiles", tiles.count).test(f))
     expect(both.length, "two exports ran at once, each with its own bar").toBeGreaterThan(0)
     // Two lines redrawn in place: the next frame moves the cursor up one line first.
@@ -73,7 +73,7 @@ describe("progress on a terminal", () => {
     expect(done.length).toBeGreaterThan(2)
     expect([...done].sort((a, b) => a - b)).toEqual(done)
     expect(done.at(-1)!).toBeLessThanOrEqual(places.count)
-    expect(screen).toMatch(/partitions {2}\d+\.\d MB {2}[\d,]+\/s {2}\d+\.\d MB\/s {2}eta (\d+s|\d+m\d\ds|\?) {2}\d+ retr/)
+    expect(screen).toMatch(/% [\d,]+\/[\d,]+ {2}\d+\.\d MB {2}[\d,]+\/s {2}\d+\.\d MB\/s {2}eta (\d+s|\d+m\d\ds|\?) {2}\d+ retr/)
 
     // The report: a row per layer, and what the exit code means.
     const plain = screen.replace(/\r/g, "")
