@@ -69,6 +69,19 @@ const storage = async () => {
   return { origin: `127.0.0.1:${port}`, url: `http://127.0.0.1:${port}`, seen }
 }
 
+/** The service's API origin (a recording proxy in front of it) answering every blob GET with a redirect to `storage`. */
+const redirectingBlobs = async (storageUrl: string, status: number) => {
+  const service = await startProxy(svc.url)
+  cleanup.push(() => service.close())
+  service.decide = (req) => {
+    const url = req.url ?? ""
+    return req.method === "GET" && /\/data\/[^/?]+$/.test(url)
+      ? { kind: "respond", status, headers: { location: `${storageUrl}/store/${url.slice(url.lastIndexOf("/") + 1)}` } }
+      : { kind: "forward" }
+  }
+  return service
+}
+
 const exportPlaces = (lookupUrl: string, env: Record<string, string | undefined>, extra: Array<string> = []) => {
   const out = tempDir("proxy-out-")
   return cli(
@@ -81,12 +94,7 @@ describe("behind a forward proxy", () => {
   it("sends every request through HTTP_PROXY, follows blob redirects through it, and drops Authorization leaving the origin", async () => {
     const forward = await forwardProxy()
     const store = await storage()
-    const service = await startProxy(svc.url)
-    cleanup.push(() => service.close())
-    service.decide = (req) =>
-      req.method === "GET" && /\/data\/[^/?]+$/.test(req.url ?? "")
-        ? { kind: "respond", status: 307, headers: { location: `${store.url}/store/${(req.url ?? "").slice((req.url ?? "").lastIndexOf("/") + 1)}` } }
-        : { kind: "forward" }
+    const service = await redirectingBlobs(store.url, 307)
 
     const { run, out } = await exportPlaces(service.lookupUrl, { HTTP_PROXY: forward.url })
     expect(run.code, run.stderr).toBe(0)
@@ -104,12 +112,7 @@ describe("behind a forward proxy", () => {
   it("goes direct to the hosts NO_PROXY names, through the proxy to the others", async () => {
     const forward = await forwardProxy()
     const store = await storage()
-    const service = await startProxy(svc.url)
-    cleanup.push(() => service.close())
-    service.decide = (req) =>
-      req.method === "GET" && /\/data\/[^/?]+$/.test(req.url ?? "")
-        ? { kind: "respond", status: 302, headers: { location: `${store.url}/store/${(req.url ?? "").slice((req.url ?? "").lastIndexOf("/") + 1)}` } }
-        : { kind: "forward" }
+    const service = await redirectingBlobs(store.url, 302)
     const { run } = await exportPlaces(service.lookupUrl, { http_proxy: forward.url, no_proxy: `${store.origin}, ${new URL(svc.tokenUrl).host}` })
     expect(run.code, run.stderr).toBe(0)
     expect(forward.tunnels.length).toBeGreaterThan(0)
