@@ -1,7 +1,6 @@
 import { Effect, Option, Schema } from "effect"
 import { ConfigApi } from "../src/client/ConfigApi.ts"
 import { ApiError } from "../src/client/Errors.ts"
-import { Http } from "../src/client/Http.ts"
 import { MetadataApi } from "../src/client/MetadataApi.ts"
 import * as Hrn from "../src/domain/Hrn.ts"
 import { InvalidLayerId, LayerNotExportable, LayerNotVersioned, NotFound } from "../src/export/Errors.ts"
@@ -11,7 +10,7 @@ import { ExportSettings, PositiveInt } from "../src/export/JobConfig.ts"
 import { runExport } from "../src/export/Lazy.ts"
 import { readManifest } from "../src/export/Manifest.ts"
 import { exportDir, makePlan, parseCatalogHrn, versionBounds } from "../src/export/Plan.ts"
-import { Counters, type ProgressStyle, reporting } from "../src/export/Progress.ts"
+import { Counters, tracking } from "../src/export/Progress.ts"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 
@@ -137,11 +136,10 @@ const orderedReporter = (report: (outcome: VersionOutcome) => Effect.Effect<void
  * `versionConcurrency` at a time (one by default, so memory does not grow with the range); an
  * interrupted one resumes from its finished parts.
  */
-export const runBackfill = (request: BackfillRequest, progress: ProgressStyle, report: (outcome: VersionOutcome) => Effect.Effect<void>) =>
+export const runBackfill = (request: BackfillRequest, report: (outcome: VersionOutcome) => Effect.Effect<void>) =>
   Effect.gen(function*() {
     const catalogHrn = Hrn.format(yield* parseCatalogHrn(request.catalog))
     if (!Hrn.isLayerId(request.layer)) return yield* new InvalidLayerId({ layerId: request.layer })
-    const http = yield* Http
     const metadata = yield* MetadataApi
     const catalog = yield* (yield* ConfigApi).getCatalog(catalogHrn)
     const layer = catalog.layers.find((l) => l.id === request.layer)
@@ -228,8 +226,9 @@ export const runBackfill = (request: BackfillRequest, progress: ProgressStyle, r
         const counters = new Counters()
         const exported = yield* Effect.gen(function*() {
           const plan = yield* makePlan({ catalog: catalogHrn, layer: layer.id, version, parts: request.parts })
-          return yield* reporting(progress, `${catalogHrn} ${layer.id} v${version}`, counters, http.retryCount, runExport(plan, options, counters))
+          return yield* tracking(plan, `${catalogHrn} ${layer.id} v${version}`, counters, runExport(plan, options, counters))
         }).pipe(
+          Effect.withSpan("Export.layer", { attributes: { "catalog.hrn": catalogHrn, "layer.id": layer.id, "export.version": version } }),
           // Deleted while it was being exported (the minimum was raised meanwhile): reported, not fatal.
           Effect.catchAll((error) =>
             Effect.flatMap(versionBounds(catalogHrn), (now) => (version < now.minimum ? Effect.succeed(now.minimum) : Effect.fail(error)))

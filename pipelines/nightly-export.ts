@@ -2,6 +2,7 @@ import { type Context, Effect, Either, Layer, Option, Schema } from "effect"
 import type * as DataClient from "../src/client/DataClient.ts"
 import { Http } from "../src/client/Http.ts"
 import { MetadataApi } from "../src/client/MetadataApi.ts"
+import { RetryTally } from "../src/client/Retry.ts"
 import * as Hrn from "../src/domain/Hrn.ts"
 import { InvalidLayerId } from "../src/export/Errors.ts"
 import type { ExportResult } from "../src/export/Export.ts"
@@ -10,7 +11,7 @@ import { planExport, type Planned } from "../src/export/Incremental.ts"
 import { defaults, ExportSettings, PositiveInt } from "../src/export/JobConfig.ts"
 import { runExport } from "../src/export/Lazy.ts"
 import { parseCatalogHrn, versionBounds } from "../src/export/Plan.ts"
-import { Counters, type ProgressStyle, reporting } from "../src/export/Progress.ts"
+import { Counters, tracking } from "../src/export/Progress.ts"
 import { pruneSnapshots } from "../src/export/Snapshots.ts"
 import { localLocation } from "../src/retention/ExportLocation.ts"
 import { guard } from "./retention.ts"
@@ -46,6 +47,8 @@ export interface LayerOutcome {
   /** A multi-region catalog's export that went on in its other region. */
   readonly failover?: Failover | undefined
   readonly elapsedMs: number
+  /** What the export did, also when it failed: partitions and bytes fetched, retries. */
+  readonly counters: Counters
 }
 
 export interface MinimumRaised {
@@ -74,13 +77,13 @@ export const exportLayer = (
     /** Multi-region catalogs: go on in the other region when the selected one keeps failing (default true). */
     readonly failover?: boolean | undefined
   },
-  progress: ProgressStyle,
   /** Called once the plan is known, with the note that explains a fallback (a full export instead of changes). */
   onNote: (note: string) => Effect.Effect<void> = () => Effect.void
 ) =>
   Effect.gen(function*() {
     const started = Date.now()
-    const http = yield* Http
+    // One count per attempt: a failover's attempt counts the parts the first one finished from their checkpoints.
+    const attempts = [new Counters()]
     let note: string | undefined
     let pruned: ReadonlyArray<string> = []
     let failover: Failover | undefined
@@ -90,19 +93,19 @@ export const exportLayer = (
       const regions = yield* regionsFor(hrn, settings.region, settings.failover ?? true)
       // Planned in the first region that answers; after a failover the export resumes that plan.
       let planned: Planned | undefined
-      let first: Counters | undefined
+      let ran = false
       const attempt = (region: string | undefined) =>
         Effect.gen(function*() {
           planned ??= yield* planExport({ catalog: target.catalog, layer: target.layer, version: settings.version, mode: settings.mode, out: settings.out, parts: settings.parts })
+            .pipe(Effect.withSpan("Export.plan"))
           if (planned._tag === "UpToDate") return planned as LayerResult
           const plan = planned.plan
           if (note === undefined && planned.note !== undefined) yield* onNote(note = planned.note)
-          const counters = new Counters()
-          first ??= counters
+          if (ran) attempts.push(new Counters())
+          ran = true
+          const counters = attempts.at(-1)!
           const run = runExport(plan, { ...settings, region: regions.multiRegion ? region : undefined }, counters)
-          const exported = yield* reporting(progress, `${target.catalog} ${target.layer}`, counters, http.retryCount, run)
-          // After a failover, the parts the first attempt finished are this run's work, not reused from an earlier run.
-          counters.skippedParts = first.skippedParts
+          const exported = yield* tracking(plan, `${target.catalog} ${target.layer}`, counters, run)
           if (exported._tag === "Exported" && plan.layerType === "volatile" && settings.keepSnapshots !== undefined) {
             pruned = yield* pruneSnapshots(settings.out, plan.catalogId, plan.layerId, settings.keepSnapshots)
           }
@@ -116,12 +119,34 @@ export const exportLayer = (
           : Effect.succeed(Option.none<string>())
       }
       return yield* withFailover(regions, attempt, blocker, (f) => void (failover = f))
-    }).pipe(Effect.either)
-    return { catalog: target.catalog, layer: target.layer, result, note, pruned, failover, elapsedMs: Date.now() - started } satisfies LayerOutcome
+    }).pipe(
+      Effect.provideService(RetryTally, attempts[0]!),
+      Effect.withSpan("Export.layer", { attributes: { "catalog.hrn": target.catalog, "layer.id": target.layer } }),
+      Effect.either
+    )
+    const counters = acrossAttempts(attempts)
+    return { catalog: target.catalog, layer: target.layer, result, note, pruned, failover, elapsedMs: Date.now() - started, counters } satisfies LayerOutcome
   })
 
+/**
+ * One count for a layer exported in several attempts (a failover): the last attempt's, which counted
+ * the parts earlier attempts finished from their checkpoints, with the first attempt's reused parts
+ * (what an earlier run left) and every attempt's retries.
+ */
+const acrossAttempts = (attempts: ReadonlyArray<Counters>): Counters => {
+  const last = attempts.at(-1)!
+  if (attempts.length === 1) return last
+  last.skippedParts = attempts[0]!.skippedParts
+  for (const earlier of attempts.slice(0, -1)) {
+    for (const [reason, n] of Object.entries(earlier.retriesByReason)) {
+      last.retries += n
+      last.retriesByReason[reason] = (last.retriesByReason[reason] ?? 0) + n
+    }
+  }
+  return last
+}
+
 export interface NightlyRun {
-  readonly progress: ProgressStyle
   /**
    * The Data API client for a catalog, and the key (its lookup URL) under which layers share one:
    * each catalog's HRN implies its own lookup service unless one is configured.
@@ -169,10 +194,10 @@ export const runNightly = (job: NightlyJob, run: NightlyRun) =>
       Effect.gen(function*() {
         const client = yield* clientOf(target.catalog)
         if (Either.isLeft(client)) {
-          return { ...target, result: Either.left(client.left), note: undefined, pruned: [], elapsedMs: 0 } satisfies LayerOutcome
+          return { ...target, result: Either.left(client.left), note: undefined, pruned: [], elapsedMs: 0, counters: new Counters() } satisfies LayerOutcome
         }
         const onNote = run.onNote === undefined ? undefined : (note: string) => run.onNote!(target.catalog, target.layer, note)
-        return yield* exportLayer(target, settings, run.progress, onNote).pipe(Effect.provide(client.right))
+        return yield* exportLayer(target, settings, onNote).pipe(Effect.provide(client.right))
       }), { concurrency: atOnce })
 
     const raised: Array<MinimumRaised> = []

@@ -22,6 +22,19 @@ export const ExitCode = {
   integrity: 6
 } as const
 
+/** What an exit code tells whoever runs the command next: the run report's last line. */
+export const EXIT_MEANINGS: Record<number, string> = {
+  [ExitCode.ok]: "done, or nothing to do",
+  [ExitCode.failure]: "failed for another reason (the output volume, an interruption, a bug): a person should look; finished parts are kept",
+  [ExitCode.usage]: "bad input or usage: fix the command or the job config; running it again as it is will not help",
+  [ExitCode.auth]: "authentication or permission: fix the credentials or the grants; running it again as it is will not help",
+  [ExitCode.notFound]: "not found: check the catalog, layer and version names",
+  [ExitCode.transient]: "transient failures outlasted the retry budget: safe to run the same command again; what is finished is skipped",
+  [ExitCode.integrity]: "integrity: do not use that output; a person should look"
+}
+
+export const exitMeaning = (code: number) => EXIT_MEANINGS[code] ?? EXIT_MEANINGS[ExitCode.failure]!
+
 const byTag: Record<string, number> = {
   UsageError: ExitCode.usage,
   InvalidHrn: ExitCode.usage,

@@ -3,7 +3,9 @@ import * as Options from "@effect/cli/Options"
 import { Console, Effect, Option } from "effect"
 import { defaults } from "../export/JobConfig.ts"
 import { type BackfillJob, runBackfill, type VersionOutcome } from "../../pipelines/backfill.ts"
-import { clientLayer, type GlobalOptions, globalOptions, integerOption, loggerLayer, progressStyle, resolveLookupUrl, retryPolicyOf, summaryJson } from "./common.ts"
+import { clientLayer, type GlobalOptions, globalOptions, integerOption, loggerLayer, resolveLookupUrl, retryPolicyOf, summaryJson } from "./common.ts"
+import { progressLayer, type ProgressFlags } from "./progress.ts"
+import { reportDocument, writeRunReport } from "./summary.ts"
 import { unfinishedWhenInterrupted, UsageError } from "./Exit.ts"
 import { checkOutputDir, checkWriteSettings, positive, type WriteSettings, writeOptions } from "./export.ts"
 
@@ -37,13 +39,14 @@ interface BackfillSettings extends WriteSettings {
 
 const backfill = (
   s: BackfillSettings,
-  global: GlobalOptions & { readonly json: boolean },
+  global: GlobalOptions & ProgressFlags & { readonly json: boolean },
   fromConfig: { readonly lookupUrl?: string | undefined; readonly credentials?: string | undefined; readonly region?: string | undefined } = {}
 ) =>
   Effect.gen(function*() {
     if (s.from < 0 || s.to < 0) return yield* new UsageError({ message: `--from and --to must be non-negative versions, got ${s.from}..${s.to}.` })
     if (s.from > s.to) return yield* new UsageError({ message: `--from ${s.from} is greater than --to ${s.to}; give the range oldest first.` })
     const settings = yield* checkWriteSettings(s)
+    const startedAt = Date.now()
     const versionConcurrency = yield* positive("version-concurrency")(s.versionConcurrency)
     yield* checkOutputDir(s.out)
     const region = Option.getOrElse(global.region, () => fromConfig.region)
@@ -57,13 +60,15 @@ const backfill = (
     const outcomes: Array<VersionOutcome> = []
     const totals = yield* runBackfill(
       { catalog: s.catalog, layer: s.layer, from: s.from, to: s.to, parts: settings.parts, export: settings, versionConcurrency, everyVersion: s.everyVersion, region },
-      progressStyle(global),
       (outcome) => (global.json ? Effect.sync(() => void outcomes.push(outcome)) : Console.log(describeOutcome(outcome)))
-    ).pipe(Effect.provide(client))
-    if (global.json) {
-      const { changeCheck, ...counts } = totals
-      return yield* Console.log(JSON.stringify({ job: "backfill", catalog: s.catalog, layer: s.layer, from: s.from, to: s.to, versions: outcomes, totals: counts, ...(changeCheck === undefined ? {} : { note: changeCheck }) }))
-    }
+    ).pipe(Effect.provide(client), Effect.provide(progressLayer(global)))
+    const { changeCheck, ...counts } = totals
+    const report = reportDocument(
+      { job: "backfill", exitCode: 0, catalog: s.catalog, layer: s.layer, from: s.from, to: s.to, versions: outcomes, totals: counts, ...(changeCheck === undefined ? {} : { note: changeCheck }) },
+      startedAt
+    )
+    yield* writeRunReport(s.out, report)
+    if (global.json) return yield* Console.log(JSON.stringify(report))
     if (totals.changeCheck !== undefined) yield* Console.log(`Note: ${totals.changeCheck}.`)
     yield* Console.log(
       `Backfill of ${s.catalog} ${s.layer} ${s.from}..${s.to}: ${totals.exported} exported, ${totals.alreadyExported} already exported, ` +
@@ -71,7 +76,7 @@ const backfill = (
     )
   })
 
-export const runBackfillJob = (job: BackfillJob, global: GlobalOptions & { readonly json: boolean }) =>
+export const runBackfillJob = (job: BackfillJob, global: GlobalOptions & ProgressFlags & { readonly json: boolean }) =>
   backfill({
     catalog: job.catalog,
     layer: job.layer,

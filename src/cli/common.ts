@@ -139,12 +139,6 @@ export const resolveLookupUrl = (flag: Option.Option<string>, fromConfig: string
   return LOOKUP_BY_PARTITION[partition ?? "here"] ?? LOOKUP_BY_PARTITION.here!
 }
 
-export const progressStyle = (global: GlobalOptions): "tty" | "json" | "none" => {
-  if (global.quiet) return "none"
-  const format = Option.getOrElse(global.logFormat, () => (process.stderr.isTTY ? "text" : "json"))
-  return format === "text" ? (process.stderr.isTTY ? "tty" : "none") : "json"
-}
-
 const defaultLogFormat = (): "text" | "json" => (process.stderr.isTTY ? "text" : "json")
 
 const stderrLogger = (format: "text" | "json") => Logger.withConsoleError(format === "json" ? Logger.jsonLogger : Logger.logfmtLogger)

@@ -3,7 +3,6 @@ import * as Options from "@effect/cli/Options"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { Console, Effect, Either, Option } from "effect"
-import { Http } from "../client/Http.ts"
 import { planExport } from "../export/Incremental.ts"
 import { Compression, defaults, OutputFormat } from "../export/JobConfig.ts"
 import { exportedVersions, exportLayer, raiseToExported } from "../../pipelines/nightly-export.ts"
@@ -14,14 +13,14 @@ import {
   integerOption,
   loggerLayer,
   noFailover,
-  progressStyle,
   resolveLookupUrl,
   retryOptions,
   retryPolicyOf,
   summaryJson
 } from "./common.ts"
 import { unfinishedWhenInterrupted, UsageError } from "./Exit.ts"
-import { describeRaised, outcomeJson, outcomeLines } from "./summary.ts"
+import { progressLayer, progressOptions } from "./progress.ts"
+import { describeRaised, outcomeJson, outcomeLines, reportDocument, reportTable, writeRunReport } from "./summary.ts"
 
 export const positive = (name: string) => (value: number) =>
   value >= 1 ? Effect.succeed(value) : Effect.fail(new UsageError({ message: `--${name} must be a positive integer, got ${value}.` }))
@@ -70,7 +69,8 @@ export const writeOptions = {
   listConcurrency: integerOption("list-concurrency").pipe(Options.withDefault(defaults.listConcurrency), Options.withDescription("Metadata parts listed and written at once.")),
   parts: integerOption("parts").pipe(Options.withDefault(defaults.parts), Options.withDescription("Metadata parts to ask for (the unit of parallel listing and of resume).")),
   maxFileBytes: integerOption("max-file-bytes").pipe(Options.optional, Options.withDescription("Start a new file once one reaches this size (default 256 MiB).")),
-  ...retryOptions
+  ...retryOptions,
+  ...progressOptions
 }
 
 export interface WriteSettings {
@@ -125,16 +125,20 @@ export const exportCommand = Command.make(
           const planned = yield* planExport({ catalog: o.catalog, layer: o.layer, version, mode: o.mode, out: o.out, parts: settings.parts })
           return yield* Console.log(JSON.stringify(planned, null, 2))
         }
+        const startedAt = Date.now()
         yield* checkOutputDir(o.out)
-        const http = yield* Http
         const outcome = yield* exportLayer(
           { catalog: o.catalog, layer: o.layer },
           { ...settings, mode: o.mode, version, force: o.force, keepSnapshots, region: Option.getOrUndefined(o.region), failover: !o.noFailover },
-          progressStyle(o),
           (note) => Effect.logInfo(`${o.catalog} ${o.layer}: ${note}`)
-        )
-        const retries = yield* http.retryCount
-        yield* Console.log(o.json ? JSON.stringify(outcomeJson(outcome)) : outcomeLines(outcome, retries, false).join("\n"))
+        ).pipe(Effect.provide(progressLayer(o)))
+        const report = reportDocument(outcomeJson(outcome), startedAt)
+        yield* writeRunReport(o.out, { job: "export", ...report })
+        if (o.json) yield* Console.log(JSON.stringify(report))
+        else {
+          yield* Console.log(outcomeLines(outcome, false).join("\n"))
+          if (process.stdout.isTTY) yield* Console.log(["", ...reportTable([outcome], report.exitCode)].join("\n"))
+        }
         if (Either.isLeft(outcome.result)) return yield* Effect.fail(outcome.result.left)
         // Also when up to date or already exported: a raise refused by an earlier run is decided again.
         const exported = exportedVersions([outcome])

@@ -4,10 +4,12 @@ import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Console, Effect, Exit, Layer } from "effect"
 import { TOOL } from "../domain/Tool.ts"
 import { Encoder } from "../sinks/Encoder.ts"
+import * as Telemetry from "../telemetry/Telemetry.ts"
 import { ExitCode, exitCodeOf, interruption, sentenceOf } from "./Exit.ts"
 import { adminCommands } from "./admin.ts"
 import { demoCommand } from "./demo.ts"
 import { backfillCommand } from "./backfill.ts"
+import { checkCommand } from "./check.ts"
 import { defaultLoggerLayer, plainWhenPiped } from "./common.ts"
 import { exportCommand } from "./export.ts"
 import { inspectCommands } from "./inspect.ts"
@@ -20,7 +22,7 @@ import { serve } from "./serve.ts"
 
 const root = Command.make("catalog-export").pipe(
   Command.withDescription("Export data catalogs to Parquet and Arrow, and run a local catalog service to develop against."),
-  Command.withSubcommands([serve, exportCommand, backfillCommand, retentionCommand, runCommand, demoCommand, ...inspectCommands, ...adminCommands, publishCommand, schemasCommand, regionsCommand])
+  Command.withSubcommands([serve, exportCommand, backfillCommand, retentionCommand, runCommand, checkCommand, demoCommand, ...inspectCommands, ...adminCommands, publishCommand, schemasCommand, regionsCommand])
 )
 
 const cli = Command.run(root, { name: TOOL.name, version: TOOL.version })
@@ -53,6 +55,8 @@ const program = cli(process.argv).pipe(
   plainWhenPiped,
   // The encoder thread of exports starts with the first file written there, not with every command.
   Effect.provide(Layer.merge(NodeContext.layer, Encoder.auto)),
+  // OTLP traces and metrics when OTEL_EXPORTER_OTLP_ENDPOINT asks (loaded only then), flushed at the end.
+  Effect.provide(Telemetry.layer),
   // Until a command installs the logger its flags ask for: stderr, never stdout.
   Effect.provide(defaultLoggerLayer)
 )

@@ -1,48 +1,53 @@
 import { Console, Effect, Either, Option } from "effect"
 import { defaults } from "../export/JobConfig.ts"
 import { type NightlyJob, runNightly } from "../../pipelines/nightly-export.ts"
-import { clientLayer, type GlobalOptions, progressStyle, resolveLookupUrl, retryPolicyOf } from "./common.ts"
+import { clientLayer, type GlobalOptions, resolveLookupUrl, retryPolicyOf } from "./common.ts"
 import { checkOutputDir } from "./export.ts"
 import { decidingExitCode, ExitCode, exitCodeOf, JobFailed, sentenceOf } from "./Exit.ts"
-import { describeRaised, outcomeJson, outcomeLines } from "./summary.ts"
+import { progressLayer, type ProgressFlags } from "./progress.ts"
+import { describeRaised, outcomeJson, outcomeLines, reportDocument, reportTable, writeRunReport } from "./summary.ts"
 
 /**
- * Runs a nightly job and reports every layer's outcome on stdout (text, or one JSON object with
- * `--json`). The exit code is the deciding one of the failed layers (`decidingExitCode`: 5 when any
- * failure is transient), and the one sentence on stderr names that layer.
+ * Runs a nightly job and reports every layer's outcome on stdout (text, with the run report's table
+ * on a terminal, or one JSON object with `--json`), and as `_run.json` in the output directory. The
+ * exit code is the deciding one of the failed layers (`decidingExitCode`: 5 when any failure is
+ * transient), and the one sentence on stderr names that layer.
  */
-export const runNightlyJob = (job: NightlyJob, global: GlobalOptions & { readonly json?: boolean; readonly noFailover?: boolean }, showHints: boolean) =>
+export const runNightlyJob = (job: NightlyJob, global: GlobalOptions & ProgressFlags & { readonly json?: boolean; readonly noFailover?: boolean }, showHints: boolean) =>
   Effect.gen(function*() {
+    const startedAt = Date.now()
     yield* checkOutputDir(job.out)
     const credentials = Option.getOrElse(global.credentials, () => job.credentials)
     const region = Option.getOrElse(global.region, () => job.region)
     const concurrency = job.concurrency ?? defaults.concurrency
     const failover = global.noFailover === true ? false : job.failover
     const { outcomes, raised, raiseFailure, retries } = yield* runNightly({ ...job, region, failover }, {
-      progress: progressStyle(global),
       // Each layer's lookup service follows from its own catalog's HRN, unless one is configured.
       clientFor: (catalog) => {
         const lookupUrl = resolveLookupUrl(global.lookupUrl, job.lookupUrl, catalog)
         return { key: lookupUrl, layer: clientLayer({ lookupUrl, credentials, concurrency, retry: retryPolicyOf(global), region }) }
       },
       onNote: (catalog, layer, note) => Effect.logInfo(`${catalog} ${layer}: ${note}`)
-    })
+    }).pipe(Effect.provide(progressLayer(global)))
     const failed = outcomes.filter((o) => Either.isLeft(o.result))
     const codes = failed.map((o) => Either.isLeft(o.result) ? exitCodeOf(o.result.left) : ExitCode.ok)
     const exitCode = decidingExitCode(Option.isSome(raiseFailure) ? [...codes, exitCodeOf(raiseFailure.value)] : codes)
+    const report = reportDocument({
+      job: "nightly-export",
+      exitCode,
+      retry: exitCode === ExitCode.transient,
+      layers: outcomes.map(outcomeJson),
+      minimumRaised: raised,
+      ...(Option.isSome(raiseFailure) ? { raiseRefused: sentenceOf(raiseFailure.value) } : {}),
+      retries
+    }, startedAt)
+    yield* writeRunReport(job.out, report)
     if (global.json === true) {
-      yield* Console.log(JSON.stringify({
-        job: "nightly-export",
-        exitCode,
-        retry: exitCode === ExitCode.transient,
-        layers: outcomes.map(outcomeJson),
-        minimumRaised: raised,
-        ...(Option.isSome(raiseFailure) ? { raiseRefused: sentenceOf(raiseFailure.value) } : {}),
-        retries
-      }))
+      yield* Console.log(JSON.stringify(report))
     } else {
-      for (const outcome of outcomes) for (const line of outcomeLines(outcome, retries, showHints)) yield* Console.log(line)
+      for (const outcome of outcomes) for (const line of outcomeLines(outcome, showHints)) yield* Console.log(line)
       for (const r of raised) yield* Console.log(describeRaised(r))
+      if (process.stdout.isTTY) yield* Console.log(["", ...reportTable(outcomes, exitCode)].join("\n"))
     }
     if (failed.length > 0) {
       const deciding = failed.find((o) => Either.isLeft(o.result) && exitCodeOf(o.result.left) === exitCode)!

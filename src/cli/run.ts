@@ -10,6 +10,7 @@ import { runBackfillJob } from "./backfill.ts"
 import { globalOptions, loggerLayer, noFailover, retryOptions, summaryJson } from "./common.ts"
 import { unfinishedWhenInterrupted } from "./Exit.ts"
 import { runNightlyJob } from "./nightly.ts"
+import { progressOptions } from "./progress.ts"
 import { runRetentionJob } from "./retention.ts"
 
 const JobKind = Schema.Struct({ job: Schema.Literal("nightly-export", "backfill", "retention") })
@@ -17,7 +18,7 @@ const JobKind = Schema.Struct({ job: Schema.Literal("nightly-export", "backfill"
 /** `run config.json`: the `job` field says which pipeline; the rest is that pipeline's validated config. */
 export const runCommand = Command.make(
   "run",
-  { ...globalOptions, ...retryOptions, noFailover, json: summaryJson, config: Args.file({ name: "config.json" }) },
+  { ...globalOptions, ...retryOptions, noFailover, ...progressOptions, json: summaryJson, config: Args.file({ name: "config.json" }) },
   (o) =>
     Effect.gen(function*() {
       const text = yield* Effect.try({

@@ -1,10 +1,13 @@
+import * as fs from "node:fs"
 import * as path from "node:path"
-import { Either } from "effect"
+import { Effect, Either } from "effect"
 import type { LayerOutcome, LayerResult, MinimumRaised } from "../../pipelines/nightly-export.ts"
 import type { Failover } from "../export/Failover.ts"
 import type { Manifest } from "../export/Manifest.ts"
+import { TOOL } from "../domain/Tool.ts"
 import { rate } from "../export/Progress.ts"
-import { ExitCode, exitCodeOf, sentenceOf } from "./Exit.ts"
+import { ExitCode, exitCodeOf, exitMeaning, sentenceOf } from "./Exit.ts"
+import { duration, megabytes } from "./progress.ts"
 
 const mb = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`
 
@@ -46,13 +49,29 @@ export const describeRegions = (regions: Manifest["regions"], failover: Failover
   return `read from ${served}${failover === undefined ? "" : `; failed over from ${failover.from} to ${failover.to} after: ${failover.reason}`}`
 }
 
-/** One layer's outcome as JSON: the `--json` summary of `export` and, per layer, of `run`. */
+/** One layer's outcome as JSON: the `--json` summary of `export` and, per layer, of `run` (and their `_run.json`). */
 export const outcomeJson = (o: LayerOutcome) => {
-  const common = { catalog: o.catalog, layer: o.layer, elapsedMs: o.elapsedMs }
+  const c = o.counters
+  const common = {
+    catalog: o.catalog,
+    layer: o.layer,
+    elapsedMs: o.elapsedMs,
+    retries: c.retries,
+    ...(c.retries === 0 ? {} : { retriesByReason: c.retriesByReason })
+  }
   if (Either.isLeft(o.result)) {
     const exitCode = exitCodeOf(o.result.left)
-    const failover = o.failover === undefined ? {} : { failover: o.failover }
-    return { ...common, status: "failed", exitCode, retry: exitCode === ExitCode.transient, message: sentenceOf(o.result.left), ...failover }
+    return {
+      ...common,
+      status: "failed",
+      exitCode,
+      retry: exitCode === ExitCode.transient,
+      message: sentenceOf(o.result.left),
+      exitMeaning: exitMeaning(exitCode),
+      // What it had fetched when it stopped (not committed: the next run keeps only finished parts).
+      ...(o.failover === undefined ? {} : { failover: o.failover }),
+      done: { partitions: c.partitions, bytes: c.bytes, total: c.total ?? null }
+    }
   }
   const r = o.result.right
   if (r._tag === "UpToDate") return { ...common, status: "up-to-date", exitCode: 0, version: r.version }
@@ -78,7 +97,7 @@ export const outcomeJson = (o: LayerOutcome) => {
 }
 
 /** The text summary of one layer: its note, its result line, the query hint, removed snapshots. */
-export const outcomeLines = (o: LayerOutcome, retries: number, showHints: boolean): ReadonlyArray<string> => {
+export const outcomeLines = (o: LayerOutcome, showHints: boolean): ReadonlyArray<string> => {
   if (Either.isLeft(o.result)) {
     return [
       `Failed ${o.catalog} ${o.layer} (exit ${exitCodeOf(o.result.left)}): ${sentenceOf(o.result.left)}`,
@@ -89,7 +108,7 @@ export const outcomeLines = (o: LayerOutcome, retries: number, showHints: boolea
   const regions = o.result.right._tag === "UpToDate" ? undefined : describeRegions(o.result.right.manifest.regions, o.failover)
   return [
     ...(o.note === undefined ? [] : [`${o.catalog} ${o.layer}: ${o.note}`]),
-    describeResult(o.result.right, o.elapsedMs, retries),
+    describeResult(o.result.right, o.elapsedMs, o.counters.retries),
     ...(regions === undefined ? [] : [`  ${regions}`]),
     ...(hint === undefined ? [] : [`  query it: ${hint}`]),
     ...(o.pruned.length === 0 ? [] : [`  removed ${o.pruned.length} older snapshot(s) (keeping the newest): ${o.pruned.join(", ")}`])
@@ -97,3 +116,57 @@ export const outcomeLines = (o: LayerOutcome, retries: number, showHints: boolea
 }
 
 export const describeRaised = (r: MinimumRaised) => `Raised the minimum version of ${r.catalogHrn} from ${r.from} to ${r.to}: versions ${r.from}..${r.to - 1} are deleted.`
+
+/**
+ * The run report for a person at a terminal: a row per layer (outcome, partitions, bytes, files,
+ * duration, retries) and what the exit code means.
+ */
+export const reportTable = (outcomes: ReadonlyArray<LayerOutcome>, exitCode: number): ReadonlyArray<string> => {
+  const rows = outcomes.map((o) => {
+    const retries = o.counters.retries === 0
+      ? "0"
+      : `${o.counters.retries} (${Object.entries(o.counters.retriesByReason).map(([reason, n]) => `${reason}: ${n}`).join(", ")})`
+    const row = (outcome: string, partitions: string, bytes: string, files: string) =>
+      [`${o.catalog} ${o.layer}`, outcome, partitions, bytes, files, duration(o.elapsedMs / 1000, true), retries]
+    if (Either.isLeft(o.result)) {
+      const c = o.counters
+      const done = c.partitions === 0 && c.total === undefined ? "-" : `${c.partitions.toLocaleString("en-US")}/${c.total?.toLocaleString("en-US") ?? "?"}`
+      return row(`failed (exit ${exitCodeOf(o.result.left)})`, done, c.bytes === 0 ? "-" : megabytes(c.bytes), "-")
+    }
+    const r = o.result.right
+    if (r._tag === "UpToDate") return row(`up to date (v${r.version})`, "-", "-", "-")
+    const m = r.manifest
+    const which = m.layerType === "volatile" ? "snapshot" : `v${m.version}${m.mode === "changes" ? " changes" : ""}`
+    return row(`${r._tag === "Exported" ? "exported" : "already exported"} ${which}`, m.partitions.toLocaleString("en-US"), megabytes(m.bytes), String(m.files.length))
+  })
+  const header = ["LAYER", "OUTCOME", "PARTITIONS", "BYTES", "FILES", "DURATION", "RETRIES"]
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)))
+  // Text columns to the left, numbers to the right.
+  const cell = (value: string, i: number) => (i < 2 || i === 6 ? value.padEnd(widths[i]!) : value.padStart(widths[i]!))
+  const line = (cells: ReadonlyArray<string>) => cells.map(cell).join("  ").trimEnd()
+  return [line(header), ...rows.map(line), `Exit ${exitCode}: ${exitMeaning(exitCode)}.`]
+}
+
+/** The run report as one JSON document: what `--json` prints and `_run.json` holds. */
+export const reportDocument = (fields: Record<string, unknown> & { readonly exitCode: number }, startedAt: number) => ({
+  ...fields,
+  exitMeaning: exitMeaning(fields.exitCode),
+  startedAt: new Date(startedAt).toISOString(),
+  finishedAt: new Date().toISOString(),
+  elapsedMs: Date.now() - startedAt,
+  tool: { name: TOOL.name, version: TOOL.version }
+})
+
+/**
+ * Writes the run report as `OUT/_run.json` (temporary name, then rename), when the output directory
+ * exists: a run refused before it wrote anything leaves no trace. A report that cannot be written
+ * does not change the run's outcome; it is logged.
+ */
+export const writeRunReport = (out: string, document: unknown) =>
+  Effect.try(() => {
+    if (!fs.existsSync(out)) return
+    const file = path.join(out, "_run.json")
+    const temp = `${file}.${process.pid}.partial`
+    fs.writeFileSync(temp, JSON.stringify(document, null, 2) + "\n")
+    fs.renameSync(temp, file)
+  }).pipe(Effect.catchAll((e) => Effect.logWarning(`could not write the run report ${path.join(out, "_run.json")}: ${String(e.error)}`)))

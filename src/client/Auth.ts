@@ -4,7 +4,7 @@ import { randomBytes } from "node:crypto"
 import * as OAuth1 from "../domain/OAuth1.ts"
 import { Credentials, type CredentialsShape } from "./Credentials.ts"
 import { ApiError, AuthError, redactUrl, type RegionUnavailable, type RetryBudgetExhausted, type TransportError } from "./Errors.ts"
-import { Http, readText } from "./Http.ts"
+import { Http, parseHttpDate, readText } from "./Http.ts"
 
 /**
  * Access tokens from HERE Account (OAuth 1.0a signed client-credentials grant). One token serves all
@@ -17,6 +17,11 @@ export interface AuthShape {
   readonly token: Effect.Effect<Redacted.Redacted<string>, TokenFailure>
   /** Drops `token` if it is still the current one (after a 401), so the next `token` fetches a new one. */
   readonly invalidate: (token: Redacted.Redacted<string>) => Effect.Effect<void>
+  /**
+   * The token service's clock minus ours in ms, from the `Date` of its last answer (so to about a
+   * second); undefined before one arrived or when it sent no date.
+   */
+  readonly clockSkew: Effect.Effect<number | undefined>
 }
 
 export interface AuthOptions {
@@ -50,6 +55,7 @@ const make = (options: AuthOptions) =>
     const inFlight = yield* Ref.make<Deferred.Deferred<Token, TokenFailure> | undefined>(undefined)
     /** Server clock minus ours, learnt from a 401204 answer. */
     const clockOffset = yield* Ref.make(0)
+    const skew = yield* Ref.make<number | undefined>(undefined)
 
     const requestOnce = Effect.gen(function* () {
       const offset = yield* Ref.get(clockOffset)
@@ -63,6 +69,9 @@ const make = (options: AuthOptions) =>
         HttpClientRequest.bodyUnsafeJson(body)
       )
       const response = yield* http.send(request)
+      const serverTime = parseHttpDate(response.headers["date"])
+      // The Date header counts whole seconds: compare it with the middle of that second.
+      if (serverTime !== undefined) yield* Ref.set(skew, serverTime + 500 - Math.round((startedAt + (yield* Clock.currentTimeMillis)) / 2))
       const text = yield* readText(response)
       return yield* parseTokenResponse(text, credentials.tokenEndpointUrl, startedAt, expiresIn)
     })
@@ -120,7 +129,7 @@ const make = (options: AuthOptions) =>
     const invalidate = (stale: Redacted.Redacted<string>) =>
       Ref.update(current, (held) => (held !== undefined && held.value === stale ? undefined : held))
 
-    return Auth.of({ token, invalidate })
+    return Auth.of({ token, invalidate, clockSkew: Ref.get(skew) })
   })
 
 const isClockSkew = (e: unknown): e is ApiError & { serverTime: number } =>

@@ -1,12 +1,13 @@
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import { Context, Effect, Either, FiberRef, Layer, Redacted, Runtime, type Scope, Stream } from "effect"
+import * as Metrics from "../telemetry/Metrics.ts"
 import { ApiClient, joinUrl, segment } from "./ApiClient.ts"
 import { Auth } from "./Auth.ts"
 import { BlobFetcher, type BlobFetcherOptions } from "./BlobFetcher.ts"
 import { ApiError, type ResponseDecodeError } from "./Errors.ts"
 import { Http, HttpOptions } from "./Http.ts"
 import { Lookup, type LookupFailure } from "./Lookup.ts"
-import { outageLimit, retryLimits, RetryPolicy } from "./Retry.ts"
+import { outageLimit, retryLimits, RetryPolicy, RetryTally } from "./Retry.ts"
 
 /**
  * Blob API v1 (`blob`) and Volatile Blob API v1 (`volatile-blob`): two services with the same
@@ -129,6 +130,7 @@ const makeBlobApi = (apiName: "blob" | "volatile-blob") =>
       Effect.gen(function* () {
         const runtime = yield* Effect.runtime<never>()
         const outages = yield* FiberRef.get(outageLimit)
+        const tally = yield* RetryTally
         // The token as the fetcher sends it; Auth.invalidate wants the Redacted it handed out.
         let current = yield* auth.token
         const token = Effect.map(auth.token, (t) => {
@@ -149,10 +151,12 @@ const makeBlobApi = (apiName: "blob" | "volatile-blob") =>
               userAgent: httpOptions.userAgent,
               token: () => promise(token),
               refreshToken: (stale) => promise(Effect.zipRight(Redacted.value(current) === stale ? auth.invalidate(current) : Effect.void, token)),
-              onRetry: (retry) => {
-                http.recordRetry()
+              onRetry: ({ reason, ...retry }) => {
+                http.recordRetry(reason)
+                tally.retried(reason)
                 Runtime.runFork(runtime)(Effect.logDebug("retrying request").pipe(Effect.annotateLogs({ method: "GET", ...retry })))
-              }
+              },
+              ...(Metrics.requestTiming.enabled ? { onAnswered: Metrics.blobAnswered } : {})
             })
           ),
           (fetcher) => Effect.sync(() => fetcher.close())

@@ -1,7 +1,7 @@
 import type { Dispatcher } from "undici"
 import { ApiError, redactUrl, RegionUnavailable, RetryBudgetExhausted, type TransportError } from "./Errors.ts"
 import { apiErrorFrom, describeFailure, REDIRECT_STATUSES, redirectOf, transportFailure } from "./Http.ts"
-import { isOutage, isRetriableStatus, type RetryLimits, retryDelay } from "./Retry.ts"
+import { isOutage, isRetriableStatus, type RetryLimits, retryDelay, retryReason } from "./Retry.ts"
 
 /**
  * The hot path of an export: many small blob GETs with `concurrency` in flight, driving undici's
@@ -31,7 +31,9 @@ export interface BlobFetcherOptions<T> {
   readonly token: () => Promise<string>
   /** A token other than `stale`, after the service answered 401 to it. */
   readonly refreshToken: (stale: string) => Promise<string>
-  readonly onRetry?: (retry: { readonly url: string; readonly failure: string; readonly attempt: number; readonly delayMs: number }) => void
+  readonly onRetry?: (retry: { readonly url: string; readonly failure: string; readonly reason: string; readonly attempt: number; readonly delayMs: number }) => void
+  /** When given, milliseconds from sending a request to its whole answer (or its failure), for every request: a plain call, no allocation. */
+  readonly onAnswered?: (ms: number) => void
   /** While this says so, no new request starts (the writer is behind); call `resume` when it changes. */
   readonly isPaused?: () => boolean
 }
@@ -59,6 +61,7 @@ class Download<T extends { readonly dataHandle: string }> implements Dispatcher.
   redirects = 0
   refreshedToken = false
   timer: ReturnType<typeof setTimeout> | undefined = undefined
+  sentAt = 0
 
   constructor(
     readonly fetcher: BlobFetcher<T>,
@@ -191,6 +194,7 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
     download.authorized = authorized
     download.status = 0
     download.rawHeaders = download.first = download.rest = download.abort = undefined
+    if (this.options.onAnswered !== undefined) download.sentAt = performance.now()
     try {
       this.options.dispatcher.dispatch({ origin, path, method: "GET", headers: authorized ? this.headers : this.anonymous }, download)
     } catch (error) {
@@ -201,6 +205,7 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
   /** @internal A complete answer. */
   answered(download: Download<T>): void {
     if (this.stopped) return
+    if (this.options.onAnswered !== undefined) this.options.onAnswered(performance.now() - download.sentAt)
     const status = download.status
     if (status >= 200 && status < 300) {
       this.active.delete(download)
@@ -222,6 +227,7 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
   /** @internal No complete answer: refused, reset, timed out, or the body was cut. */
   broken(download: Download<T>, cause: Error): void {
     if (this.stopped) return
+    if (this.options.onAnswered !== undefined) this.options.onAnswered(performance.now() - download.sentAt)
     const error = transportFailure("GET", download.href, cause)
     if (error.retriable) this.retry(download, error)
     else this.fail(error, download.item)
@@ -283,7 +289,7 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
     }
     download.retries++
     download.redirects = 0
-    this.options.onRetry?.({ url: error.url, failure: describeFailure(error), attempt: download.retries, delayMs: delay })
+    this.options.onRetry?.({ url: error.url, failure: describeFailure(error), reason: retryReason(error), attempt: download.retries, delayMs: delay })
     // A retry may come after the token it started with has expired: it takes the current one.
     download.timer = setTimeout(() => {
       download.timer = undefined

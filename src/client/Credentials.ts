@@ -1,5 +1,5 @@
 import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
-import { readFile } from "node:fs/promises"
+import { readFile, stat } from "node:fs/promises"
 import { homedir } from "node:os"
 import { join } from "node:path"
 import { CredentialsError } from "./Errors.ts"
@@ -32,7 +32,11 @@ export const defaultPath = () => join(homedir(), ".here", "credentials.propertie
 
 export class Credentials extends Context.Tag("catalog-export/client/Credentials")<Credentials, CredentialsShape>() {
   /** Reads the file at `path`, else at $HERE_CREDENTIALS_FILE, else ~/.here/credentials.properties. */
-  static readonly layer = (path?: string) => Layer.effect(Credentials, load(path))
+  static readonly layer = (path?: string) =>
+    Layer.effect(
+      Credentials,
+      Effect.tap(load(path), (c) => Effect.flatMap(looseAccess(c.source), (why) => (why === undefined ? Effect.void : Effect.logWarning(why))))
+    )
   static readonly layerValue = (value: Omit<CredentialsShape, "source" | "userId" | "clientId" | "scope"> & Partial<CredentialsShape>) =>
     Layer.succeed(
       Credentials,
@@ -72,6 +76,20 @@ export const load = Effect.fn("Credentials.load")(function* (explicitPath?: stri
   })
   return yield* fromProperties(parseProperties(text), path)
 })
+
+/**
+ * Why the file is too open, as ssh says of a private key readable by others; undefined when only its
+ * owner may read or write it (or on Windows, which has no such mode bits).
+ */
+export const looseAccess = (path: string) =>
+  Effect.promise(() => stat(path).then((s) => s.mode, () => undefined)).pipe(
+    Effect.map((mode) =>
+      mode === undefined || process.platform === "win32" || (mode & 0o077) === 0
+        ? undefined
+        : `credentials file ${path} is accessible by other users (mode ${(mode & 0o777).toString(8).padStart(4, "0")}): ` +
+          `anyone who can read it can act as your app. Restrict it: chmod 600 ${path}`
+    )
+  )
 
 export const fromProperties = (properties: ReadonlyMap<string, string>, path: string) =>
   Effect.gen(function* () {

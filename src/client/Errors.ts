@@ -39,9 +39,14 @@ export class TransportError extends Schema.TaggedError<TransportError>()("Transp
   retriable: Schema.Boolean
 }) {
   override get message(): string {
-    return `${this.method} ${this.url} failed: ${this.reason}${this.code === undefined ? "" : ` (${this.code})`}`
+    const hint = this.code !== undefined && UNTRUSTED_CERTIFICATE.test(this.code)
+      ? ". The server's certificate is not trusted: behind a proxy or gateway that presents its own certificate, point NODE_EXTRA_CA_CERTS at its CA bundle (PEM)"
+      : ""
+    return `${this.method} ${this.url} failed: ${this.reason}${this.code === undefined ? "" : ` (${this.code})`}${hint}`
   }
 }
+
+const UNTRUSTED_CERTIFICATE = /^(SELF_SIGNED_CERT_IN_CHAIN|DEPTH_ZERO_SELF_SIGNED_CERT|UNABLE_TO_GET_ISSUER_CERT|UNABLE_TO_GET_ISSUER_CERT_LOCALLY|UNABLE_TO_VERIFY_LEAF_SIGNATURE|CERT_UNTRUSTED)$/
 
 /** Transient failures went on longer than the retry policy allows. Safe to run again later. */
 export class RetryBudgetExhausted extends Schema.TaggedError<RetryBudgetExhausted>()("RetryBudgetExhausted", {

@@ -7,11 +7,12 @@ import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import * as UrlParams from "@effect/platform/UrlParams"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Clock, Context, Duration, Effect, Either, FiberRef, Layer, Random, Stream } from "effect"
-import { Agent, type Dispatcher } from "undici"
+import { Agent, type Dispatcher, EnvHttpProxyAgent } from "undici"
 import * as ErrorBody from "../domain/ErrorBody.ts"
 import { TOOL } from "../domain/Tool.ts"
+import * as Metrics from "../telemetry/Metrics.ts"
 import { ApiError, redactUrl, RegionUnavailable, RetryBudgetExhausted, TransportError } from "./Errors.ts"
-import { isOutage, isTransient, outageLimit, retryDelay, retryLimits, RetryPolicy, type RetryPolicyShape } from "./Retry.ts"
+import { isOutage, isTransient, outageLimit, retryDelay, retryLimits, RetryPolicy, type RetryPolicyShape, retryReason, RetryTally } from "./Retry.ts"
 
 export { isRetriableStatus, isTransient, RetryPolicy, type RetryPolicyShape } from "./Retry.ts"
 
@@ -73,8 +74,8 @@ export interface HttpShape {
   readonly retrySession: Effect.Effect<RetrySession>
   /** Retries made so far by this stack (for run summaries). */
   readonly retryCount: Effect.Effect<number>
-  /** Counts a retry made outside `retrying` (the blob fetcher's own loop). */
-  readonly recordRetry: () => void
+  /** Counts a retry made outside `retrying` (the blob fetcher's own loop), by `retryReason`. */
+  readonly recordRetry: (reason: string) => void
   /** The undici dispatcher under the stack, for hot paths that drive it directly (BlobFetcher). */
   readonly dispatcher: Dispatcher
 }
@@ -98,13 +99,19 @@ export class Http extends Context.Tag("catalog-export/client/Http")<Http, HttpSh
       const client = (yield* HttpClient.HttpClient).pipe(HttpClient.withTracerDisabledWhen(() => true))
       const dispatcher = yield* UndiciDispatcher
       let retries = 0
+      const recordRetry = (reason: string) => {
+        retries++
+        Metrics.retried(reason)
+      }
 
       const send = (request: HttpClientRequest.HttpClientRequest, sendOptions?: SendOptions) =>
         Effect.gen(function* () {
           const accept = sendOptions?.accept ?? isSuccess
           let current = HttpClientRequest.setHeader(request, "user-agent", options.userAgent)
           for (let hops = 0; ; hops++) {
+            const sentAt = Metrics.requestTiming.enabled ? performance.now() : 0
             const response = yield* client.execute(current).pipe(Effect.mapError((e) => fromClientError(current, e)))
+            if (Metrics.requestTiming.enabled) Metrics.apiAnswered(performance.now() - sentAt)
             const location = response.headers["location"]
             if (REDIRECT_STATUSES.has(response.status) && location !== undefined) {
               yield* Effect.ignore(response.arrayBuffer)
@@ -150,7 +157,9 @@ export class Http extends Context.Tag("catalog-export/client/Http")<Http, HttpSh
                 return yield* new RetryBudgetExhausted({ method: error.method, url: error.url, retries: attempt, elapsedMs: elapsed, lastError: error })
               }
               attempt++
-              retries++
+              const reason = retryReason(error)
+              recordRetry(reason)
+              ;(yield* RetryTally).retried(reason)
               yield* Effect.logDebug("retrying request").pipe(
                 Effect.annotateLogs({ method: error.method, url: error.url, failure: describeFailure(error), attempt, delayMs: delay })
               )
@@ -176,9 +185,7 @@ export class Http extends Context.Tag("catalog-export/client/Http")<Http, HttpSh
         retrying,
         retrySession: makeSession,
         retryCount: Effect.sync(() => retries),
-        recordRetry: () => {
-          retries++
-        },
+        recordRetry,
         dispatcher
       })
     })
@@ -347,11 +354,21 @@ export const parseRetryAfter = (value: string | undefined, now: number): number 
 /** Connections per origin beyond `concurrency`: room for the listings of an export's parts and the odd lookup. */
 const CONTROL_CONNECTIONS = 8
 
-/** undici Agent tuned for many small requests to few origins. */
+/** Whether the standard proxy variables ask for one (then NO_PROXY / no_proxy says which hosts go direct). */
+export const proxyConfigured = (env: NodeJS.ProcessEnv = process.env) =>
+  [env.HTTPS_PROXY, env.https_proxy, env.HTTP_PROXY, env.http_proxy].some((v) => v !== undefined && v !== "")
+
+/**
+ * undici Agent tuned for many small requests to few origins; behind HTTPS_PROXY / HTTP_PROXY (and
+ * NO_PROXY) an EnvHttpProxyAgent with the same pool, timeouts and TLS floor, towards the proxy and
+ * through its CONNECT tunnel to the service alike. Extra CA certificates (a corporate proxy's) come
+ * from NODE_EXTRA_CA_CERTS, which Node reads at start.
+ */
 export const makeAgent = (options: HttpOptionsShape) => {
   const headersTimeout = Duration.toMillis(options.firstByteTimeout)
   const bodyTimeout = Duration.toMillis(options.idleTimeout)
-  const agent = new Agent({
+  const tls = { timeout: Duration.toMillis(options.connectTimeout), minVersion: "TLSv1.2" as const }
+  const agentOptions = {
     // Listings, lookups and token requests run beside the `concurrency` blob downloads, often on the
     // same origin (the local service): they get connections of their own rather than one of those.
     connections: options.concurrency + CONTROL_CONNECTIONS,
@@ -361,8 +378,9 @@ export const makeAgent = (options: HttpOptionsShape) => {
     keepAliveMaxTimeout: Math.max(Duration.toMillis(options.keepAliveTimeout), 60_000),
     headersTimeout,
     bodyTimeout,
-    connect: { timeout: Duration.toMillis(options.connectTimeout), minVersion: "TLSv1.2" }
-  })
+    connect: tls
+  }
+  const agent: Dispatcher = proxyConfigured() ? new EnvHttpProxyAgent({ ...agentOptions, proxyTls: tls, requestTls: tls }) : new Agent(agentOptions)
   // @effect/platform-node passes its own (disabled) timeouts with every request; restore ours.
   const dispatcher = agent.compose((dispatch) => (opts, handler) => dispatch({ ...opts, headersTimeout, bodyTimeout }, handler))
   return { agent, dispatcher }

@@ -77,3 +77,19 @@ export const retryDelay = (
   const delay = Math.min(limits.maxDelayMs, retryAfterMs ?? Math.floor(random * ceiling))
   return retries >= limits.maxRetries || elapsedMs + delay > limits.maxElapsedMs ? undefined : delay
 }
+
+/** A low-cardinality name of a transient failure, for counting retries: the status, or the transport error's code. */
+export const retryReason = (error: ApiError | TransportError): string =>
+  error._tag === "ApiError" ? String(error.status) : error.code ?? "transport"
+
+export interface RetryObserver {
+  readonly retried: (reason: string) => void
+}
+
+/**
+ * Where the retries of the requests a fiber makes are counted besides the client's total: one
+ * export's counters (its progress bar and run report), provided around that export.
+ */
+export class RetryTally extends Context.Reference<RetryTally>()("catalog-export/client/RetryTally", {
+  defaultValue: (): RetryObserver => ({ retried: () => {} })
+}) {}

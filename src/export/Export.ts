@@ -1,5 +1,5 @@
 import * as path from "node:path"
-import { Chunk, Effect, Option, Queue, Stream } from "effect"
+import { Chunk, Effect, Exit, Option, Queue, Stream, type Tracer } from "effect"
 import type { Partition } from "../domain/Partition.ts"
 import { TOOL } from "../domain/Tool.ts"
 import type { ParquetCompression } from "../sinks/ParquetCodecs.ts"
@@ -78,8 +78,18 @@ const exportPlan = Effect.fn("Export.run")(function*(plan: Plan, options: Export
     counters.bytes += checkpoint.bytes
   }
   const todo = parts.map((_, index) => index).filter((index) => !finished.has(index))
+  counters.listingStarts(todo.length)
+  yield* Effect.annotateCurrentSpan({
+    "catalog.hrn": plan.catalogHrn,
+    "layer.id": plan.layerId,
+    "export.version": plan.version,
+    "export.mode": plan.mode,
+    "export.parts": parts.length,
+    "export.parts_reused": finished.size
+  })
   if (todo.length > 0) yield* transfer(effective, dir, parts, todo, options, counters, finished)
-  const manifest = yield* commit(options.out, dir, effective, [...finished.values()], startedAt)
+  const manifest = yield* commit(options.out, dir, effective, [...finished.values()], startedAt).pipe(Effect.withSpan("Export.commit"))
+  yield* Effect.annotateCurrentSpan({ "export.partitions": manifest.partitions, "export.bytes": manifest.bytes, "export.files": manifest.files.length })
   return { _tag: "Exported", dir, manifest, counters } satisfies ExportResult
 })
 
@@ -107,7 +117,15 @@ const transfer = (
   Effect.scoped(Effect.gen(function*() {
     const commands = yield* Queue.unbounded<Command>()
     const writers = new Map<number, PartWriter>()
-    const tally = new Map<number, { listed: number; accepted: number; ended: boolean }>()
+    // Per part: its rows, and the spans of its fetch (until its last blob arrived) and its write (until its files are complete).
+    const tally = new Map<number, { listed: number; accepted: number; ended: boolean; fetch: Tracer.Span; write: Tracer.Span }>()
+    const clock = yield* Effect.clock
+    const partFetched = (part: number) => {
+      const t = tally.get(part)!
+      t.fetch.attribute("export.partitions", t.accepted)
+      t.fetch.end(clock.unsafeCurrentTimeNanos(), Exit.void)
+      Queue.unsafeOffer(commands, { _tag: "Finish", writer: writers.get(part)! })
+    }
     let queuedBytes = 0
 
     const accept = (part: number, p: Partition, stored: number, data: Uint8Array | null) => {
@@ -122,7 +140,7 @@ const transfer = (
         Queue.unsafeOffer(commands, { _tag: "Write", writer, batch })
       }
       const t = tally.get(part)!
-      if (++t.accepted === t.listed && t.ended) Queue.unsafeOffer(commands, { _tag: "Finish", writer })
+      if (++t.accepted === t.listed && t.ended) partFetched(part)
     }
 
     const fetch = yield* Fetch.stage(plan, {
@@ -156,7 +174,14 @@ const transfer = (
 
     const listAndFetch = (part: number) =>
       Effect.gen(function*() {
-        const t = { listed: 0, accepted: 0, ended: false }
+        const attributes = { "export.part": part }
+        const t = {
+          listed: 0,
+          accepted: 0,
+          ended: false,
+          fetch: yield* Effect.makeSpanScoped("Export.fetch", { attributes }),
+          write: yield* Effect.makeSpanScoped("Export.write", { attributes })
+        }
         tally.set(part, t)
         yield* listPart(plan, parts[part]).pipe(
           Stream.runForEachChunk((chunk) =>
@@ -173,12 +198,15 @@ const transfer = (
               }
               if (fetched.length > 0) yield* fetch.offer(part, fetched)
             })
-          )
+          ),
+          Effect.zipRight(Effect.suspend(() => Effect.annotateCurrentSpan("export.partitions", t.listed))),
+          Effect.withSpan("Export.list", { attributes })
         )
         // A part that listed nothing still has its (empty) files.
         yield* open(part, [])
         t.ended = true
-        if (t.accepted === t.listed) Queue.unsafeOffer(commands, { _tag: "Finish", writer: writers.get(part)! })
+        counters.listingEnded(t.listed)
+        if (t.accepted === t.listed) partFetched(part)
       })
 
     const write: Effect.Effect<void, SinkError | Fetch.FetchFailure> = Effect.gen(function*() {
@@ -190,11 +218,17 @@ const transfer = (
             queuedBytes -= command.batch.bytes
             fetch.resume()
             break
-          case "Finish":
-            finished.set(command.writer.part, yield* command.writer.finish)
+          case "Finish": {
+            const checkpoint = yield* command.writer.finish
+            finished.set(command.writer.part, checkpoint)
             writers.delete(command.writer.part)
+            const { write } = tally.get(command.writer.part)!
+            write.attribute("export.files", checkpoint.files.length)
+            write.attribute("export.bytes", checkpoint.bytes)
+            write.end(clock.unsafeCurrentTimeNanos(), Exit.void)
             remaining--
             break
+          }
           case "Fail":
             return yield* Effect.fail(command.error)
         }

@@ -1,70 +1,158 @@
-import { Effect, Schedule } from "effect"
+import { Context, Effect, Option, type Scope, Stream } from "effect"
+import { MetadataApi } from "../client/MetadataApi.ts"
+import { type RetryObserver, RetryTally } from "../client/Retry.ts"
+import * as Metrics from "../telemetry/Metrics.ts"
+import type { Plan } from "./Plan.ts"
 
-/** Counters of one run, shared by every stage; plain numbers, since the fibers share one thread. */
-export class Counters {
+/**
+ * Counters of one export, shared by every stage: plain numbers, since the fibers share one thread,
+ * and read on a timer by whoever shows them (a progress bar, JSON lines, metrics, the run report).
+ * Nothing here runs per partition beyond the increments the export makes anyway.
+ */
+export class Counters implements RetryObserver {
   partitions = 0
   deleted = 0
   bytes = 0
   skippedParts = 0
+  /** Partitions of parts an interrupted run finished: done, but not by this run (its rate leaves them out). */
+  resumed = 0
+  retries = 0
+  readonly retriesByReason: Record<string, number> = {}
+  /** Partitions expected, when known: from the versions answer (a pinned version), else once every part is listed. */
+  total: number | undefined = undefined
+  totalFrom: "versions" | "listing" | undefined = undefined
   readonly startedAt = Date.now()
-  constructor(
-    /** Partitions expected, when known. */
-    public total: number | undefined = undefined
-  ) {}
+  private listingsOpen = 0
+  private listed = 0
+  /** Recent (time, partitions, bytes) samples: the rate over the last seconds, not the whole run. */
+  private readonly window: Array<readonly [number, number, number]> = []
+
+  retried(reason: string): void {
+    this.retries++
+    this.retriesByReason[reason] = (this.retriesByReason[reason] ?? 0) + 1
+  }
+
+  /** The total from the service's count of the pinned version's partitions. */
+  expect(total: number): void {
+    this.total = total
+    this.totalFrom = "versions"
+  }
+
+  /** `parts` listings start; the partitions counted so far come from parts finished earlier. */
+  listingStarts(parts: number): void {
+    this.listingsOpen = parts
+    this.listed = this.partitions
+    this.resumed = this.partitions
+  }
+
+  /** A part's listing ended with `count` partitions; when it was the last, the total is known. */
+  listingEnded(count: number): void {
+    this.listed += count
+    if (--this.listingsOpen === 0 && this.total === undefined) {
+      this.total = this.listed
+      this.totalFrom = "listing"
+    }
+  }
+
+  snapshot(now = Date.now()): Snapshot {
+    const window = this.window
+    window.push([now, this.partitions, this.bytes])
+    while (window.length > 2 && now - window[1]![0] >= RATE_WINDOW_MS) window.shift()
+    const [t0, p0, b0] = window[0]!
+    const elapsedMs = now - this.startedAt
+    // Over the window once it spans a second, else over the run so far.
+    const [span, partitions, bytes] = now - t0 >= 1000
+      ? [now - t0, this.partitions - p0, this.bytes - b0]
+      : [elapsedMs, this.partitions - this.resumed, this.bytes]
+    const perSecond = rate(partitions, span)
+    const total = this.total ?? null
+    return {
+      partitions: this.partitions,
+      total,
+      totalFrom: this.totalFrom ?? null,
+      percent: total === null ? null : total === 0 ? 100 : Math.min(100, (this.partitions * 100) / total),
+      deleted: this.deleted,
+      bytes: this.bytes,
+      retries: this.retries,
+      elapsedMs,
+      rate: perSecond,
+      bytesRate: rate(bytes, span),
+      etaSeconds: total === null || perSecond <= 0 ? null : Math.max(0, Math.ceil((total - this.partitions) / perSecond))
+    }
+  }
 }
 
+const RATE_WINDOW_MS = 10_000
+
+/** What a progress bar and a JSON progress line show of one export. */
 export interface Snapshot {
   readonly partitions: number
+  readonly total: number | null
+  readonly totalFrom: "versions" | "listing" | null
+  readonly percent: number | null
   readonly deleted: number
   readonly bytes: number
   readonly retries: number
   readonly elapsedMs: number
+  /** Partitions per second, over the last 10 s. */
+  readonly rate: number
+  /** Bytes per second, over the last 10 s. */
+  readonly bytesRate: number
+  readonly etaSeconds: number | null
 }
-
-const mb = (bytes: number) => (bytes / 1e6).toFixed(1)
 
 export const rate = (count: number, elapsedMs: number) => (elapsedMs <= 0 ? 0 : (count * 1000) / elapsedMs)
 
-export const describeLine = (label: string, s: Snapshot, total: number | undefined) => {
-  const seconds = s.elapsedMs / 1000
-  const perSecond = rate(s.partitions, s.elapsedMs)
-  const eta = total !== undefined && perSecond > 0 ? ` eta ${Math.max(0, (total - s.partitions) / perSecond).toFixed(0)}s` : ""
-  return `${label}: ${s.partitions}${total === undefined ? "" : `/${total}`} partitions, ${mb(s.bytes)} MB, ` +
-    `${perSecond.toFixed(0)}/s, ${(s.bytes / 1e6 / Math.max(seconds, 0.001)).toFixed(1)} MB/s, ${s.retries} retries${eta}`
-}
-
 export type ProgressStyle = "tty" | "json" | "none"
 
-/**
- * Reports while `effect` runs: a live line on a TTY (redrawn in place), JSON log lines at a steady
- * interval otherwise. The final summary is the caller's.
- */
-export const reporting = <A, E, R>(
-  style: ProgressStyle,
-  label: string,
-  counters: Counters,
-  retries: Effect.Effect<number>,
-  effect: Effect.Effect<A, E, R>
-) => {
-  if (style === "none") return effect
-  const snapshot = Effect.map(retries, (r): Snapshot => ({
-    partitions: counters.partitions,
-    deleted: counters.deleted,
-    bytes: counters.bytes,
-    retries: r,
-    elapsedMs: Date.now() - counters.startedAt
-  }))
-  const report = Effect.flatMap(snapshot, (s) =>
-    Effect.sync(() => {
-      if (style === "tty") process.stderr.write(`\r\x1b[2K${describeLine(label, s, counters.total)}`)
-      else process.stderr.write(JSON.stringify({ event: "progress", export: label, ...s, total: counters.total ?? null }) + "\n")
-    }))
-  const every = style === "tty" ? "250 millis" : "10 seconds"
-  const clear = style === "tty" ? Effect.sync(() => process.stderr.write("\r\x1b[2K")) : Effect.void
-  return Effect.scoped(
-    Effect.gen(function*() {
-      yield* Effect.forkScoped(Effect.repeat(Effect.delay(report, every), Schedule.spaced(every)))
-      return yield* effect
-    })
-  ).pipe(Effect.ensuring(clear))
+/** One running export as a progress view sees it. */
+export interface Tracked {
+  readonly label: string
+  readonly catalog: string
+  readonly layer: string
+  readonly counters: Counters
 }
+
+/**
+ * Where the progress of running exports is shown; the CLI provides one (a bar per export on a
+ * terminal, JSON lines otherwise). `track` shows an export until the scope closes. Without one,
+ * nothing is shown.
+ */
+export interface ProgressView {
+  readonly track: (tracked: Tracked) => Effect.Effect<void, never, Scope.Scope>
+}
+
+export class Progress extends Context.Reference<Progress>()("catalog-export/export/Progress", {
+  defaultValue: (): ProgressView => ({ track: () => Effect.void })
+}) {}
+
+/**
+ * Runs one export with its progress shown, its retries counted in `counters`, and its counters fed
+ * to the metrics (`Metrics.observe`). The total is taken from the versions answer when the plan pins
+ * a version whose partitions it counts (a full export of a versioned layer).
+ */
+export const tracking = <A, E, R>(plan: Plan, label: string, counters: Counters, effect: Effect.Effect<A, E, R>) =>
+  Effect.scoped(
+    Effect.gen(function*() {
+      const total = yield* expectedPartitions(plan)
+      if (total !== undefined) counters.expect(total)
+      const tracked: Tracked = { label, catalog: plan.catalogHrn, layer: plan.layerId, counters }
+      yield* (yield* Progress).track(tracked)
+      yield* Metrics.observe(tracked)
+      return yield* Effect.provideService(effect, RetryTally, counters)
+    })
+  )
+
+/**
+ * How many partitions a full export of a pinned version lists: the versions answer's `partitionCounts`
+ * (facts §3). Undefined for changes, volatile layers, or a service that does not count; progress is
+ * never worth failing an export for.
+ */
+export const expectedPartitions = (plan: Plan): Effect.Effect<number | undefined, never, MetadataApi> =>
+  plan.layerType !== "versioned" || plan.mode !== "full"
+    ? Effect.succeed(undefined)
+    : Effect.gen(function*() {
+      const metadata = yield* MetadataApi
+      const info = yield* Stream.runHead(metadata.versions(plan.catalogHrn, { startVersion: plan.version - 1, endVersion: plan.version }))
+      return Option.getOrUndefined(info)?.partitionCounts?.[plan.layerId]
+    }).pipe(Effect.orElseSucceed(() => undefined))

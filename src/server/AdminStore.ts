@@ -206,6 +206,7 @@ export const make = Effect.gen(function*() {
         yield* sql`DELETE FROM publication_partitions WHERE publication_id IN (SELECT id FROM publications WHERE catalog_hrn = ${catalogHrn})`
         yield* sql`DELETE FROM publications WHERE catalog_hrn = ${catalogHrn}`
         yield* sql`DELETE FROM versions WHERE catalog_hrn = ${catalogHrn}`
+        yield* sql`DELETE FROM version_partition_counts WHERE catalog_hrn = ${catalogHrn}`
         yield* sql`DELETE FROM grants WHERE catalog_hrn = ${catalogHrn}`
         yield* sql`DELETE FROM catalogs WHERE hrn = ${catalogHrn}`
         yield* disableSubscriptionsOf(catalogHrn, null, new Date(now).toISOString())

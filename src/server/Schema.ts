@@ -48,6 +48,14 @@ export const statements: ReadonlyArray<string> = [
     dependencies TEXT NOT NULL,
     PRIMARY KEY (catalog_hrn, version)
   )`,
+  // The versions answer's partitionCounts: per versioned layer, its partitions with data at the version.
+  `CREATE TABLE IF NOT EXISTS version_partition_counts (
+    catalog_hrn TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    layer_id TEXT NOT NULL,
+    count INTEGER NOT NULL,
+    PRIMARY KEY (catalog_hrn, version, layer_id)
+  ) WITHOUT ROWID`,
   `CREATE TABLE IF NOT EXISTS layer_versions (
     layer_pk INTEGER NOT NULL,
     version INTEGER NOT NULL,

@@ -63,6 +63,8 @@ export interface VersionRow {
   readonly version: number
   readonly timestamp: number
   readonly dependencies: string
+  /** JSON object layer id -> partitions; `{}` for versions committed before counts were kept. */
+  readonly partition_counts: string
 }
 
 /** An asynchronous config operation behind a status link. */
@@ -107,6 +109,8 @@ export const make = Effect.gen(function*() {
   for (const statement of statements) yield* sql.unsafe(statement)
 
   const first = <A>(rows: ReadonlyArray<A>): A | undefined => rows[0]
+  const partitionCounts = sql.unsafe(`(SELECT json_group_object(c.layer_id, c.count) FROM version_partition_counts c
+    WHERE c.catalog_hrn = v.catalog_hrn AND c.version = v.version) AS partition_counts`)
 
   return {
     withTransaction: sql.withTransaction,
@@ -155,10 +159,11 @@ export const make = Effect.gen(function*() {
     insertVersion: (hrn: string, version: number, timestamp: number, dependencies: string) =>
       sql`INSERT INTO versions (catalog_hrn, version, timestamp, dependencies) VALUES (${hrn}, ${version}, ${timestamp}, ${dependencies})`.pipe(Effect.asVoid),
     versions: (hrn: string, fromExclusive: number, toInclusive: number) =>
-      sql<VersionRow>`SELECT version, timestamp, dependencies FROM versions
+      sql<VersionRow>`SELECT version, timestamp, dependencies, ${partitionCounts} FROM versions v
         WHERE catalog_hrn = ${hrn} AND version > ${fromExclusive} AND version <= ${toInclusive} ORDER BY version`,
     versionsIn: (hrn: string, list: ReadonlyArray<number>) =>
-      sql<VersionRow>`SELECT version, timestamp, dependencies FROM versions WHERE catalog_hrn = ${hrn} AND ${sql.in("version", list)} ORDER BY version`,
+      sql<VersionRow>`SELECT version, timestamp, dependencies, ${partitionCounts} FROM versions v
+        WHERE catalog_hrn = ${hrn} AND ${sql.in("version", list)} ORDER BY version`,
     markLayerVersion: (layerPk: number, version: number, timestamp: number) =>
       sql`INSERT OR REPLACE INTO layer_versions (layer_pk, version, timestamp) VALUES (${layerPk}, ${version}, ${timestamp})`.pipe(Effect.asVoid),
     /** Per layer of the catalog, the last version at or below `version` in which it changed. */
@@ -193,6 +198,14 @@ export const make = Effect.gen(function*() {
           AND (layer_pk, data_handle) IN (SELECT layer_pk, data_handle FROM publication_partitions WHERE publication_id = ${publicationId})`
         yield* sql`INSERT OR REPLACE INTO layer_versions (layer_pk, version, timestamp)
           SELECT DISTINCT layer_pk, ${version}, ${now} FROM publication_partitions WHERE publication_id = ${publicationId}`
+        // Counted again for the layers this publication changed, carried over for the others.
+        yield* sql`INSERT OR REPLACE INTO version_partition_counts (catalog_hrn, version, layer_id, count)
+          SELECT l.catalog_hrn, ${version}, l.id, COALESCE(
+            CASE WHEN l.pk IN (SELECT layer_pk FROM publication_partitions WHERE publication_id = ${publicationId}) THEN NULL ELSE
+              (SELECT c.count FROM version_partition_counts c WHERE c.catalog_hrn = l.catalog_hrn AND c.version = ${version - 1} AND c.layer_id = l.id) END,
+            (SELECT COUNT(*) FROM partitions p WHERE p.layer_pk = l.pk AND p.vto IS NULL AND p.data_handle <> ''))
+          FROM layers l
+          WHERE l.layer_type = 'versioned' AND l.catalog_hrn = (SELECT catalog_hrn FROM publications WHERE id = ${publicationId})`
         yield* sql`DELETE FROM publication_partitions WHERE publication_id = ${publicationId}`
       }),
     /** Volatile layers keep one row per partition, overwritten in place; returns what was written. */
@@ -252,6 +265,7 @@ export const make = Effect.gen(function*() {
           RETURNING sha256`
         yield* sql`DELETE FROM partitions WHERE layer_pk IN (${layers}) AND vto IS NOT NULL AND vto <= ${minimum}`
         yield* sql`DELETE FROM versions WHERE catalog_hrn = ${catalogHrn} AND version < ${minimum}`
+        yield* sql`DELETE FROM version_partition_counts WHERE catalog_hrn = ${catalogHrn} AND version < ${minimum}`
         const orphaned: Array<string> = []
         for (const sha256 of new Set(removed.map((r) => r.sha256))) {
           const used = yield* sql<{ n: number }>`SELECT COUNT(*) AS n FROM blobs WHERE sha256 = ${sha256}`

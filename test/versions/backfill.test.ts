@@ -163,7 +163,6 @@ describe("backfill", () => {
     const outcomes: Array<VersionOutcome> = []
     const totals = await runWith(raiseDuringListing, runBackfill(
       { catalog: DEMO, layer: "places", from: 8, to: 9, parts: 1, export: { out: target, format: "parquet", concurrency: 4, listConcurrency: 1 } },
-      "none",
       (outcome) => Effect.sync(() => outcomes.push(outcome))
     ))
     expect(outcomes.map((o) => [o.version, o.status])).toEqual([[8, "below-minimum"], [9, "exported"]])

@@ -10,7 +10,7 @@ import { type ReadsShape, Reads, type Selection } from "../Reads.ts"
 import { versionedWritesBlockedBy, versionedWritesRefused } from "../Regions.ts"
 import { Replicas } from "../Replicas.ts"
 import { badRequest, json, notFound, orFail, Reply, type Result } from "../Reply.ts"
-import { type CatalogRow, type LayerRow, Store } from "../Store.ts"
+import { type CatalogRow, type LayerRow, Store, type VersionRow } from "../Store.ts"
 import { collect, raiseMinimum } from "../Versions.ts"
 import { originOf } from "../Views.ts"
 
@@ -237,11 +237,15 @@ const listingRoute = (kind: ListingKind) =>
 
 // --- versions ---------------------------------------------------------------------------------
 
-const versionInfo = (row: { version: number; timestamp: number; dependencies: string }) => ({
-  version: row.version,
-  timestamp: row.timestamp,
-  dependencies: JSON.parse(row.dependencies)
-})
+const versionInfo = (row: VersionRow) => {
+  const partitionCounts = JSON.parse(row.partition_counts) as Record<string, number>
+  return {
+    version: row.version,
+    timestamp: row.timestamp,
+    dependencies: JSON.parse(row.dependencies),
+    ...(Object.keys(partitionCounts).length === 0 ? {} : { partitionCounts })
+  }
+}
 
 const versions = Effect.gen(function*() {
   const catalog = yield* routeCatalog("read")

@@ -1,0 +1,57 @@
+import * as OtlpMetrics from "@effect/opentelemetry/OtlpMetrics"
+import * as OtlpSerialization from "@effect/opentelemetry/OtlpSerialization"
+import * as OtlpTracer from "@effect/opentelemetry/OtlpTracer"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import { Duration, Effect, Layer } from "effect"
+import { HttpOptions, makeAgent } from "../client/Http.ts"
+import { TOOL } from "../domain/Tool.ts"
+import * as Metrics from "./Metrics.ts"
+import type { OtlpSettings, SignalSettings } from "./Telemetry.ts"
+
+/**
+ * The OTLP/HTTP exporters of @effect/opentelemetry (no OpenTelemetry SDK): Effect's spans and its
+ * metric registry, batched and POSTed in the background, flushed when the run ends. Loaded only when
+ * telemetry is configured (Telemetry.ts). Requests go through the same agent as the client's (so
+ * HTTPS_PROXY and NO_PROXY apply), untraced.
+ */
+export const layer = (settings: OtlpSettings): Layer.Layer<never> => {
+  const resource = { serviceName: settings.serviceName, serviceVersion: TOOL.version }
+  const shutdownTimeout = Duration.millis(settings.shutdownTimeoutMs)
+  const serialization = (signal: SignalSettings) => (signal.protocol === "json" ? OtlpSerialization.layerJson : OtlpSerialization.layerProtobuf)
+  const traces = settings.traces === undefined
+    ? Layer.empty
+    : OtlpTracer.layer({
+      url: settings.traces.url,
+      resource,
+      headers: settings.traces.headers,
+      exportInterval: Duration.millis(settings.traces.exportIntervalMs),
+      shutdownTimeout
+    }).pipe(Layer.provide(serialization(settings.traces)))
+  const metrics = settings.metrics === undefined
+    ? Layer.empty
+    : Layer.merge(
+      Layer.effectDiscard(Effect.sync(() => {
+        Metrics.requestTiming.enabled = true
+      })),
+      OtlpMetrics.layer({
+      url: settings.metrics.url,
+      resource,
+      headers: settings.metrics.headers,
+      exportInterval: Duration.millis(settings.metrics.exportIntervalMs),
+      shutdownTimeout
+    }).pipe(Layer.provide(serialization(settings.metrics)))
+    )
+  return Layer.merge(traces, metrics).pipe(Layer.provide(httpClient))
+}
+
+const httpClient = NodeHttpClient.layerUndiciWithoutDispatcher.pipe(
+  Layer.provide(
+    Layer.scoped(
+      NodeHttpClient.Dispatcher,
+      Effect.acquireRelease(
+        Effect.sync(() => makeAgent({ ...HttpOptions.defaults, concurrency: 2 })),
+        ({ agent }) => Effect.promise(() => agent.destroy())
+      ).pipe(Effect.map(({ dispatcher }) => dispatcher))
+    )
+  )
+)
