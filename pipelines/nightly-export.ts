@@ -9,7 +9,7 @@ import { runExport } from "../src/export/Lazy.ts"
 import { versionBounds } from "../src/export/Plan.ts"
 import { Counters, type ProgressStyle, reporting } from "../src/export/Progress.ts"
 import { pruneSnapshots } from "../src/export/Snapshots.ts"
-import { localLocation } from "../src/retention/ExportLocation.ts"
+import { exportLocation } from "../src/retention/ExportLocation.ts"
 import { guard } from "./retention.ts"
 
 /** Exports the latest version of each listed layer (volatile layers: a snapshot of their data). */
@@ -178,7 +178,7 @@ export const raiseToExported = (catalogHrn: string, version: number, out: string
   Effect.gen(function*() {
     const { minimum } = yield* versionBounds(catalogHrn)
     if (version <= minimum) return undefined
-    yield* guard(catalogHrn, version, minimum, localLocation(out))
+    yield* guard(catalogHrn, version, minimum, yield* exportLocation(out))
     yield* (yield* MetadataApi).setMinimumVersion(catalogHrn, version)
     return { catalogHrn, from: minimum, to: version } satisfies MinimumRaised
   })

@@ -16,10 +16,11 @@ import { retentionCommand } from "./retention.ts"
 import { runCommand } from "./run.ts"
 import { schemasCommand } from "./schemas.ts"
 import { serve } from "./serve.ts"
+import { commitCommand, planCommand } from "./shards.ts"
 
 const root = Command.make("catalog-export").pipe(
   Command.withDescription("Export data catalogs to Parquet and Arrow, and run a local catalog service to develop against."),
-  Command.withSubcommands([serve, exportCommand, backfillCommand, retentionCommand, runCommand, demoCommand, ...inspectCommands, ...adminCommands, publishCommand, schemasCommand])
+  Command.withSubcommands([serve, exportCommand, planCommand, commitCommand, backfillCommand, retentionCommand, runCommand, demoCommand, ...inspectCommands, ...adminCommands, publishCommand, schemasCommand])
 )
 
 const cli = Command.run(root, { name: TOOL.name, version: TOOL.version })

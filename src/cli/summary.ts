@@ -1,4 +1,3 @@
-import * as path from "node:path"
 import { Either } from "effect"
 import type { LayerOutcome, LayerResult, MinimumRaised } from "../../pipelines/nightly-export.ts"
 import { rate } from "../export/Progress.ts"
@@ -16,7 +15,7 @@ export const describeResult = (result: LayerResult, elapsedMs: number, retries: 
   }
   const m = result.manifest
   if (result._tag === "AlreadyExported") {
-    return `Already exported ${what(m)} (${path.join(result.dir, "_manifest.json")}); nothing to do. Use --force to export again.`
+    return `Already exported ${what(m)} (${result.dir}/_manifest.json); nothing to do. Use --force to export again.`
   }
   const reused = result.counters.skippedParts > 0 ? `, ${result.counters.skippedParts} part(s) reused from an interrupted run` : ""
   return `Exported ${what(m)}: ${m.partitions} partitions (${m.deleted} deleted), ${mb(m.bytes)}, ${m.files.length} file(s) ` +
@@ -28,7 +27,7 @@ export const describeResult = (result: LayerResult, elapsedMs: number, retries: 
 export const duckdbHint = (result: LayerResult): string | undefined => {
   if (result._tag === "UpToDate") return undefined
   if (!result.manifest.files.some((f) => f.format === "parquet")) return undefined
-  const glob = path.join(result.dir, "*.parquet")
+  const glob = `${result.dir}/*.parquet`
   return `duckdb -c "SELECT partition, partition_version, data_size, octet_length(data) AS bytes, checksum FROM read_parquet('${glob}') LIMIT 5"`
 }
 
