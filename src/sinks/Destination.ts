@@ -3,7 +3,7 @@ import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { Effect, Option } from "effect"
 import type { CompletedFile } from "./Files.ts"
-import { describeStoreFailure, formatStoreUrl, isObjectStore, joinKey, parseStoreUrl, s3Client, schemeOf, type StoreUrl } from "./ObjectStore.ts"
+import { describeStoreFailure, formatStoreUrl, isObjectStore, joinKey, parseStoreUrl, s3Client, s3Sdk, schemeOf, type StoreUrl } from "./ObjectStore.ts"
 import { fromCause, SinkError } from "./SinkError.ts"
 
 /**
@@ -78,7 +78,7 @@ export const publish = (dir: string, file: CompletedFile): Effect.Effect<string 
       const url = parseStoreUrl(dir)!
       const location = `${dir}/${file.path}`
       return storeRequest(location, "complete the upload of", async () => {
-        const { CompleteMultipartUploadCommand } = await import("@aws-sdk/client-s3")
+        const { CompleteMultipartUploadCommand } = await s3Sdk()
         const client = await s3Client()
         const done = await client.send(new CompleteMultipartUploadCommand({
           Bucket: url.bucket,
@@ -155,7 +155,7 @@ const local = (root: string, name: string): Destination => {
 }
 
 type S3 = Awaited<ReturnType<typeof s3Client>>
-const sdk = () => import("@aws-sdk/client-s3")
+const sdk = s3Sdk
 
 const store = (name: string, url: StoreUrl, client: S3): Destination => {
   const key = (k: string) => joinKey(url.prefix, k)

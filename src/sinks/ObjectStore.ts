@@ -45,6 +45,17 @@ export const formatStoreUrl = (url: StoreUrl): string => `s3://${url.bucket}${ur
 /** The key of `name` below `prefix`. */
 export const joinKey = (prefix: string, name: string): string => (prefix === "" ? name : name === "" ? prefix : `${prefix}/${name}`)
 
+type Sdk = typeof import("@aws-sdk/client-s3")
+
+/**
+ * The AWS SDK's S3 module, loaded on first use (it is large). Bundled, a dynamic import of its
+ * CommonJS build yields the exports as `default`, as Node does for CommonJS.
+ */
+export const s3Sdk = async (): Promise<Sdk> => {
+  const loaded = await import("@aws-sdk/client-s3")
+  return "S3Client" in loaded ? loaded : (loaded as unknown as { default: Sdk }).default
+}
+
 let client: Promise<S3Client> | undefined
 
 /** The S3 client of this thread, configured from the environment (loaded on first use: the SDK is large). */
@@ -52,7 +63,7 @@ export const s3Client = (): Promise<S3Client> =>
   client ??= (async () => {
     // The SDK warns on Node 20 that later releases will need Node 22; this bundle pins one that runs on 20.
     process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= "true"
-    const { S3Client } = await import("@aws-sdk/client-s3")
+    const { S3Client } = await s3Sdk()
     const endpoint = process.env.AWS_ENDPOINT_URL_S3 || process.env.AWS_ENDPOINT_URL || undefined
     const region = process.env.AWS_REGION || process.env.AWS_DEFAULT_REGION || undefined
     return new S3Client({

@@ -53,7 +53,7 @@ export const startStore = async (bucket = "exports"): Promise<TestStore> => {
   const multipart: Middleware = async (ctx, next) => {
     const [, b, ...rest] = ctx.path.split("/")
     const key = decodeURIComponent(rest.join("/"))
-    if (ctx.method === "GET" && b !== undefined && rest.length === 0 && "uploads" in ctx.query) {
+    if (ctx.method === "GET" && b !== undefined && key === "" && "uploads" in ctx.query) {
       const prefix = ctx.query.prefix ?? ""
       ctx.body = {
         ListMultipartUploadsResult: {
