@@ -41,7 +41,9 @@ export const startStore = async (bucket = "exports"): Promise<TestStore> => {
   const openUploads = () => {
     const dir = uploadsDir(bucket)
     if (!fs.existsSync(dir)) return []
-    return fs.readdirSync(dir).map((uploadId) => ({ uploadId, key: fs.readFileSync(path.join(dir, uploadId, "key"), "utf8") }))
+    // An upload being initiated has its directory a moment before its key file.
+    const keyOf = (uploadId: string) => fs.existsSync(path.join(dir, uploadId, "key")) ? fs.readFileSync(path.join(dir, uploadId, "key"), "utf8") : ""
+    return fs.readdirSync(dir).map((uploadId) => ({ uploadId, key: keyOf(uploadId) }))
   }
   const store = { deny: (_method: string, _url: string) => false }
   const deny: Middleware = async (ctx, next) => {
