@@ -4,7 +4,7 @@ import { TOOL } from "../domain/Tool.ts"
 import { crashPoint } from "./CrashHook.ts"
 import { OutputConflict, ShardsUnfinished } from "./Errors.ts"
 import { advanceState, type Manifest, MANIFEST, readManifest, writeJson } from "./Manifest.ts"
-import { damage, isDataFile, listing, partsDir } from "./Parts.ts"
+import { damage, isDataFile, listing, partsDir } from "./Checkpoints.ts"
 import { exportDir, type Plan, shardsOf } from "./Plan.ts"
 import { planKey, shardManifests, shardsDir } from "./Shards.ts"
 

@@ -2,7 +2,7 @@ import { Effect, Option, Schema } from "effect"
 import type { Destination } from "../sinks/Destination.ts"
 import { OutputConflict } from "./Errors.ts"
 import { readJson, readJsonOption, RecordedFile, writeJson } from "./Manifest.ts"
-import { partsDir } from "./Parts.ts"
+import { partsDir } from "./Checkpoints.ts"
 import { exportDir, PLAN, Plan, shardsOf } from "./Plan.ts"
 
 /**

@@ -49,14 +49,14 @@ export interface Destination {
 
 /** A destination that cannot be used as given. */
 export const invalidDestination = (spec: string, why: string) =>
-  new SinkError({ path: spec, reason: "InvalidOptions", message: `Output ${spec} ${why}` })
+  new SinkError({ path: spec, reason: "InvalidOptions", message: `Location ${spec} ${why}` })
 
 /** The destination `spec` names: a local path (or `file://` URL), or `s3://bucket/prefix`. */
 export const destination = (spec: string): Effect.Effect<Destination, SinkError> => {
   const scheme = schemeOf(spec)
   if (scheme === undefined) return Effect.succeed(local(spec.startsWith("file://") ? new URL(spec).pathname : spec, spec))
   if (scheme !== "s3") {
-    return Effect.fail(invalidDestination(spec, `uses ${scheme}://, which this version cannot write; give a local directory or an s3://bucket/prefix URL (S3-compatible stores such as GCS, MinIO or R2 through AWS_ENDPOINT_URL_S3).`))
+    return Effect.fail(invalidDestination(spec, `uses ${scheme}://, which this version cannot use; give a local directory or an s3://bucket/prefix URL (S3-compatible stores such as GCS, MinIO or R2 through AWS_ENDPOINT_URL_S3).`))
   }
   const url = parseStoreUrl(spec)
   if (url === undefined) return Effect.fail(invalidDestination(spec, "is not a valid s3://bucket/prefix URL; check the bucket name and the prefix."))
