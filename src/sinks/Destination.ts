@@ -113,14 +113,20 @@ const local = (root: string, name: string): Destination => {
         await fs.mkdir(path.dirname(file), { recursive: true })
         // Unique per writer: two runs of one shard may write the same file at once.
         const temp = `${file}.${randomBytes(4).toString("hex")}.partial`
-        const handle = await fs.open(temp, "w")
         try {
-          await handle.writeFile(text)
-          await handle.sync()
-        } finally {
-          await handle.close()
+          const handle = await fs.open(temp, "w")
+          try {
+            await handle.writeFile(text)
+            await handle.sync()
+          } finally {
+            await handle.close()
+          }
+          await fs.rename(temp, file)
+        } catch (e) {
+          // A full disk leaves nothing half-written behind.
+          await fs.rm(temp, { force: true })
+          throw e
         }
-        await fs.rename(temp, file)
       }),
     stat: (key) =>
       attempt(key, "read", () =>
