@@ -220,6 +220,27 @@ describe("the AWS Batch job definitions", () => {
   }, 300_000)
 })
 
+describe("two runs of the same shard at once (a pod retried while the first still runs)", () => {
+  it("never damage each other: the commit holds every row once, as one process writes it", async () => {
+    const out = tempDir("deploy-overlap-")
+    const flags = ["--quiet", "--lookup-url", svc.lookupUrl, "--credentials", credentials]
+    const planned = await cli(["plan", "--catalog", DEMO, "--layer", "tiles", "--shards", "2", "--parts", "4", "--out", out, ...flags])
+    ok(planned)
+    const { plan } = JSON.parse(planned.stdout.trim())
+    const runs = await Promise.all([0, 0, 0, 1].map((i) => cli(["export", "--plan", plan, "--shard", String(i), ...flags])))
+    for (const r of runs) ok(r)
+    ok(await cli(["commit", "--plan", plan, ...flags]))
+    const single = tempDir("deploy-overlap-single-")
+    ok(await cli(["export", "--catalog", DEMO, "--layer", "tiles", "--out", single, ...flags]))
+    const version = fs.readdirSync(path.join(single, "demo", "tiles")).find((n) => n.startsWith("version="))!
+    const dir = path.join(out, "demo", "tiles", version)
+    expect(await rowsOf(dir)).toEqual(await rowsOf(path.join(single, "demo", "tiles", version)))
+    // Only the files the manifest names are left: the losing runs' files were removed by the commit.
+    const manifest = readJson(path.join(dir, "_manifest.json"))
+    expect(fs.readdirSync(dir).sort()).toEqual([...manifest.files.map((f: { path: string }) => f.path), "_manifest.json"].sort())
+  })
+})
+
 describe("export --plan without a shard", () => {
   it("is a usage error naming the index variables", async () => {
     const out = tempDir("deploy-noshard-")
