@@ -8,11 +8,11 @@ import type { ExportOptions } from "../src/export/Export.ts"
 import { regionsOf } from "../src/export/Failover.ts"
 import { ExportSettings, PositiveInt } from "../src/export/JobConfig.ts"
 import { runExport } from "../src/export/Lazy.ts"
+import { tidyCommitted } from "../src/export/Commit.ts"
 import { readManifest } from "../src/export/Manifest.ts"
 import { exportDir, makePlan, parseCatalogHrn, versionBounds } from "../src/export/Plan.ts"
 import { Counters, tracking } from "../src/export/Progress.ts"
-import * as fs from "node:fs/promises"
-import * as path from "node:path"
+import { destination } from "../src/sinks/Destination.ts"
 
 /** Exports every version in from..to of one versioned layer, once each; restartable. */
 export const BackfillJob = Schema.Struct({
@@ -68,13 +68,6 @@ export interface BackfillRequest {
    */
   readonly region?: string | undefined
 }
-
-/**
- * runExport writes the manifest before it removes the part checkpoints (`_parts/`), so a run killed in
- * between leaves them in a committed directory; runExport tidies that when it finds the manifest, but
- * the backfill skips committed versions without calling it, so it tidies them itself.
- */
-const tidyCommitted = (dir: string) => Effect.promise(() => fs.rm(path.join(dir, "_parts"), { recursive: true, force: true }))
 
 type Ranged = Extract<VersionOutcome, { readonly through: number }>
 const sameRange = (a: Ranged, b: VersionOutcome) =>
@@ -152,8 +145,8 @@ export const runBackfill = (request: BackfillRequest, report: (outcome: VersionO
 
     const totals: BackfillTotals = { exported: 0, alreadyExported: 0, unchanged: 0, noData: 0, belowMinimum: 0, notYetPublished: 0 }
     const reporter = orderedReporter(report, totals)
-    const dirOf = (version: number) =>
-      path.join(request.export.out, exportDir({ catalogId: catalog.id, layerId: layer.id, layerType: "versioned", version }))
+    const dest = yield* destination(request.export.out)
+    const dirOf = (version: number) => exportDir({ catalogId: catalog.id, layerId: layer.id, layerType: "versioned", version })
     /** Versions whose state this run leaves exported: committed before, or to be exported now. */
     const held = new Set<number>()
     let changeCheck: string | undefined = request.everyVersion === true ? "every version is exported (--every-version)" : undefined
@@ -177,8 +170,10 @@ export const runBackfill = (request: BackfillRequest, report: (outcome: VersionO
     let bounds = yield* versionBounds(catalogHrn)
     for (let version = request.from; version <= request.to; version++) {
       const slot = reporter.reserve()
-      if (Option.isSome(yield* readManifest(dirOf(version)))) {
-        yield* tidyCommitted(dirOf(version))
+      const manifest = yield* readManifest(dest, dirOf(version))
+      if (Option.isSome(manifest)) {
+        // A run killed between its manifest and its tidying left its bookkeeping: runExport tidies that when it finds the manifest, but this skips it.
+        yield* tidyCommitted(dest, dirOf(version), manifest.value)
         held.add(version)
         yield* reporter.settle(slot, { version, status: "already-exported" })
         continue
@@ -202,7 +197,7 @@ export const runBackfill = (request: BackfillRequest, report: (outcome: VersionO
       }
       if (changed !== undefined && changed.value < version) {
         const since = changed.value
-        if (held.has(since) || Option.isSome(yield* readManifest(dirOf(since)))) {
+        if (held.has(since) || Option.isSome(yield* readManifest(dest, dirOf(since)))) {
           held.add(version)
           yield* reporter.settle(slot, { version, through: version, status: "unchanged", since })
           continue

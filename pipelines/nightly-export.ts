@@ -13,7 +13,7 @@ import { runExport } from "../src/export/Lazy.ts"
 import { parseCatalogHrn, versionBounds } from "../src/export/Plan.ts"
 import { Counters, tracking } from "../src/export/Progress.ts"
 import { pruneSnapshots } from "../src/export/Snapshots.ts"
-import { localLocation } from "../src/retention/ExportLocation.ts"
+import { exportLocation } from "../src/retention/ExportLocation.ts"
 import { guard } from "./retention.ts"
 
 /** Exports the latest version of each listed layer (volatile layers: a snapshot of their data). */
@@ -238,7 +238,7 @@ export const raiseToExported = (catalogHrn: string, version: number, out: string
   Effect.gen(function*() {
     const { minimum } = yield* versionBounds(catalogHrn)
     if (version <= minimum) return undefined
-    yield* guard(catalogHrn, version, minimum, localLocation(out))
+    yield* guard(catalogHrn, version, minimum, yield* exportLocation(out))
     yield* (yield* MetadataApi).setMinimumVersion(catalogHrn, version)
     return { catalogHrn, from: minimum, to: version } satisfies MinimumRaised
   })

@@ -69,8 +69,10 @@ export const build = async ({ clean = false } = {}) => {
   })
   if (clean) rmSync(join(root, "dist"), { recursive: true, force: true })
   const files = [...result.outputFiles].sort((a, b) => (a.path === entry ? 1 : b.path === entry ? -1 : 0))
+  // Entry points have fixed names (the CLI's, and the encoder thread's, which must match its chunks): always written.
+  const entries = [entry, join(root, "dist", "encoder-worker.mjs")].flatMap((e) => [e, `${e}.map`])
   for (const file of files) {
-    if (!clean && file.path !== entry && file.path !== `${entry}.map` && existsSync(file.path)) continue
+    if (!clean && !entries.includes(file.path) && existsSync(file.path)) continue
     writeAtomic(file.path, file.contents)
   }
   return files.map((f) => relative(root, f.path))

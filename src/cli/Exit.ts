@@ -10,7 +10,8 @@ export class JobFailed extends Schema.TaggedError<JobFailed>()("JobFailed", { ex
 /**
  * Exit codes, as DESIGN.md promises them to cron wrappers:
  * 0 done; 2 bad input or usage; 3 authentication or permission; 4 catalog, layer or version not
- * found; 5 transient failures outlasted the retry budget (safe to run again); 6 integrity; 1 else.
+ * found; 5 transient failures outlasted the retry budget (safe to run again); 6 integrity; 7 a
+ * sharded export's commit found shards unfinished; 1 else.
  */
 export const ExitCode = {
   ok: 0,
@@ -19,7 +20,9 @@ export const ExitCode = {
   auth: 3,
   notFound: 4,
   transient: 5,
-  integrity: 6
+  integrity: 6,
+  /** `commit` of a sharded export before every shard has finished (or with a damaged shard): run the shards, then commit again. */
+  unfinished: 7
 } as const
 
 /** What an exit code tells whoever runs the command next: the run report's last line. */
@@ -57,7 +60,16 @@ const byTag: Record<string, number> = {
   DecodeSetupError: ExitCode.usage,
   IntegrityError: ExitCode.integrity,
   DecodeError: ExitCode.integrity,
-  OutputConflict: ExitCode.integrity
+  OutputConflict: ExitCode.integrity,
+  ShardsUnfinished: ExitCode.unfinished
+}
+
+/** Failures of the output: those of an object store say whether to fix the input, the credentials, or retry. */
+const bySinkReason: Record<string, number> = {
+  NoSuchBucket: ExitCode.usage,
+  InvalidOptions: ExitCode.usage,
+  AccessDenied: ExitCode.auth,
+  Unavailable: ExitCode.transient
 }
 
 /** An HTTP status the service answered with and the caller did not expect. */
@@ -94,7 +106,7 @@ export const unfinishedWhenInterrupted = <A, E, R>(effect: Effect.Effect<A, E, R
  * again), then integrity (6: do not use the output), authentication (3), not found (4), bad input
  * (2), anything else (1). Every layer's outcome is in the summary.
  */
-const PRECEDENCE: ReadonlyArray<number> = [ExitCode.transient, ExitCode.integrity, ExitCode.auth, ExitCode.notFound, ExitCode.usage, ExitCode.failure]
+const PRECEDENCE: ReadonlyArray<number> = [ExitCode.transient, ExitCode.integrity, ExitCode.unfinished, ExitCode.auth, ExitCode.notFound, ExitCode.usage, ExitCode.failure]
 
 export const decidingExitCode = (codes: ReadonlyArray<number>): number =>
   codes.filter((c) => c !== ExitCode.ok).sort((a, b) => rank(a) - rank(b))[0] ?? ExitCode.ok
@@ -109,6 +121,8 @@ export const exitCodeOf = (error: unknown): number => {
   if (error instanceof JobFailed) return error.exitCode
   const tagged = error as { _tag?: unknown; status?: unknown }
   if (tagged?._tag === "ApiError" && typeof tagged.status === "number") return byStatus(tagged.status)
+  const reason = (error as { reason?: unknown })?.reason
+  if (tagged?._tag === "SinkError" && typeof reason === "string" && reason in bySinkReason) return bySinkReason[reason]!
   if (typeof tagged?._tag === "string" && tagged._tag in byTag) return byTag[tagged._tag]!
   return ExitCode.failure
 }

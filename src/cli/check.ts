@@ -14,6 +14,8 @@ import { load as loadJob } from "../export/JobConfig.ts"
 import { listPart } from "../export/Listing.ts"
 import { makePlan } from "../export/Plan.ts"
 import { exportLocation } from "../retention/ExportLocation.ts"
+import { destination } from "../sinks/Destination.ts"
+import { isObjectStore } from "../sinks/ObjectStore.ts"
 import { BackfillJob } from "../../pipelines/backfill.ts"
 import { NightlyJob } from "../../pipelines/nightly-export.ts"
 import { RetentionJob } from "../../pipelines/retention.ts"
@@ -59,27 +61,18 @@ export interface CheckTargets {
 /** A clock this far from the token service's is worth fixing, though requests are then signed with its clock. */
 const SKEW_WARNING_MS = 30_000
 
-/**
- * How an output location is checked, by URL scheme (`s3`, `gs`, ...; a local path has none): an
- * object-store destination adds its probe here, answering whether this run could write there.
- */
-export const outputChecks: Record<string, (location: string) => Effect.Effect<CheckResult>> = {
-  "": (location) => Effect.sync(() => localOutput(location))
-}
+const checkOutput = (location: string): Effect.Effect<CheckResult> =>
+  isObjectStore(location) ? storeOutput(location) : Effect.sync(() => localOutput(location))
 
-const schemeOf = (location: string) => /^([a-z][a-z0-9+.-]*):\/\//i.exec(location)?.[1]?.toLowerCase() ?? ""
-
-const checkOutput = (location: string): Effect.Effect<CheckResult> => {
-  const probe = outputChecks[schemeOf(location)]
-  return probe === undefined
-    ? Effect.succeed({
-      check: "output",
-      status: "fail",
-      detail: `${location}: ${schemeOf(location)}:// outputs are not supported by this version; give a local directory.`,
-      exitCode: ExitCode.usage
-    })
-    : probe(location)
-}
+/** Writes and removes a probe object where the export will write: credentials, endpoint, bucket and permission at once. */
+const storeOutput = (location: string): Effect.Effect<CheckResult> =>
+  Effect.gen(function*() {
+    const dest = yield* destination(location)
+    const key = `.catalog-export-check-${process.pid}`
+    yield* dest.write(key, "")
+    yield* dest.remove([key])
+    return ok("output", `${location}: writable (a probe object written and removed)`)
+  }).pipe(Effect.catchAll((error) => Effect.succeed(failed("output", "", error))))
 
 /** Writes and removes a probe file where the export will write (or, not there yet, checks the directory that will hold it). */
 const localOutput = (location: string): CheckResult => {

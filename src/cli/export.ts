@@ -3,6 +3,8 @@ import * as Options from "@effect/cli/Options"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { Console, Effect, Either, Option } from "effect"
+import { destination } from "../sinks/Destination.ts"
+import { isObjectStore } from "../sinks/ObjectStore.ts"
 import { planExport } from "../export/Incremental.ts"
 import { Compression, defaults, OutputFormat } from "../export/JobConfig.ts"
 import { exportedVersions, exportLayer, raiseToExported } from "../../pipelines/nightly-export.ts"
@@ -28,9 +30,13 @@ export const positive = (name: string) => (value: number) =>
 /**
  * Refuses an output path that is a file or cannot be written, before any data is fetched. Creates
  * nothing: a run refused later (unknown catalog, bad credentials) leaves no trace; the export
- * creates the directories it writes to.
+ * creates the directories it writes to. An object store (`s3://bucket/prefix`) is asked to list the
+ * prefix: an unknown bucket, refused credentials or a missing permission stop the run here.
  */
 export const checkOutputDir = (out: string) =>
+  isObjectStore(out) ? Effect.asVoid(Effect.flatMap(destination(out), (dest) => dest.list(""))) : checkLocalDir(out)
+
+const checkLocalDir = (out: string) =>
   Effect.try({
     try: () => {
       let existing = path.resolve(out)
@@ -53,7 +59,7 @@ export const checkOutputDir = (out: string) =>
     }
   })
 
-const versionArg = (raw: string) =>
+export const versionArg = (raw: string) =>
   raw === "latest"
     ? Effect.succeed("latest" as const)
     : /^\d+$/.test(raw)
@@ -62,7 +68,7 @@ const versionArg = (raw: string) =>
 
 /** The knobs of writing an export, shared by export and backfill. */
 export const writeOptions = {
-  out: Options.text("out").pipe(Options.withDescription("Output directory; files go to OUT/<catalog-id>/<layer-id>/version=<V>/.")),
+  out: Options.text("out").pipe(Options.withDescription("Output directory or object store (s3://bucket/prefix); files go to OUT/<catalog-id>/<layer-id>/version=<V>/.")),
   format: choiceOption("format", OutputFormat.literals).pipe(Options.withDefault(defaults.format), Options.withDescription("parquet, arrow or both.")),
   compression: choiceOption("compression", Compression.literals).pipe(Options.withDefault(defaults.compression), Options.withDescription("Parquet page compression.")),
   concurrency: integerOption("concurrency").pipe(Options.withDefault(defaults.concurrency), Options.withDescription("Blob downloads in flight at once.")),
@@ -97,8 +103,11 @@ export const exportCommand = Command.make(
   {
     ...globalOptions,
     ...writeOptions,
-    catalog: Options.text("catalog").pipe(Options.withDescription("Catalog HRN, e.g. hrn:here:data::olp-here:rib-2.")),
-    layer: Options.text("layer").pipe(Options.withDescription("Layer id (a versioned or volatile layer).")),
+    out: Options.text("out").pipe(Options.optional, Options.withDescription("Output directory or object store (s3://bucket/prefix); files go to OUT/<catalog-id>/<layer-id>/version=<V>/.")),
+    catalog: Options.text("catalog").pipe(Options.optional, Options.withDescription("Catalog HRN, e.g. hrn:here:data::olp-here:rib-2.")),
+    layer: Options.text("layer").pipe(Options.optional, Options.withDescription("Layer id (a versioned or volatile layer).")),
+    plan: Options.text("plan").pipe(Options.optional, Options.withDescription("Run one shard of a plan made by the plan command (its location, as printed); --catalog, --layer and --out come from it.")),
+    shard: integerOption("shard").pipe(Options.optional, Options.withDescription("With --plan: the shard to run (0..N-1); default from JOB_COMPLETION_INDEX, AWS_BATCH_JOB_ARRAY_INDEX, CLOUD_RUN_TASK_INDEX or BATCH_TASK_INDEX.")),
     version: Options.text("version").pipe(Options.withDefault("latest"), Options.withDescription("Catalog version to export, or 'latest'.")),
     mode: choiceOption("mode", ["full", "changes"]).pipe(Options.withDefault("full" as const), Options.withDescription("changes: only what changed since the layer's cursor (_state.json) in --out; a full export when there is none.")),
     raiseMinimum: Options.boolean("raise-minimum").pipe(Options.withDescription("After the export is committed, raise the catalog's minimum version to it, if every versioned layer's data below is exported to --out.")),
@@ -108,8 +117,22 @@ export const exportCommand = Command.make(
     noFailover,
     json: summaryJson
   },
-  (o) =>
+  (flags) =>
     Effect.gen(function*() {
+      if (Option.isSome(flags.plan)) {
+        const given = (["catalog", "layer", "out"] as const).filter((name) => Option.isSome(flags[name]))
+        if (given.length > 0) {
+          return yield* new UsageError({ message: `--plan runs a shard of a pinned plan, which names the catalog, layer and output; drop ${given.map((g) => `--${g}`).join(", ")}.` })
+        }
+        if (Option.isSome(flags.shard) && flags.shard.value < 0) return yield* new UsageError({ message: `--shard must be 0 or more, got ${flags.shard.value}.` })
+        const settings = yield* checkWriteSettings({ ...flags, out: "" })
+        const { runShardCommand } = yield* Effect.promise(() => import("./shards.ts"))
+        return yield* runShardCommand({ ...settings, plan: flags.plan.value, shard: flags.shard, json: flags.json }, flags)
+      }
+      if (Option.isSome(flags.shard)) return yield* new UsageError({ message: "--shard needs --plan: a shard belongs to a plan made by the plan command." })
+      const missing = (["catalog", "layer", "out"] as const).filter((name) => Option.isNone(flags[name]))
+      if (missing.length > 0) return yield* new UsageError({ message: `Missing ${missing.map((m) => `--${m}`).join(", ")}: export needs --catalog, --layer and --out (or --plan LOCATION to run a shard of a plan).` })
+      const o = { ...flags, catalog: Option.getOrThrow(flags.catalog), layer: Option.getOrThrow(flags.layer), out: Option.getOrThrow(flags.out) }
       const version = yield* versionArg(o.version)
       const settings = yield* checkWriteSettings(o)
       const keepSnapshots = Option.isSome(o.keepSnapshots) ? yield* positive("keep-snapshots")(o.keepSnapshots.value) : undefined
@@ -149,5 +172,5 @@ export const exportCommand = Command.make(
           }
         }
       }).pipe(Effect.provide(client))
-    }).pipe(unfinishedWhenInterrupted, Effect.provide(loggerLayer(o)))
+    }).pipe(unfinishedWhenInterrupted, Effect.provide(loggerLayer(flags)))
 ).pipe(Command.withDescription("Export one layer version (or a volatile layer's current data) to Parquet and/or Arrow files."))

@@ -19,10 +19,11 @@ import { retentionCommand } from "./retention.ts"
 import { runCommand } from "./run.ts"
 import { schemasCommand } from "./schemas.ts"
 import { serve } from "./serve.ts"
+import { commitCommand, planCommand } from "./shards.ts"
 
 const root = Command.make("catalog-export").pipe(
   Command.withDescription("Export data catalogs to Parquet and Arrow, and run a local catalog service to develop against."),
-  Command.withSubcommands([serve, exportCommand, backfillCommand, retentionCommand, runCommand, checkCommand, demoCommand, ...inspectCommands, ...adminCommands, publishCommand, schemasCommand, regionsCommand])
+  Command.withSubcommands([serve, exportCommand, planCommand, commitCommand, backfillCommand, retentionCommand, runCommand, checkCommand, demoCommand, ...inspectCommands, ...adminCommands, publishCommand, schemasCommand, regionsCommand])
 )
 
 const cli = Command.run(root, { name: TOOL.name, version: TOOL.version })

@@ -1,13 +1,14 @@
-import * as fs from "node:fs"
-import * as path from "node:path"
-import { Effect, Either } from "effect"
+import { Effect, Either, Option } from "effect"
 import type { LayerOutcome, LayerResult, MinimumRaised } from "../../pipelines/nightly-export.ts"
 import type { Failover } from "../export/Failover.ts"
-import type { Manifest } from "../export/Manifest.ts"
+import { type Manifest, writeJson } from "../export/Manifest.ts"
 import { TOOL } from "../domain/Tool.ts"
 import { rate } from "../export/Progress.ts"
+import { destination } from "../sinks/Destination.ts"
 import { ExitCode, exitCodeOf, exitMeaning, sentenceOf } from "./Exit.ts"
 import { duration, megabytes } from "./progress.ts"
+
+const RUN_REPORT = "_run.json"
 
 const mb = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`
 
@@ -21,7 +22,7 @@ export const describeResult = (result: LayerResult, elapsedMs: number, retries: 
   }
   const m = result.manifest
   if (result._tag === "AlreadyExported") {
-    return `Already exported ${what(m)} (${path.join(result.dir, "_manifest.json")}); nothing to do. Use --force to export again.`
+    return `Already exported ${what(m)} (${result.dir}/_manifest.json); nothing to do. Use --force to export again.`
   }
   const reused = result.counters.skippedParts > 0 ? `, ${result.counters.skippedParts} part(s) reused from an interrupted run` : ""
   return `Exported ${what(m)}: ${m.partitions} partitions (${m.deleted} deleted), ${mb(m.bytes)}, ${m.files.length} file(s) ` +
@@ -33,7 +34,7 @@ export const describeResult = (result: LayerResult, elapsedMs: number, retries: 
 export const duckdbHint = (result: LayerResult): string | undefined => {
   if (result._tag === "UpToDate") return undefined
   if (!result.manifest.files.some((f) => f.format === "parquet")) return undefined
-  const glob = path.join(result.dir, "*.parquet")
+  const glob = `${result.dir}/*.parquet`
   return `duckdb -c "SELECT partition, partition_version, data_size, octet_length(data) AS bytes, checksum FROM read_parquet('${glob}') LIMIT 5"`
 }
 
@@ -158,15 +159,13 @@ export const reportDocument = (fields: Record<string, unknown> & { readonly exit
 })
 
 /**
- * Writes the run report as `OUT/_run.json` (temporary name, then rename), when the output directory
- * exists: a run refused before it wrote anything leaves no trace. A report that cannot be written
- * does not change the run's outcome; it is logged.
+ * Writes the run report as `OUT/_run.json` (replaced whole) when the output location exists: a run
+ * refused before it wrote anything leaves no trace. A report that cannot be written does not change
+ * the run's outcome; it is logged.
  */
 export const writeRunReport = (out: string, document: unknown) =>
-  Effect.try(() => {
-    if (!fs.existsSync(out)) return
-    const file = path.join(out, "_run.json")
-    const temp = `${file}.${process.pid}.partial`
-    fs.writeFileSync(temp, JSON.stringify(document, null, 2) + "\n")
-    fs.renameSync(temp, file)
-  }).pipe(Effect.catchAll((e) => Effect.logWarning(`could not write the run report ${path.join(out, "_run.json")}: ${String(e.error)}`)))
+  Effect.gen(function*() {
+    const dest = yield* destination(out)
+    if (!dest.remote && Option.isNone(yield* dest.stat(""))) return
+    yield* writeJson(dest, RUN_REPORT, document)
+  }).pipe(Effect.catchAll((e) => Effect.logWarning(`could not write the run report ${RUN_REPORT} in ${out}: ${e.message}`)))

@@ -1,46 +1,74 @@
-import * as path from "node:path"
 import { Effect, Option } from "effect"
+import type { Destination } from "../sinks/Destination.ts"
 import { TOOL } from "../domain/Tool.ts"
 import { crashPoint } from "./CrashHook.ts"
-import { OutputConflict } from "./Errors.ts"
-import { advanceState, type Manifest, MANIFEST, readManifest, writeJsonAtomic } from "./Manifest.ts"
-import { type Checkpoint, removeCheckpoints } from "./Parts.ts"
-import type { Plan } from "./Plan.ts"
+import { OutputConflict, ShardsUnfinished } from "./Errors.ts"
+import { advanceState, type Manifest, MANIFEST, readManifest, writeJson } from "./Manifest.ts"
+import { damage, isDataFile, listing, partsDir } from "./Checkpoints.ts"
+import { exportDir, type Plan, shardsOf } from "./Plan.ts"
+import { planKey, shardManifests, shardsDir } from "./Shards.ts"
 
 /**
- * The last step of an export: the manifest, written only from what the parts' checkpoints vouch for,
- * then the cursor of incremental runs. A directory with a manifest is a finished export.
+ * The last step of an export: the manifest, written only from what every shard's manifest vouches
+ * for (each file there, as recorded), then the cursor of incremental runs. A directory with a
+ * manifest is a finished export. Commit is idempotent: a second one finds the manifest and only
+ * finishes what the first may have left (tidying, the cursor).
  */
 
 /** Moves the incremental cursor forward to the exported version; never back (a backfill of old versions leaves it). */
-const advanceCursor = (out: string, plan: Plan, updatedAt: string) =>
-  advanceState(path.join(out, plan.catalogId, plan.layerId), { catalogHrn: plan.catalogHrn, layerId: plan.layerId, lastVersion: plan.version, updatedAt })
+const advanceCursor = (dest: Destination, plan: Plan, updatedAt: string) =>
+  advanceState(dest, `${plan.catalogId}/${plan.layerId}`, { catalogHrn: plan.catalogHrn, layerId: plan.layerId, lastVersion: plan.version, updatedAt })
 
 /**
- * The manifest already in `dir`, if it covers this plan (a full export covers a changes export of the
- * same version); a run killed right after writing it has its commit finished here. A manifest of
- * something else is a conflict.
+ * After the manifest: what no manifest names goes (files of runs that were killed, or lost a race to
+ * another run of their shard; uploads never completed), and the bookkeeping of the runs.
  */
-export const committed = (out: string, dir: string, plan: Plan) =>
+export const tidyCommitted = (dest: Destination, dir: string, manifest: Manifest) =>
   Effect.gen(function*() {
-    const existing = yield* readManifest(dir)
+    const named = new Set(manifest.files.map((f) => f.path))
+    const stale = [...(yield* listing(dest, dir)).keys()].filter((name) => (isDataFile(name) && !named.has(name)) || name.endsWith(".partial"))
+    yield* dest.remove(stale.map((name) => `${dir}/${name}`))
+    yield* dest.abortUploads(dir)
+    yield* dest.removeAll(partsDir(dir))
+    yield* dest.removeAll(shardsDir(dir))
+    yield* dest.remove([planKey(dir)])
+  })
+
+/**
+ * The manifest already in the plan's directory, if it covers this plan (a full export covers a
+ * changes export of the same version); a run killed right after writing it has its commit finished
+ * here. A manifest of something else is a conflict.
+ */
+export const committed = (dest: Destination, plan: Plan) =>
+  Effect.gen(function*() {
+    const dir = exportDir(plan)
+    const existing = yield* readManifest(dest, dir)
     if (Option.isNone(existing)) return Option.none<Manifest>()
     const m = existing.value
     const covers = m.mode === plan.mode || (m.mode === "full" && plan.mode === "changes")
     if (m.catalogHrn !== plan.catalogHrn || m.layerId !== plan.layerId || m.version !== plan.version || !covers) {
       return yield* new OutputConflict({
-        message: `${dir} already holds a ${m.mode} export of ${m.catalogHrn} layer ${m.layerId} version ${m.version}; rerun with --force to replace it.`
+        message: `${dest.at(dir)} already holds a ${m.mode} export of ${m.catalogHrn} layer ${m.layerId} version ${m.version}; rerun with --force to replace it.`
       })
     }
-    yield* removeCheckpoints(dir)
-    if (plan.layerType === "versioned") yield* advanceCursor(out, plan, m.finishedAt)
+    if (plan.layerType === "versioned") yield* advanceCursor(dest, plan, m.finishedAt)
+    yield* tidyCommitted(dest, dir, m)
     return Option.some(m)
   })
 
-/** Writes the manifest of the finished parts, then moves the cursor. */
-export const commit = (out: string, dir: string, plan: Plan, parts: ReadonlyArray<Checkpoint>, startedAt: string) =>
+/** Writes the manifest of the finished shards, then moves the cursor; refuses (writing nothing) while a shard is missing or damaged. */
+export const commit = (dest: Destination, plan: Plan) =>
   Effect.gen(function*() {
-    const finished = [...parts].sort((a, b) => a.part - b.part)
+    const dir = exportDir(plan)
+    const shards = yield* shardManifests(dest, plan)
+    const present = yield* listing(dest, dir)
+    const missing = shardsOf(plan).map((_, i) => i).filter((i) => !shards.has(i))
+    const broken = [...shards.values()].flatMap((s) => {
+      const reason = damage(s.files, present)
+      return reason === undefined ? [] : [{ shard: s.shard, reason }]
+    })
+    if (missing.length > 0 || broken.length > 0) return yield* new ShardsUnfinished({ plan: dest.at(planKey(dir)), missing, broken })
+    const finished = [...shards.values()].sort((a, b) => a.shard - b.shard)
     const manifest: Manifest = {
       formatVersion: 1,
       catalogHrn: plan.catalogHrn,
@@ -52,21 +80,20 @@ export const commit = (out: string, dir: string, plan: Plan, parts: ReadonlyArra
       ...(plan.contentEncoding === undefined ? {} : { contentEncoding: plan.contentEncoding }),
       mode: plan.mode,
       ...(plan.baseVersion === undefined ? {} : { baseVersion: plan.baseVersion }),
-      partitions: finished.reduce((n, c) => n + c.partitions, 0),
-      deleted: finished.reduce((n, c) => n + c.deleted, 0),
-      bytes: finished.reduce((n, c) => n + c.bytes, 0),
-      files: finished.flatMap((c) => c.files),
-      ...(finished.some((c) => c.region !== undefined)
-        ? { regions: finished.flatMap((c) => (c.region === undefined ? [] : [{ part: c.part, region: c.region }])) }
-        : {}),
-      startedAt,
+      partitions: finished.reduce((n, s) => n + s.partitions, 0),
+      deleted: finished.reduce((n, s) => n + s.deleted, 0),
+      bytes: finished.reduce((n, s) => n + s.bytes, 0),
+      files: finished.flatMap((s) => s.files.map(({ path, format, rows, bytes, sha256 }) => ({ path, format, rows, bytes, sha256 }))),
+      ...(finished.some((s) => s.regions !== undefined) ? { regions: finished.flatMap((s) => s.regions ?? []) } : {}),
+      startedAt: finished.map((s) => s.startedAt).sort()[0] ?? new Date().toISOString(),
       finishedAt: new Date().toISOString(),
       tool: { name: TOOL.name, version: TOOL.version }
     }
     yield* crashPoint("manifest")
-    yield* writeJsonAtomic(path.join(dir, MANIFEST), manifest)
+    yield* writeJson(dest, `${dir}/${MANIFEST}`, manifest)
     yield* crashPoint("committed")
-    yield* removeCheckpoints(dir)
-    if (plan.layerType === "versioned") yield* advanceCursor(out, plan, manifest.finishedAt)
+    // The cursor before the tidying, which removes the plan: a commit run again finds the manifest and nothing left to do.
+    if (plan.layerType === "versioned") yield* advanceCursor(dest, plan, manifest.finishedAt)
+    yield* tidyCommitted(dest, dir, manifest)
     return manifest
   })

@@ -7,11 +7,11 @@ import { Effect } from "effect"
  * outside tests) it does nothing. Points:
  *   listed     a partition was listed
  *   fetched    a blob was downloaded
- *   written    a batch of rows went to a part's open `.partial` files
- *   renamed    a finished data file was renamed from `.partial` to its final name
+ *   written    a batch of rows went to a part's open `.partial` files (or uploads)
+ *   renamed    a finished data file became visible under its final name (renamed, or its upload completed)
  *   checkpoint a part's checkpoint (`_parts/part-<i>.json`) was written
- *   manifest   every part is done; the manifest is about to be written
- *   committed  the manifest is written; `_parts/` and the cursor (`_state.json`) are next
+ *   manifest   every shard is done (`_shards/shard-<i>.json`); the manifest is about to be written
+ *   committed  the manifest is written; the cursor (`_state.json`) and the tidying are next
  */
 export const CRASH_POINTS = ["listed", "fetched", "written", "renamed", "checkpoint", "manifest", "committed"] as const
 export type CrashPoint = (typeof CRASH_POINTS)[number]

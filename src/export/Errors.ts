@@ -45,3 +45,18 @@ export class LayerNotVersioned extends Schema.TaggedError<LayerNotVersioned>()("
     return `Layer '${this.layerId}' of ${this.catalogHrn} is volatile: it keeps no versions to backfill, only its current data; export that with catalog-export export --catalog ${this.catalogHrn} --layer ${this.layerId} --out DIR.`
   }
 }
+
+/** `commit` of a sharded plan before every shard has finished, or with a shard whose files are not as its manifest says. */
+export class ShardsUnfinished extends Schema.TaggedError<ShardsUnfinished>()("ShardsUnfinished", {
+  plan: Schema.String,
+  missing: Schema.Array(Schema.Number),
+  broken: Schema.Array(Schema.Struct({ shard: Schema.Number, reason: Schema.String }))
+}) {
+  override get message() {
+    const missing = this.missing.length === 0 ? [] : [`shard(s) ${this.missing.join(", ")} have not finished`]
+    const broken = this.broken.map((b) => `shard ${b.shard} is damaged (${b.reason})`)
+    const run = [...this.missing, ...this.broken.map((b) => b.shard)].sort((a, b) => a - b)
+    return `Not committing ${this.plan}: ${[...missing, ...broken].join("; ")}. Nothing was committed. Run ` +
+      `catalog-export export --plan ${this.plan} --shard I for shard(s) ${run.join(", ")}, then commit again.`
+  }
+}

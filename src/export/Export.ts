@@ -1,7 +1,8 @@
-import * as path from "node:path"
+import { randomBytes } from "node:crypto"
 import { Chunk, Effect, Exit, Option, Queue, Stream, type Tracer } from "effect"
 import type { Partition } from "../domain/Partition.ts"
 import { TOOL } from "../domain/Tool.ts"
+import { type Destination, destination } from "../sinks/Destination.ts"
 import type { ParquetCompression } from "../sinks/ParquetCodecs.ts"
 import type * as RollingWriter from "../sinks/RollingWriter.ts"
 import type { RowBatch } from "../sinks/RowBatch.ts"
@@ -11,11 +12,14 @@ import { crashPointSync } from "./CrashHook.ts"
 import * as Fetch from "./Fetch.ts"
 import { listPart } from "./Listing.ts"
 import type { Manifest } from "./Manifest.ts"
-import { type Checkpoint, discardUnfinished, finishedParts, PartWriter, prepare } from "./Parts.ts"
-import { exportDir, type Plan } from "./Plan.ts"
+import { type Checkpoint, damage, discardUnfinished, finishedParts, listing, partsDir } from "./Checkpoints.ts"
+import { PartWriter } from "./Parts.ts"
+import { exportDir, type Plan, shardsOf } from "./Plan.ts"
 import { Counters } from "./Progress.ts"
+import { forgetRuns, pinPlan, type ShardManifest, shardManifests, writeShardManifest } from "./Shards.ts"
 
 export interface ExportOptions {
+  /** A local directory or an object store (`s3://bucket/prefix`). */
   readonly out: string
   readonly format: RollingWriter.OutputFormat
   readonly compression?: ParquetCompression | undefined
@@ -37,6 +41,10 @@ export type ExportResult =
   | { readonly _tag: "Exported"; readonly dir: string; readonly manifest: Manifest; readonly counters: Counters }
   | { readonly _tag: "AlreadyExported"; readonly dir: string; readonly manifest: Manifest }
 
+export type ShardResult =
+  | { readonly _tag: "ShardExported"; readonly dir: string; readonly shard: ShardManifest; readonly counters: Counters }
+  | { readonly _tag: "AlreadyExported"; readonly dir: string; readonly manifest: Manifest }
+
 /**
  * Row bytes per Parquet row group / Arrow record batch. Encoding one is a pause of the thread that
  * does it (~40 ms at 4 MiB); the encoder holds at most two row groups' worth of rows across all
@@ -48,50 +56,142 @@ const BATCH_BYTES = 1024 * 1024
 /** Batches waiting for the encoder beyond this pause new downloads. */
 const QUEUED_BYTES = 4 * BATCH_BYTES
 
+/** Names this run's data files apart from those of any other run of the same part. */
+const newRunId = () => randomBytes(4).toString("hex")
+
 /**
- * Runs a plan: lists each part, fetches blobs with bounded concurrency, writes Parquet/Arrow files
- * per part, checkpoints each finished part, and commits the manifest last. A re-run after a crash
- * reuses finished parts; a re-run after a commit does nothing. When writing fails (a full disk), the
- * unfinished files are removed; other failures leave them `.partial` for the next run to replace.
+ * An export is three steps, each of which a separate process may run: pin the plan (`_plan.json`),
+ * run its shards (each lists its parts, fetches, writes files, checkpoints each finished part and
+ * writes its shard manifest), commit (the manifest from the shard manifests, then the cursor).
+ * `runExport` runs all three in this process: a re-run after a crash reuses finished parts and
+ * shards; a re-run after a commit does nothing. When writing fails (a full disk), this run's
+ * unfinished files are removed (and the plan, when nothing was finished); other failures leave them
+ * for the next run, which never mistakes them for finished ones.
  */
 export const runExport = (plan: Plan, options: ExportOptions, counters = new Counters()) =>
-  exportPlan(plan, options, counters).pipe(
-    Effect.tapError((error) => (error._tag === "SinkError" ? discardUnfinished(options.out, path.join(options.out, exportDir(plan))) : Effect.void))
-  )
+  Effect.gen(function*() {
+    const dest = yield* destination(options.out)
+    const run = newRunId()
+    return yield* exportPlan(dest, plan, options, counters, run).pipe(
+      Effect.tapError((error) => (error._tag === "SinkError" && !dest.remote ? discardAll(dest, exportDir(plan), run) : Effect.void))
+    )
+  })
 
-const exportPlan = Effect.fn("Export.run")(function*(plan: Plan, options: ExportOptions, counters: Counters) {
-  const dir = path.join(options.out, exportDir(plan))
+const exportPlan = Effect.fn("Export.run")(function*(dest: Destination, plan: Plan, options: ExportOptions, counters: Counters, run: string) {
+  const dir = dest.at(exportDir(plan))
   if (!options.force) {
-    const done = yield* committed(options.out, dir, plan)
+    const done = yield* committed(dest, plan)
     if (Option.isSome(done)) return { _tag: "AlreadyExported", dir, manifest: done.value } satisfies ExportResult
   }
   // A resumed run keeps the plan (and so the part ids) of the run it continues.
-  const effective = yield* prepare(dir, plan, options.force)
-  const startedAt = new Date().toISOString()
-  const parts: ReadonlyArray<string | undefined> = effective.parts.length === 0 ? [undefined] : effective.parts
-  // Earlier runs' finished parts are kept; the others are fetched again.
-  const finished = yield* finishedParts(dir, parts.length)
-  for (const checkpoint of finished.values()) {
-    counters.skippedParts++
-    counters.partitions += checkpoint.partitions
-    counters.deleted += checkpoint.deleted
-    counters.bytes += checkpoint.bytes
-  }
-  const todo = parts.map((_, index) => index).filter((index) => !finished.has(index))
-  counters.listingStarts(todo.length)
+  const pinned = yield* pinPlan(dest, plan, options.force)
   yield* Effect.annotateCurrentSpan({
     "catalog.hrn": plan.catalogHrn,
     "layer.id": plan.layerId,
     "export.version": plan.version,
     "export.mode": plan.mode,
-    "export.parts": parts.length,
-    "export.parts_reused": finished.size
+    "export.parts": Math.max(1, pinned.parts.length)
   })
-  if (todo.length > 0) yield* transfer(effective, dir, parts, todo, options, counters, finished)
-  const manifest = yield* commit(options.out, dir, effective, [...finished.values()], startedAt).pipe(Effect.withSpan("Export.commit"))
+  yield* runShards(dest, pinned, shardsOf(pinned).map((_, i) => i), options, counters, run)
+  yield* Effect.annotateCurrentSpan({ "export.parts_reused": counters.skippedParts })
+  const manifest = yield* commit(dest, pinned).pipe(Effect.withSpan("Export.commit"))
   yield* Effect.annotateCurrentSpan({ "export.partitions": manifest.partitions, "export.bytes": manifest.bytes, "export.files": manifest.files.length })
   return { _tag: "Exported", dir, manifest, counters } satisfies ExportResult
 })
+
+/** One shard of a pinned plan (`export --plan LOCATION --shard I`): its files and its shard manifest. */
+export const runShard = (dest: Destination, plan: Plan, shard: number, options: Omit<ExportOptions, "out" | "force">, counters = new Counters()) =>
+  Effect.gen(function*() {
+    const dir = dest.at(exportDir(plan))
+    const done = yield* committed(dest, plan)
+    if (Option.isSome(done)) return { _tag: "AlreadyExported", dir, manifest: done.value } satisfies ShardResult
+    const run = newRunId()
+    const [manifest] = yield* runShards(dest, plan, [shard], options, counters, run).pipe(
+      Effect.tapError((error) => (error._tag === "SinkError" && !dest.remote ? discardUnfinished(dest, exportDir(plan), run) : Effect.void))
+    )
+    return { _tag: "ShardExported", dir, shard: manifest!, counters } satisfies ShardResult
+  })
+
+/** Commits a pinned plan whose shards have run (`commit --plan LOCATION`). */
+export const commitPlan = (dest: Destination, plan: Plan) =>
+  Effect.gen(function*() {
+    const dir = dest.at(exportDir(plan))
+    const done = yield* committed(dest, plan)
+    if (Option.isSome(done)) return { _tag: "AlreadyExported", dir, manifest: done.value } satisfies ExportResult
+    const manifest = yield* commit(dest, plan)
+    const counters = new Counters()
+    counters.partitions = manifest.partitions
+    counters.deleted = manifest.deleted
+    counters.bytes = manifest.bytes
+    return { _tag: "Exported", dir, manifest, counters } satisfies ExportResult
+  })
+
+/** After a failed write: this run's unfinished files; and, when no part finished, the plan and the directories it made. */
+const discardAll = (dest: Destination, dir: string, run: string) =>
+  Effect.gen(function*() {
+    yield* discardUnfinished(dest, dir, run)
+    const finished = (yield* dest.list(partsDir(dir))).length > 0
+    if (finished) return
+    yield* forgetRuns(dest, dir)
+    yield* dest.pruneEmpty(dir)
+  }).pipe(Effect.ignore)
+
+/**
+ * Runs `shards` of a pinned plan: a shard whose manifest holds is done; the others' unfinished parts
+ * are listed, fetched and written together (`transfer`), then each shard's manifest is written from
+ * its parts' checkpoints. Returns the manifests of `shards`, in order.
+ */
+const runShards = (dest: Destination, plan: Plan, shards: ReadonlyArray<number>, options: Omit<ExportOptions, "out" | "force">, counters: Counters, run: string) =>
+  Effect.gen(function*() {
+    const dir = exportDir(plan)
+    const startedAt = new Date().toISOString()
+    const assignment = shardsOf(plan)
+    const done = yield* shardManifests(dest, plan)
+    const present = yield* listing(dest, dir)
+    const manifests = new Map<number, ShardManifest>()
+    for (const shard of shards) {
+      const manifest = done.get(shard)
+      if (manifest === undefined || damage(manifest.files, present) !== undefined) continue
+      manifests.set(shard, manifest)
+      counters.skippedParts += manifest.parts.length
+      counters.partitions += manifest.partitions
+      counters.deleted += manifest.deleted
+      counters.bytes += manifest.bytes
+    }
+    const pending = shards.filter((shard) => !manifests.has(shard))
+    const parts = pending.flatMap((shard) => assignment[shard] ?? [])
+    // Earlier runs' finished parts are kept; the others are fetched again.
+    const finished = yield* finishedParts(dest, dir, parts)
+    for (const checkpoint of finished.values()) {
+      counters.skippedParts++
+      counters.partitions += checkpoint.partitions
+      counters.deleted += checkpoint.deleted
+      counters.bytes += checkpoint.bytes
+    }
+    const todo = parts.filter((part) => !finished.has(part))
+    counters.listingStarts(todo.length)
+    if (todo.length > 0) yield* transfer(dest, plan, dir, todo, options, counters, finished, run)
+    for (const shard of pending) {
+      const checkpoints = (assignment[shard] ?? []).map((part) => finished.get(part)!)
+      const manifest: ShardManifest = {
+        formatVersion: 1,
+        shard,
+        parts: checkpoints.map((c) => c.part),
+        files: checkpoints.flatMap((c) => c.files),
+        partitions: checkpoints.reduce((n, c) => n + c.partitions, 0),
+        deleted: checkpoints.reduce((n, c) => n + c.deleted, 0),
+        bytes: checkpoints.reduce((n, c) => n + c.bytes, 0),
+        ...(checkpoints.some((c) => c.region !== undefined)
+          ? { regions: checkpoints.flatMap((c) => (c.region === undefined ? [] : [{ part: c.part, region: c.region }])) }
+          : {}),
+        startedAt,
+        finishedAt: new Date().toISOString()
+      }
+      yield* writeShardManifest(dest, dir, manifest)
+      manifests.set(shard, manifest)
+    }
+    return shards.map((shard) => manifests.get(shard)!)
+  })
 
 /** Work for the writer fiber, in the order the fetch loop produced it. */
 type Command =
@@ -106,15 +206,17 @@ type Command =
  * once its listing has ended and every row it listed has arrived.
  */
 const transfer = (
+  dest: Destination,
   plan: Plan,
   dir: string,
-  parts: ReadonlyArray<string | undefined>,
   todo: ReadonlyArray<number>,
-  options: ExportOptions,
+  options: Omit<ExportOptions, "out" | "force">,
   counters: Counters,
-  finished: Map<number, Checkpoint>
+  finished: Map<number, Checkpoint>,
+  run: string
 ) =>
   Effect.scoped(Effect.gen(function*() {
+    const parts: ReadonlyArray<string | undefined> = plan.parts.length === 0 ? [undefined] : plan.parts
     const commands = yield* Queue.unbounded<Command>()
     const writers = new Map<number, PartWriter>()
     // Per part: its rows, and the spans of its fetch (until its last blob arrived) and its write (until its files are complete).
@@ -168,7 +270,7 @@ const transfer = (
       writers.has(part)
         ? Effect.void
         : Effect.map(
-          PartWriter.open(dir, part, writerOptions, { rowBytes: meanDataSize(listed), concurrency: options.concurrency }),
+          PartWriter.open(dest, dir, part, run, writerOptions, { rowBytes: meanDataSize(listed), concurrency: options.concurrency }),
           (writer) => void writers.set(part, writer)
         )
 

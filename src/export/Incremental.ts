@@ -1,5 +1,5 @@
-import * as path from "node:path"
 import { Effect, Option } from "effect"
+import { destination } from "../sinks/Destination.ts"
 import { readState } from "./Manifest.ts"
 import { makePlan, type Plan, versionBounds } from "./Plan.ts"
 
@@ -29,7 +29,8 @@ export const planExport = (request: ExportRequest) =>
       const note = request.mode === "changes" ? "volatile layers have no versions to diff: exporting a snapshot" : undefined
       return { _tag: "Planned", plan: full, note } satisfies Planned
     }
-    const state = yield* readState(path.join(request.out, full.catalogId, full.layerId)).pipe(Effect.orElseSucceed(() => Option.none()))
+    const dest = yield* destination(request.out)
+    const state = yield* readState(dest, `${full.catalogId}/${full.layerId}`).pipe(Effect.orElseSucceed(() => Option.none()))
     if (Option.isNone(state)) {
       return { _tag: "Planned", plan: full, note: "no cursor (_state.json) yet: full export" } satisfies Planned
     }

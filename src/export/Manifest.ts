@@ -1,7 +1,6 @@
-import * as fs from "node:fs/promises"
-import * as path from "node:path"
 import { Effect, Option, Schema } from "effect"
-import { fromCause, type SinkError } from "../sinks/SinkError.ts"
+import type { Destination } from "../sinks/Destination.ts"
+import type { SinkError } from "../sinks/SinkError.ts"
 import { OutputConflict } from "./Errors.ts"
 
 export const MANIFEST = "_manifest.json"
@@ -15,6 +14,13 @@ export const WrittenFile = Schema.Struct({
   sha256: Schema.String
 })
 export type WrittenFile = typeof WrittenFile.Type
+
+/** A data file as a checkpoint or shard manifest records it: on an object store with its ETag, which commit checks. */
+export const RecordedFile = Schema.Struct({ ...WrittenFile.fields, etag: Schema.optional(Schema.String) })
+export type RecordedFile = typeof RecordedFile.Type
+
+/** A part of a multi-region catalog's export and the region that served it. */
+export const PartRegion = Schema.Struct({ part: Schema.Number, region: Schema.String })
 
 /** Written last: a directory with a manifest is a finished export, one without is not. */
 export const Manifest = Schema.Struct({
@@ -33,7 +39,7 @@ export const Manifest = Schema.Struct({
   bytes: Schema.Number,
   files: Schema.Array(WrittenFile),
   /** A multi-region catalog: the region that served each part (files `part-<part>-*`). */
-  regions: Schema.optional(Schema.Array(Schema.Struct({ part: Schema.Number, region: Schema.String }))),
+  regions: Schema.optional(Schema.Array(PartRegion)),
   startedAt: Schema.String,
   finishedAt: Schema.String,
   tool: Schema.Struct({ name: Schema.String, version: Schema.String })
@@ -49,54 +55,43 @@ export const State = Schema.Struct({
 })
 export type State = typeof State.Type
 
-/**
- * Writes JSON under a temporary name, fsyncs and renames: readers see the old file or the new one,
- * never half. Fails with a SinkError naming the file (a full disk is an error, not a crash).
- */
-export const writeJsonAtomic = (file: string, value: unknown): Effect.Effect<void, SinkError> =>
-  Effect.tryPromise({
-    try: async () => {
-      const temp = `${file}.partial`
-      const handle = await fs.open(temp, "w")
-      try {
-        await handle.writeFile(JSON.stringify(value, null, 2) + "\n")
-        await handle.sync()
-      } finally {
-        await handle.close()
-      }
-      await fs.rename(temp, file)
-    },
-    catch: (cause) => fromCause(file, "write", cause)
-  })
+/** Writes JSON whole (readers see the old file or the new one, never half); a full disk is a SinkError naming the file. */
+export const writeJson = (dest: Destination, key: string, value: unknown): Effect.Effect<void, SinkError> =>
+  dest.write(key, JSON.stringify(value, null, 2) + "\n")
 
-const readJson = <A, I>(schema: Schema.Schema<A, I>, file: string) =>
+/** A JSON file of `schema`; none when it does not exist; one that does not decode is a conflict. */
+export const readJson = <A, I>(dest: Destination, schema: Schema.Schema<A, I>, key: string) =>
   Effect.gen(function*() {
-    const text = yield* Effect.promise(() => fs.readFile(file, "utf8").catch(() => undefined))
-    if (text === undefined) return Option.none<A>()
-    const decoded = yield* Schema.decodeUnknown(Schema.parseJson(schema))(text).pipe(
-      Effect.mapError(() => new OutputConflict({ message: `${file} is not a valid ${path.basename(file)}; move it away or rerun with --force.` }))
+    const text = yield* dest.read(key)
+    if (Option.isNone(text)) return Option.none<A>()
+    const decoded = yield* Schema.decodeUnknown(Schema.parseJson(schema))(text.value).pipe(
+      Effect.mapError(() => new OutputConflict({ message: `${dest.at(key)} is not a valid ${key.slice(key.lastIndexOf("/") + 1)}; move it away or rerun with --force.` }))
     )
     return Option.some(decoded)
   })
 
-export const readManifest = (dir: string) => readJson(Manifest, path.join(dir, MANIFEST))
-export const readState = (layerDir: string) => readJson(State, path.join(layerDir, STATE))
+/** A JSON file of `schema`, none when it is missing, unreadable or invalid (a checkpoint that vouches for nothing). */
+export const readJsonOption = <A, I>(dest: Destination, schema: Schema.Schema<A, I>, key: string) =>
+  readJson(dest, schema, key).pipe(Effect.orElseSucceed(() => Option.none<A>()))
+
+export const readManifest = (dest: Destination, dir: string) => readJson(dest, Manifest, `${dir}/${MANIFEST}`)
+export const readState = (dest: Destination, layerDir: string) => readJson(dest, State, `${layerDir}/${STATE}`)
 
 /**
  * Cursor updates of a layer, one at a time in this process: exports of several versions may finish
- * together (a parallel backfill), and each must read the cursor the one before it wrote, through the
- * same temporary file.
+ * together (a parallel backfill), and each must read the cursor the one before it wrote.
  */
 const cursorLocks = new Map<string, Effect.Semaphore>()
 
 /** Moves the incremental cursor forward to `version`; never back (a backfill of old versions leaves it). */
-export const advanceState = (layerDir: string, state: State) =>
+export const advanceState = (dest: Destination, layerDir: string, state: State) =>
   Effect.suspend(() => {
-    let lock = cursorLocks.get(layerDir)
-    if (lock === undefined) cursorLocks.set(layerDir, lock = Effect.unsafeMakeSemaphore(1))
+    const lockKey = dest.at(layerDir)
+    let lock = cursorLocks.get(lockKey)
+    if (lock === undefined) cursorLocks.set(lockKey, lock = Effect.unsafeMakeSemaphore(1))
     return lock.withPermits(1)(Effect.gen(function*() {
-      const current = yield* readState(layerDir).pipe(Effect.orElseSucceed(() => Option.none()))
+      const current = yield* readState(dest, layerDir).pipe(Effect.orElseSucceed(() => Option.none()))
       if (Option.isSome(current) && current.value.lastVersion >= state.lastVersion) return
-      yield* writeJsonAtomic(path.join(layerDir, STATE), state)
+      yield* writeJson(dest, `${layerDir}/${STATE}`, state)
     }))
   })

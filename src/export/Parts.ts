@@ -1,122 +1,16 @@
-import * as fs from "node:fs/promises"
-import * as path from "node:path"
-import { Effect, Option, Schema } from "effect"
+import { Effect } from "effect"
+import type { Destination } from "../sinks/Destination.ts"
 import type { EncoderWorkload } from "../sinks/Encoder.ts"
 import * as RollingWriter from "../sinks/RollingWriter.ts"
 import { type RowBatch, RowBatchBuilder } from "../sinks/RowBatch.ts"
-import { fromCause, type SinkError } from "../sinks/SinkError.ts"
+import type { SinkError } from "../sinks/SinkError.ts"
 import { crashPoint, crashPointSync } from "./CrashHook.ts"
-import { MANIFEST, WrittenFile, writeJsonAtomic } from "./Manifest.ts"
-import { Plan } from "./Plan.ts"
+import { type Checkpoint, checkpointKey } from "./Checkpoints.ts"
+import { writeJson } from "./Manifest.ts"
 
 /**
- * The parts of one export and what they leave in `_parts/` of its directory: the plan a resumed run
- * must keep (part ids are the service's), and per finished part a checkpoint naming its files. Nothing
- * else reads or writes `_parts/`.
+ * The files of one part being written (`PartWriter`); what a finished part leaves is in Checkpoints.ts.
  */
-
-const PARTS_DIR = "_parts"
-const PLAN_FILE = "plan.json"
-
-/** What one finished part wrote; the proof that lets a resumed run skip it. */
-export const Checkpoint = Schema.Struct({
-  part: Schema.Number,
-  files: Schema.Array(WrittenFile),
-  partitions: Schema.Number,
-  deleted: Schema.Number,
-  bytes: Schema.Number,
-  /** The region of a multi-region catalog that served the part. */
-  region: Schema.optional(Schema.String)
-})
-export type Checkpoint = typeof Checkpoint.Type
-
-const partsDir = (dir: string) => path.join(dir, PARTS_DIR)
-const checkpointFile = (dir: string, part: number) => path.join(partsDir(dir), `part-${part}.json`)
-
-const readJsonFile = <A, I>(schema: Schema.Schema<A, I>, file: string) =>
-  Effect.promise(() => fs.readFile(file, "utf8").catch(() => undefined)).pipe(
-    Effect.flatMap((text) => (text === undefined ? Effect.succeed(Option.none<A>()) : Schema.decodeUnknown(Schema.parseJson(schema))(text).pipe(Effect.option)))
-  )
-
-const fileSize = (file: string) => fs.stat(file).then((s) => s.size, () => -1)
-
-const samePlan = (a: Plan, b: Plan) =>
-  a.catalogHrn === b.catalogHrn && a.layerId === b.layerId && a.version === b.version && a.mode === b.mode &&
-  a.baseVersion === b.baseVersion && a.snapshot === b.snapshot
-
-/**
- * Readies `_parts/` for a run of `plan` and returns the plan to run: the one an interrupted run of the
- * same export left (so its finished parts still mean the same listing), else `plan`. `fresh` forgets
- * earlier runs.
- */
-export const prepare = (dir: string, plan: Plan, fresh: boolean) =>
-  Effect.gen(function*() {
-    const parts = partsDir(dir)
-    if (fresh) yield* Effect.promise(() => fs.rm(parts, { recursive: true, force: true }))
-    yield* Effect.tryPromise({ try: () => fs.mkdir(parts, { recursive: true }), catch: (cause) => fromCause(parts, "create", cause) })
-    const stored = yield* readJsonFile(Plan, path.join(parts, PLAN_FILE))
-    if (Option.isSome(stored) && samePlan(stored.value, plan)) return stored.value
-    if (Option.isSome(stored)) {
-      yield* Effect.promise(() => fs.rm(parts, { recursive: true, force: true }).then(() => fs.mkdir(parts, { recursive: true })))
-    }
-    yield* writeJsonAtomic(path.join(parts, PLAN_FILE), plan)
-    return plan
-  })
-
-/** The checkpoints of earlier runs that still hold: every file they name is there with its recorded size. */
-export const finishedParts = (dir: string, count: number) =>
-  Effect.gen(function*() {
-    const finished = new Map<number, Checkpoint>()
-    for (let part = 0; part < count; part++) {
-      const checkpoint = yield* readJsonFile(Checkpoint, checkpointFile(dir, part))
-      if (Option.isNone(checkpoint)) continue
-      const valid = yield* Effect.promise(async () => {
-        for (const f of checkpoint.value.files) if ((await fileSize(path.join(dir, f.path))) !== f.bytes) return false
-        return true
-      })
-      if (valid) finished.set(part, checkpoint.value)
-    }
-    return finished
-  })
-
-/** Once the manifest is written the checkpoints have served their purpose. */
-export const removeCheckpoints = (dir: string) => Effect.promise(() => fs.rm(partsDir(dir), { recursive: true, force: true }))
-
-/**
- * After the output volume failed (disk full, I/O error): removes what no checkpoint vouches for and
- * cannot be resumed anyway, giving the space back and leaving nothing half-written, and the
- * directories left empty. Finished parts stay for the next run.
- */
-export const discardUnfinished = (out: string, dir: string) =>
-  Effect.promise(async () => {
-    // A committed export (the cursor failed to move after its manifest) is finished: keep all of it.
-    if ((await fileSize(path.join(dir, MANIFEST))) >= 0) return
-    const kept = new Set<string>()
-    for (const name of await fs.readdir(partsDir(dir)).catch(() => [] as Array<string>)) {
-      if (!/^part-\d+\.json$/.test(name)) continue
-      try {
-        for (const f of JSON.parse(await fs.readFile(path.join(partsDir(dir), name), "utf8")).files) kept.add(f.path)
-      } catch {
-        // an unreadable checkpoint vouches for nothing
-      }
-    }
-    for (const name of await fs.readdir(dir).catch(() => [] as Array<string>)) {
-      if (name !== PARTS_DIR && !kept.has(name)) await fs.rm(path.join(dir, name), { recursive: true, force: true }).catch(() => undefined)
-    }
-    if (kept.size > 0) return
-    await fs.rm(partsDir(dir), { recursive: true, force: true }).catch(() => undefined)
-    const root = path.resolve(out)
-    for (let d = path.resolve(dir); d.startsWith(root + path.sep); d = path.dirname(d)) {
-      if (!(await fs.rmdir(d).then(() => true, () => false))) break
-    }
-  })
-
-/** Removes what an unfinished run of a part left: its `.partial` files and any final files without a checkpoint. */
-const clearPart = (dir: string, part: number) =>
-  Effect.promise(async () => {
-    const prefix = `part-${part}-`
-    for (const name of await fs.readdir(dir)) if (name.startsWith(prefix)) await fs.rm(path.join(dir, name), { force: true })
-  })
 
 export interface PartWriterOptions extends Omit<RollingWriter.Options, "dir" | "shard" | "onRenamed"> {
   /** Rows collected before they are handed to the encoder. */
@@ -137,6 +31,7 @@ export class PartWriter {
 
   private constructor(
     readonly part: number,
+    private readonly dest: Destination,
     private readonly dir: string,
     private readonly writer: RollingWriter.RollingWriter,
     private readonly options: PartWriterOptions
@@ -145,12 +40,12 @@ export class PartWriter {
     this.batch = new RowBatchBuilder(options.batchBytes + 64 * 1024)
   }
 
-  static open = (dir: string, part: number, options: PartWriterOptions, workload: EncoderWorkload) =>
-    Effect.gen(function*() {
-      yield* clearPart(dir, part)
-      const writer = yield* RollingWriter.make({ ...options, dir, shard: part, onRenamed: () => crashPointSync("renamed"), workload })
-      return new PartWriter(part, dir, writer, options)
-    })
+  /** `run` names this run's files apart from any other run's. */
+  static open = (dest: Destination, dir: string, part: number, run: string, options: PartWriterOptions, workload: EncoderWorkload) =>
+    Effect.map(
+      RollingWriter.make({ ...options, dir: dest.at(dir), shard: `${part}-${run}`, onRenamed: () => crashPointSync("renamed"), workload }),
+      (writer) => new PartWriter(part, dest, dir, writer, options)
+    )
 
   add(partition: string, version: number, dataHandle: string, dataSize: number | null, checksum: string | null, data: Uint8Array | null): void {
     this.batch.add(partition, version, dataHandle, dataSize, checksum, data)
@@ -174,7 +69,7 @@ export class PartWriter {
     return Effect.zipRight(this.writer.write(batch), crashPoint("written"))
   }
 
-  /** Completes and renames the part's files, then records them in its checkpoint. */
+  /** Completes the part's files and makes them visible, then records them in its checkpoint. */
   readonly finish: Effect.Effect<Checkpoint, SinkError> = Effect.gen(this, function*() {
     if (this.batch.length > 0) yield* this.write(this.take())
     const files = yield* this.writer.finish
@@ -186,7 +81,7 @@ export class PartWriter {
       bytes: this.bytes,
       ...(this.options.region === undefined ? {} : { region: this.options.region })
     }
-    yield* writeJsonAtomic(checkpointFile(this.dir, this.part), checkpoint)
+    yield* writeJson(this.dest, checkpointKey(this.dir, this.part), checkpoint)
     yield* crashPoint("checkpoint")
     return checkpoint
   })

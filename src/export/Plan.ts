@@ -7,8 +7,9 @@ import * as Hrn from "../domain/Hrn.ts"
 import { InvalidLayerId, LayerNotExportable, NotFound } from "./Errors.ts"
 
 /**
- * What one export will do, pinned: the catalog version and the metadata parts. Serializable, so it
- * can be written to a file and run by several workers (`--plan plan.json --shard i`) later.
+ * What one export will do, pinned: the catalog version, the metadata parts and which shard lists
+ * which parts. Written to `_plan.json` in the export's directory, where every run of it (one
+ * process, or one worker per shard: `export --plan LOCATION --shard I`) and the commit read it.
  */
 export const Plan = Schema.Struct({
   formatVersion: Schema.Literal(1),
@@ -29,9 +30,27 @@ export const Plan = Schema.Struct({
   baseVersion: Schema.optional(Schema.Number),
   /** Opaque metadata part ids; empty for one unpartitioned listing. */
   parts: Schema.Array(Schema.String),
+  /** The part indices each shard lists (a sharded plan); absent: one shard lists every part. */
+  shards: Schema.optional(Schema.Array(Schema.Array(Schema.Number))),
   createdAt: Schema.String
 })
 export type Plan = typeof Plan.Type
+
+/** The plan's file in its export's directory. */
+export const PLAN = "_plan.json"
+
+/** The listings of a plan: its parts, or one unpartitioned listing (index 0) when it has none. */
+export const partCount = (plan: Pick<Plan, "parts">): number => Math.max(1, plan.parts.length)
+
+/** The part indices of each shard. */
+export const shardsOf = (plan: Pick<Plan, "parts" | "shards">): ReadonlyArray<ReadonlyArray<number>> =>
+  plan.shards ?? [Array.from({ length: partCount(plan) }, (_, i) => i)]
+
+/** Deals the parts to `count` shards in turn (the service's parts are of about equal size). */
+export const withShards = (plan: Plan, count: number): Plan => ({
+  ...plan,
+  shards: Array.from({ length: count }, (_, shard) => Array.from({ length: partCount(plan) }, (_, i) => i).filter((i) => i % count === shard))
+})
 
 export interface PlanRequest {
   readonly catalog: string

@@ -131,10 +131,17 @@ export class Progress extends Context.Reference<Progress>()("catalog-export/expo
  * to the metrics (`Metrics.observe`). The total is taken from the versions answer when the plan pins
  * a version whose partitions it counts (a full export of a versioned layer).
  */
-export const tracking = <A, E, R>(plan: Plan, label: string, counters: Counters, effect: Effect.Effect<A, E, R>) =>
+export const tracking = <A, E, R>(
+  plan: Plan,
+  label: string,
+  counters: Counters,
+  effect: Effect.Effect<A, E, R>,
+  /** False when `effect` exports a part of the layer (a shard): the versions answer counts all of it. */
+  { wholeLayer = true }: { readonly wholeLayer?: boolean } = {}
+) =>
   Effect.scoped(
     Effect.gen(function*() {
-      const total = yield* expectedPartitions(plan)
+      const total = wholeLayer ? yield* expectedPartitions(plan) : undefined
       if (total !== undefined) counters.expect(total)
       const tracked: Tracked = { label, catalog: plan.catalogHrn, layer: plan.layerId, counters }
       yield* (yield* Progress).track(tracked)

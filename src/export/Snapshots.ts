@@ -1,6 +1,5 @@
-import * as fs from "node:fs/promises"
-import * as path from "node:path"
 import { Effect } from "effect"
+import { destination } from "../sinks/Destination.ts"
 import { MANIFEST } from "./Manifest.ts"
 
 /**
@@ -12,19 +11,21 @@ import { MANIFEST } from "./Manifest.ts"
  * are left alone. Returns the directories removed.
  */
 export const pruneSnapshots = (out: string, catalogId: string, layerId: string, keep: number) =>
-  Effect.promise(async () => {
-    const layerDir = path.join(out, catalogId, layerId)
-    const names = (await fs.readdir(layerDir).catch(() => [] as Array<string>)).filter((n) => /^snapshot=\d{8}T\d{6}Z$/.test(n)).sort()
+  Effect.gen(function*() {
+    const dest = yield* destination(out)
+    const layerDir = `${catalogId}/${layerId}`
+    const names = (yield* dest.list(layerDir)).filter((e) => e.dir && /^snapshot=\d{8}T\d{6}Z$/.test(e.name)).map((e) => e.name).sort()
     const committed: Array<string> = []
-    for (const name of names) if (await fs.access(path.join(layerDir, name, MANIFEST)).then(() => true, () => false)) committed.push(name)
-    const kept = committed.slice(-keep)
-    const oldestKept = kept[0]
+    for (const name of names) {
+      if ((yield* dest.list(`${layerDir}/${name}`)).some((e) => e.name === MANIFEST)) committed.push(name)
+    }
+    const oldestKept = committed.slice(-keep)[0]
     if (oldestKept === undefined) return []
     const removed = names.filter((n) => n < oldestKept)
     for (const name of removed) {
       // The manifest first: a reader never finds a finished-looking snapshot with files missing.
-      await fs.rm(path.join(layerDir, name, MANIFEST), { force: true })
-      await fs.rm(path.join(layerDir, name), { recursive: true, force: true })
+      yield* dest.remove([`${layerDir}/${name}/${MANIFEST}`])
+      yield* dest.removeAll(`${layerDir}/${name}`)
     }
-    return removed.map((n) => path.join(layerDir, n))
-  })
+    return removed.map((n) => dest.at(`${layerDir}/${n}`))
+  }).pipe(Effect.orElseSucceed(() => [] as Array<string>))

@@ -1,60 +1,58 @@
-import * as fs from "node:fs/promises"
-import * as path from "node:path"
 import { Effect, Option, Schema } from "effect"
+import { type Destination, destination } from "../sinks/Destination.ts"
+import { isObjectStore } from "../sinks/ObjectStore.ts"
+import type { SinkError } from "../sinks/SinkError.ts"
+import * as fs from "node:fs/promises"
 
 /**
  * Where exports live, as the retention guard reads it: list a directory, read a JSON file, the size
- * of a file. Keys are `/`-separated paths below the location. A local directory today; object
- * stores (`s3://bucket/prefix`) implement the same three reads.
+ * of a file. Keys are `/`-separated paths below the location: a local directory or an object store
+ * (`s3://bucket/prefix`), read through the export's Destination.
  */
 export interface ExportLocation {
   /** How messages name the location (the path or URL as the user gave it). */
   readonly name: string
   /** Names directly below `dir` (empty when it does not exist). */
-  readonly list: (dir: string) => Effect.Effect<ReadonlyArray<string>>
+  readonly list: (dir: string) => Effect.Effect<ReadonlyArray<string>, SinkError>
   /** The parsed JSON of a file; none when it does not exist or is no JSON. */
-  readonly readJson: (file: string) => Effect.Effect<Option.Option<unknown>>
+  readonly readJson: (file: string) => Effect.Effect<Option.Option<unknown>, SinkError>
   /** A file's size in bytes; none when it does not exist. */
-  readonly size: (file: string) => Effect.Effect<Option.Option<number>>
+  readonly size: (file: string) => Effect.Effect<Option.Option<number>, SinkError>
 }
 
-/** The location cannot be read as given: not a directory, or a scheme this version cannot read. */
+/** The location cannot be read as given: not a directory, a scheme this version cannot read, or the store refused. */
 export class ExportLocationError extends Schema.TaggedError<ExportLocationError>()("ExportLocationError", { message: Schema.String }) {}
 
-export const localLocation = (root: string): ExportLocation => {
-  const at = (key: string) => path.join(root, ...key.split("/"))
-  return {
-    name: root,
-    list: (dir) => Effect.promise(() => fs.readdir(at(dir)).catch(() => [] as Array<string>)),
-    readJson: (file) =>
-      Effect.promise(() =>
-        fs.readFile(at(file), "utf8").then(
-          (text) => {
-            try {
-              return Option.some(JSON.parse(text) as unknown)
-            } catch {
-              return Option.none()
-            }
-          },
-          () => Option.none()
-        )
-      ),
-    size: (file) => Effect.promise(() => fs.stat(at(file)).then((s) => (s.isFile() ? Option.some(s.size) : Option.none()), () => Option.none()))
-  }
-}
+const failed = <A, E extends { readonly message: string }, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.mapError(effect, (e) => new ExportLocationError({ message: e.message }))
 
-/** A location as given by `--require-exported` or `requireExported`: a local directory (object stores come later). */
-export const exportLocation = (spec: string): Effect.Effect<ExportLocation, ExportLocationError> => {
-  const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(spec)?.[1]
-  if (scheme !== undefined && scheme.toLowerCase() !== "file") {
-    return Effect.fail(new ExportLocationError({ message: `Export location ${spec}: ${scheme}:// locations are not supported yet; give the local directory the exports were written to.` }))
-  }
-  const local = scheme === undefined ? spec : new URL(spec).pathname
-  return Effect.promise(() => fs.stat(local).then((s) => s.isDirectory(), () => false)).pipe(
-    Effect.flatMap((isDirectory) =>
-      isDirectory
-        ? Effect.succeed(localLocation(local))
-        : Effect.fail(new ExportLocationError({ message: `Export location ${spec} is not a directory; give the directory the exports were written to (the --out of the export).` }))
-    )
-  )
-}
+/** The exports below a destination (the `--out` of the exports). */
+export const locationOf = (dest: Destination): ExportLocation => ({
+  name: dest.name,
+  list: (dir) => Effect.map(dest.list(dir), (entries) => entries.map((e) => e.name)),
+  readJson: (file) =>
+    Effect.map(dest.read(file), Option.flatMap((text) => {
+      try {
+        return Option.some(JSON.parse(text) as unknown)
+      } catch {
+        return Option.none()
+      }
+    })),
+  size: (file) => Effect.map(dest.stat(file), Option.flatMap((e) => (e.dir ? Option.none() : Option.some(e.size))))
+})
+
+/** A local directory as an export location. */
+export const localLocation = (root: string): ExportLocation => locationOf(Effect.runSync(destination(root)))
+
+/** A location as given by `--require-exported` or `requireExported`: a local directory or an `s3://bucket/prefix`. */
+export const exportLocation = (spec: string): Effect.Effect<ExportLocation, ExportLocationError> =>
+  Effect.gen(function*() {
+    const dest = yield* failed(destination(spec))
+    if (!isObjectStore(spec)) {
+      const isDirectory = yield* Effect.promise(() => fs.stat(dest.at("")).then((s) => s.isDirectory(), () => false))
+      if (!isDirectory) {
+        return yield* new ExportLocationError({ message: `Export location ${spec} is not a directory; give the directory the exports were written to (the --out of the export).` })
+      }
+    }
+    return locationOf(dest)
+  })

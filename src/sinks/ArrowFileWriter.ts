@@ -14,7 +14,7 @@ import {
   type Data,
   type DataType
 } from "apache-arrow"
-import type { FileOutput } from "./FileOutput.ts"
+import type { ByteOutput } from "./FileOutput.ts"
 import { FormatWriter, type FormatWriterOptions } from "./FormatWriter.ts"
 import { gather, type Slice, tileColumns, toNullableInt64 } from "./Row.ts"
 import { dataAt } from "./RowBatch.ts"
@@ -24,7 +24,7 @@ const MAX_BATCH_COLUMN_BYTES = 2 ** 31 - 1
 
 /** Arrow's writer pushes its output into a queue; this one passes every chunk straight to the file. */
 class FileByteQueue extends AsyncByteQueue {
-  constructor(private readonly output: FileOutput) {
+  constructor(private readonly output: ByteOutput) {
     super()
   }
 

@@ -17,6 +17,8 @@ import type { SinkFailureFields } from "./SinkFailure.ts"
 
 /** What a writer's rows are like, as far as known when it opens. */
 export interface EncoderWorkload {
+  /** The files go to an object store: uploading (hashing, signing) is kept off the fetch loop's thread. */
+  readonly remote?: boolean | undefined
   /** The typical size of a row's blob. */
   readonly rowBytes?: number | undefined
   /** Downloads in flight at once in the run feeding the writer. */
@@ -29,12 +31,15 @@ export const THREAD_ROW_BYTES = 16 * 1024
 export const THREAD_CONCURRENCY = 64
 
 const onThread = (workload: EncoderWorkload) =>
-  (workload.rowBytes ?? 0) >= THREAD_ROW_BYTES || (workload.concurrency ?? 0) > THREAD_CONCURRENCY
+  workload.remote === true || (workload.rowBytes ?? 0) >= THREAD_ROW_BYTES || (workload.concurrency ?? 0) > THREAD_CONCURRENCY
 
 export interface EncoderSession {
-  /** Takes a batch (its buffers move to the encoder thread); done once the encoder has written it as far as a row group was full. */
+  /**
+   * Takes a batch (its buffers move to the encoder thread); done once the encoder has written it as
+   * far as a row group was full, and uploads (object stores) are no longer behind.
+   */
   readonly add: (batch: RowBatch) => Effect.Effect<void, SinkError>
-  /** Writes what is buffered and the footers and flushes the files to disk; they keep their `.partial` names. */
+  /** Writes what is buffered and the footers and makes the files durable (disk, uploaded parts); none is visible yet. */
   readonly complete: Effect.Effect<ReadonlyArray<CompletedFile>, SinkError>
   /** Closes the files as they are. */
   readonly abandon: Effect.Effect<void>
@@ -53,14 +58,22 @@ const inlineEncoder = (): EncoderShape => {
       Effect.gen(function*() {
         const id = nextId++
         // Loaded here, not imported: every command provides the encoder, few write files (zstd is native).
-        const { loadWriters, OpenFiles } = yield* Effect.promise(() => import("./Files.ts"))
+        const { loadBacklog, loadOutputs, loadWriters, OpenFiles } = yield* Effect.promise(() => import("./Files.ts"))
         const files = opened ??= new OpenFiles()
-        const writers = yield* Effect.promise(() => loadWriters(settings.formats))
+        const [writers, outputs, backlog] = yield* Effect.tryPromise({
+          try: () => Promise.all([loadWriters(settings.formats), loadOutputs(settings.dir), loadBacklog(settings.dir)]),
+          catch: (cause) => fromCause(settings.dir, "create", cause)
+        })
         const run = <A>(f: () => A) => Effect.try({ try: f, catch: (cause) => fromCause(settings.dir, "write", cause) })
-        yield* run(() => files.open(id, settings, writers))
+        yield* run(() => files.open(id, settings, writers, outputs))
+        // Local files: nothing to wait for. Uploads behind: wait before taking more rows.
+        const waitForUploads = Effect.suspend(() => {
+          const behind = backlog()
+          return behind === undefined ? Effect.void : Effect.promise(() => behind)
+        })
         return {
-          add: (batch) => run(() => files.add(id, batch)),
-          complete: run(() => files.complete(id)),
+          add: (batch) => Effect.zipRight(run(() => files.add(id, batch)), waitForUploads),
+          complete: Effect.tryPromise({ try: () => files.complete(id), catch: (cause) => fromCause(settings.dir, "complete", cause) }),
           abandon: Effect.sync(() => files.abandon(id))
         } satisfies EncoderSession
       })

@@ -1,20 +1,32 @@
 import { parentPort } from "node:worker_threads"
 import type { EncoderReply, EncoderRequest } from "./Encoder.ts"
-import { loadWriters, OpenFiles } from "./Files.ts"
+import { loadBacklog, loadOutputs, loadWriters, OpenFiles } from "./Files.ts"
 import { describeSinkFailure } from "./SinkFailure.ts"
 
 /** The encoder thread: the open writers, driven by Encoder.ts's requests in order. */
 const files = new OpenFiles()
+/** Per writer: uploads in flight are behind (object stores). */
+const backlogs = new Map<number, () => Promise<void> | undefined>()
 
 const handle = async (request: EncoderRequest): Promise<unknown> => {
   switch (request.op) {
-    case "open":
-      return files.open(request.id, request.settings, await loadWriters(request.settings.formats))
-    case "add":
-      return files.add(request.id, request.batch)
+    case "open": {
+      const { settings } = request
+      const [writers, outputs, backlog] = await Promise.all([loadWriters(settings.formats), loadOutputs(settings.dir), loadBacklog(settings.dir)])
+      backlogs.set(request.id, backlog)
+      return files.open(request.id, settings, writers, outputs)
+    }
+    case "add": {
+      files.add(request.id, request.batch)
+      // The reply is the main thread's backpressure: it comes once uploads have caught up.
+      await backlogs.get(request.id)?.()
+      return
+    }
     case "complete":
+      backlogs.delete(request.id)
       return files.complete(request.id)
     case "abandon":
+      backlogs.delete(request.id)
       return files.abandon(request.id)
   }
 }

@@ -1,18 +1,22 @@
-import * as fs from "node:fs"
 import * as path from "node:path"
+import { type ByteOutput, FileOutput, type Landing } from "./FileOutput.ts"
 import type { FormatWriter, FormatWriterOptions } from "./FormatWriter.ts"
+import { isObjectStore, joinKey, parseStoreUrl, s3Client } from "./ObjectStore.ts"
 import { parquetCodec, type ParquetCompression } from "./ParquetCodecs.ts"
 import { rowBytes, type RowBatch } from "./RowBatch.ts"
 import { describeSinkFailure, SinkFailure } from "./SinkFailure.ts"
 
 /**
- * The files of one writer, synchronously: rolling `part-<shard>-<seq>.<ext>.partial` files per format,
- * each up to maxFileBytes. Runs on the encoder thread (Encoder.ts); RollingWriter is its Effect face.
+ * The files of one writer, synchronously: rolling `part-<shard>-<seq>.<ext>` files per format, each up
+ * to maxFileBytes, written as `.partial` files in a local directory or streamed as multipart uploads
+ * into an object store (`dir` an `s3://` URL). Runs on the encoder thread (Encoder.ts); RollingWriter
+ * is its Effect face.
  */
 
 export type FileFormat = "parquet" | "arrow"
 
 export interface Settings {
+  /** A local directory or an object-store URL (`s3://bucket/prefix`). */
   readonly dir: string
   readonly shard: string
   readonly formats: ReadonlyArray<FileFormat>
@@ -31,7 +35,25 @@ export interface WrittenFile {
   readonly rows: number
   readonly bytes: number
   readonly sha256: string
+  /** The object's ETag, where the files went to an object store. */
+  readonly etag?: string | undefined
 }
+
+/** Makes the output of the file `name` (relative to `dir`). */
+export type OutputFactory = (name: string) => ByteOutput
+
+/** Local `.partial` files, or uploads into the object store `dir` names. */
+export const loadOutputs = async (dir: string): Promise<OutputFactory> => {
+  if (!isObjectStore(dir)) return (name) => FileOutput.create(path.join(dir, `${name}.partial`))
+  const url = parseStoreUrl(dir)
+  if (url === undefined) throw new Error(`${dir} is not an s3://bucket/prefix URL`)
+  const [client, { S3Output }] = await Promise.all([s3Client(), import("./S3Output.ts")])
+  return (name) => new S3Output(client, url.bucket, joinKey(url.prefix, name), `${dir}/${name}`)
+}
+
+/** Uploads in flight are behind (object stores): await this before writing more; undefined when not. */
+export const loadBacklog = async (dir: string): Promise<() => Promise<void> | undefined> =>
+  isObjectStore(dir) ? (await import("./S3Output.ts")).backlog : () => undefined
 
 /** Makes the writer of one file of a format. */
 export type WriterFactory = (options: FormatWriterOptions, compression: ParquetCompression) => FormatWriter
@@ -51,26 +73,31 @@ export const loadWriters = async (formats: ReadonlyArray<FileFormat>): Promise<W
   return factories
 }
 
-/** A finished file, written and flushed to disk under its `.partial` name, to be renamed to `finalPath`. */
+/** A finished file, durable where it went, and what makes it visible under its final name (RollingWriter publishes it). */
 export interface CompletedFile extends WrittenFile {
-  readonly partialPath: string
-  readonly finalPath: string
+  readonly landing: Landing
+}
+
+/** A file whose footer is written, its output still settling (uploads finishing). */
+interface ClosedFile extends WrittenFile {
+  readonly output: ByteOutput
 }
 
 class FileRoller {
   private current: { readonly writer: FormatWriter; readonly name: string } | undefined
   private nextSeq = 0
-  private readonly completed: Array<CompletedFile> = []
+  private readonly completed: Array<ClosedFile> = []
 
   constructor(
     private readonly format: FileFormat,
     private readonly settings: Settings,
-    private readonly factory: WriterFactory
+    private readonly factory: WriterFactory,
+    private readonly outputs: OutputFactory
   ) {}
 
   /** The file an error most likely concerns. */
   get activePath(): string {
-    return this.current ? this.partialPath(this.current.name) : this.settings.dir
+    return this.current ? this.current.writer.output.path : this.settings.dir
   }
 
   add(batch: RowBatch): void {
@@ -104,7 +131,7 @@ class FileRoller {
     this.current ??= this.open()
   }
 
-  completeAll(): ReadonlyArray<CompletedFile> {
+  completeAll(): ReadonlyArray<ClosedFile> {
     if (this.current === undefined && this.completed.length === 0) this.open()
     if (this.current !== undefined) this.completeCurrent()
     return this.completed
@@ -115,14 +142,12 @@ class FileRoller {
     this.current = undefined
   }
 
-  private partialPath(name: string): string {
-    return path.join(this.settings.dir, `${name}.partial`)
-  }
-
   private open(): { readonly writer: FormatWriter; readonly name: string } {
     const name = `part-${this.settings.shard}-${String(this.nextSeq++).padStart(5, "0")}.${this.format}`
+    const output = this.outputs(name)
     const options: FormatWriterOptions = {
-      path: this.partialPath(name),
+      path: output.path,
+      output,
       heretile: this.settings.heretile,
       metadata: this.settings.metadata,
       rowGroupBytes: this.settings.rowGroupBytes,
@@ -137,18 +162,7 @@ class FileRoller {
     const { writer, name } = this.current!
     const content = writer.finish()
     this.current = undefined
-    const partialPath = this.partialPath(name)
-    fsyncFile(partialPath)
-    this.completed.push({ path: name, format: this.format, ...content, partialPath, finalPath: path.join(this.settings.dir, name) })
-  }
-}
-
-const fsyncFile = (file: string) => {
-  const fd = fs.openSync(file, "r+")
-  try {
-    fs.fsyncSync(fd)
-  } finally {
-    fs.closeSync(fd)
+    this.completed.push({ path: name, format: this.format, ...content, output: writer.output })
   }
 }
 
@@ -162,10 +176,11 @@ export class Files {
 
   /**
    * Creates the first file of each format at once (so a directory that cannot take files fails here,
-   * and an interrupted writer leaves its `.partial` files). `writers` from `loadWriters(settings.formats)`.
+   * and an interrupted writer leaves its `.partial` files). `writers` from `loadWriters(settings.formats)`,
+   * `outputs` from `loadOutputs(settings.dir)`.
    */
-  constructor(settings: Settings, writers: WriterFactories) {
-    this.rollers = settings.formats.map((format) => new FileRoller(format, settings, writers[format]!))
+  constructor(settings: Settings, writers: WriterFactories, outputs: OutputFactory) {
+    this.rollers = settings.formats.map((format) => new FileRoller(format, settings, writers[format]!, outputs))
     for (const roller of this.rollers) this.attempt(roller, "create", () => roller.start())
   }
 
@@ -185,10 +200,23 @@ export class Files {
     for (const roller of this.rollers) this.attempt(roller, "write", () => roller.flushGroup())
   }
 
-  /** Writes what is buffered and the footers, flushes the files to disk; they keep their `.partial` names. */
-  complete(): ReadonlyArray<CompletedFile> {
+  /**
+   * Writes what is buffered and the footers, then waits until every file is durable where it went
+   * (flushed to disk under its `.partial` name, or every part uploaded); none is visible yet.
+   */
+  async complete(): Promise<ReadonlyArray<CompletedFile>> {
+    const closed: Array<ClosedFile> = []
+    for (const roller of this.rollers) closed.push(...this.attempt(roller, "complete", () => roller.completeAll()))
     const completed: Array<CompletedFile> = []
-    for (const roller of this.rollers) completed.push(...this.attempt(roller, "complete", () => roller.completeAll()))
+    for (const { output, ...file } of closed) {
+      try {
+        const landing = await output.settle()
+        completed.push({ ...file, landing, ...(landing._tag === "Stored" && landing.etag !== undefined ? { etag: landing.etag } : {}) })
+      } catch (cause) {
+        const { path, reason, message } = describeSinkFailure(output.path, "complete", cause)
+        throw this.failure = new SinkFailure(path, reason, message)
+      }
+    }
     return completed
   }
 
@@ -217,8 +245,8 @@ export class Files {
 export class OpenFiles {
   private readonly files = new Map<number, { readonly files: Files; readonly rowGroupBytes: number }>()
 
-  open(id: number, settings: Settings, writers: WriterFactories): void {
-    this.files.set(id, { files: new Files(settings, writers), rowGroupBytes: settings.rowGroupBytes })
+  open(id: number, settings: Settings, writers: WriterFactories, outputs: OutputFactory): void {
+    this.files.set(id, { files: new Files(settings, writers, outputs), rowGroupBytes: settings.rowGroupBytes })
   }
 
   add(id: number, batch: RowBatch): void {
@@ -234,8 +262,8 @@ export class OpenFiles {
     if (buffered > budget) fullest!.flushGroups()
   }
 
-  complete(id: number): ReadonlyArray<CompletedFile> {
-    const completed = this.of(id).complete()
+  async complete(id: number): Promise<ReadonlyArray<CompletedFile>> {
+    const completed = await this.of(id).complete()
     this.files.delete(id)
     return completed
   }

@@ -1,9 +1,11 @@
-import { FileOutput } from "./FileOutput.ts"
+import { type ByteOutput, FileOutput } from "./FileOutput.ts"
 import { checkRows, type Slice } from "./Row.ts"
 import { rowBytes, type RowBatch } from "./RowBatch.ts"
 
 export interface FormatWriterOptions {
   readonly path: string
+  /** Where the bytes go; default a local file at `path`. */
+  readonly output?: ByteOutput
   readonly heretile: boolean
   /** file key-value metadata (Parquet footer, Arrow schema metadata) */
   readonly metadata: Readonly<Record<string, string>>
@@ -24,14 +26,14 @@ export interface WrittenContent {
  * (record batch) per `rowGroupBytes`, so memory holds about one row group.
  */
 export abstract class FormatWriter {
-  protected readonly output: FileOutput
+  readonly output: ByteOutput
   private pending: Array<Slice> = []
   private bufferedBytes = 0
   private flushedRowBytes = 0
   private rowCount = 0
 
   constructor(protected readonly options: FormatWriterOptions) {
-    this.output = FileOutput.create(options.path)
+    this.output = options.output ?? FileOutput.create(options.path)
   }
 
   protected abstract writeRowGroup(rows: ReadonlyArray<Slice>): void

@@ -1,5 +1,5 @@
 import { ByteWriter, ParquetWriter, type ColumnSource, type SchemaElement } from "hyparquet-writer"
-import type { FileOutput } from "./FileOutput.ts"
+import type { ByteOutput } from "./FileOutput.ts"
 import { FormatWriter, type FormatWriterOptions } from "./FormatWriter.ts"
 import type { ParquetCodec } from "./ParquetCodecs.ts"
 import { gather, type Slice, tileColumns, toInt64, toNullableInt64 } from "./Row.ts"
@@ -12,7 +12,7 @@ const BUFFER_BYTES = 1 << 20
  * file never sits in memory. Large chunks (compressed pages) go straight to the file without a copy.
  */
 class SpillingByteWriter extends ByteWriter {
-  constructor(private readonly output: FileOutput) {
+  constructor(private readonly output: ByteOutput) {
     super(BUFFER_BYTES)
   }
 

@@ -1,18 +1,21 @@
 import { Effect, type Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { publish } from "./Destination.ts"
 import { Encoder, type EncoderWorkload } from "./Encoder.ts"
 import type { FileFormat, Settings, WrittenFile } from "./Files.ts"
 import { defaultParquetCompression, parquetCompressions, type ParquetCompression } from "./ParquetCodecs.ts"
 import type { RowBatch } from "./RowBatch.ts"
+import { isObjectStore } from "./ObjectStore.ts"
 import { fromCause, SinkError } from "./SinkError.ts"
 
 export type { FileFormat, WrittenFile } from "./Files.ts"
 export type OutputFormat = FileFormat | "both"
 
 export interface Options {
+  /** A local directory, or an object-store URL (`s3://bucket/prefix`) */
   readonly dir: string
-  /** goes into file names `part-<shard>-<seq>`, so that workers writing one directory never collide */
+  /** goes into file names `part-<shard>-<seq>` (letters, digits, `_`, `-`), so that workers writing one directory never collide */
   readonly shard?: number | string
   /** `both` writes every row to a Parquet and to an Arrow file */
   readonly format: OutputFormat
@@ -28,7 +31,7 @@ export interface Options {
   readonly rowGroupBytes?: number
   /** Parquet `created_by`; default "catalog-export" */
   readonly createdBy?: string
-  /** Called after each file is renamed to its final name (the export's crash test hook). */
+  /** Called after each file is visible under its final name (the export's crash test hook). */
   readonly onRenamed?: (file: string) => void
   /** What the rows are like: the Encoder decides by it where to encode them. */
   readonly workload?: EncoderWorkload
@@ -38,9 +41,10 @@ export interface RollingWriter {
   /** Hands the rows to the encoder (the batch's buffers move there); done once it has taken them. */
   readonly write: (batch: RowBatch) => Effect.Effect<void, SinkError>
   /**
-   * Completes the open files, fsyncs them and renames them from `.partial` to their final names.
-   * Without a successful `finish` (an error, an interruption, a scope closed early) every file stays
-   * `.partial`. Writes at least one file per format, so an empty export still has a schema to read.
+   * Completes the open files, fsyncs them and renames them from `.partial` to their final names (on
+   * an object store: completes their multipart uploads). Without a successful `finish` (an error, an
+   * interruption, a scope closed early) no file is visible under its final name. Writes at least one
+   * file per format, so an empty export still has a schema to read.
    */
   readonly finish: Effect.Effect<ReadonlyArray<WrittenFile>, SinkError>
 }
@@ -55,14 +59,14 @@ const invalid = (dir: string, message: string) =>
 const isPositiveInteger = (n: number) => Number.isSafeInteger(n) && n > 0
 
 const settingsOf = (options: Options): Effect.Effect<Settings, SinkError> => {
-  const dir = path.resolve(options.dir)
+  const dir = isObjectStore(options.dir) ? options.dir.replace(/\/+$/, "") : path.resolve(options.dir)
   const shard = String(options.shard ?? 0)
   const compression = options.compression ?? defaultParquetCompression
   const maxFileBytes = options.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES
   const rowGroupBytes =
     options.rowGroupBytes ??
     Math.min(MAX_DEFAULT_ROW_GROUP_BYTES, Math.max(1, Math.floor(maxFileBytes / 4)))
-  if (!/^[A-Za-z0-9_]+$/.test(shard)) return Effect.fail(invalid(dir, `shard "${shard}" must be letters, digits or _`))
+  if (!/^[A-Za-z0-9_-]+$/.test(shard)) return Effect.fail(invalid(dir, `shard "${shard}" must be letters, digits, _ or -`))
   if (!["parquet", "arrow", "both"].includes(options.format)) {
     return Effect.fail(invalid(dir, `format "${options.format}" must be parquet, arrow or both`))
   }
@@ -103,17 +107,20 @@ const fsyncDirectory = (dir: string) =>
 export const make: (options: Options) => Effect.Effect<RollingWriter, SinkError, Scope.Scope | Encoder> = Effect.fn("RollingWriter.make")(
   function* (options: Options) {
     const settings = yield* settingsOf(options)
-    yield* Effect.tryPromise({
-      try: () => fs.promises.mkdir(settings.dir, { recursive: true }),
-      catch: (cause) => fromCause(settings.dir, "create the output directory", cause)
-    })
+    const remote = isObjectStore(settings.dir)
+    if (!remote) {
+      yield* Effect.tryPromise({
+        try: () => fs.promises.mkdir(settings.dir, { recursive: true }),
+        catch: (cause) => fromCause(settings.dir, "create the output directory", cause)
+      })
+    }
     const encoder = yield* Encoder
 
     let failure: SinkError | undefined
     let finishing = false
     let result: ReadonlyArray<WrittenFile> | undefined
 
-    const session = yield* Effect.acquireRelease(encoder.open(settings, options.workload ?? {}), (session) => (result === undefined ? session.abandon : Effect.void))
+    const session = yield* Effect.acquireRelease(encoder.open(settings, { ...options.workload, remote }), (session) => (result === undefined ? session.abandon : Effect.void))
 
     // After a failure the files are in an unknown state: every later call fails with the first error.
     const guarded = <A>(effect: Effect.Effect<A, SinkError>): Effect.Effect<A, SinkError> =>
@@ -133,15 +140,15 @@ export const make: (options: Options) => Effect.Effect<RollingWriter, SinkError,
       const completed = yield* session.complete
       return yield* Effect.uninterruptible(
         Effect.gen(function* () {
+          const written: Array<WrittenFile> = []
           for (const file of completed) {
-            yield* Effect.tryPromise({
-              try: () => fs.promises.rename(file.partialPath, file.finalPath),
-              catch: (cause) => fromCause(file.partialPath, "rename", cause)
-            })
-            options.onRenamed?.(file.finalPath)
+            const etag = yield* publish(settings.dir, file)
+            options.onRenamed?.(remote ? `${settings.dir}/${file.path}` : path.join(settings.dir, file.path))
+            const { path: name, format, rows, bytes, sha256 } = file
+            written.push({ path: name, format, rows, bytes, sha256, ...(etag === undefined ? {} : { etag }) })
           }
-          yield* fsyncDirectory(settings.dir)
-          result = completed.map(({ path, format, rows, bytes, sha256 }) => ({ path, format, rows, bytes, sha256 }))
+          if (!remote) yield* fsyncDirectory(settings.dir)
+          result = written
           return result
         })
       )

@@ -12,7 +12,13 @@ export const SINK_FAILURE_REASONS = [
   "InvalidOptions",
   "InvalidRow",
   "Encode",
-  "Io"
+  "Io",
+  /** Object stores: the bucket does not exist (bad input). */
+  "NoSuchBucket",
+  /** Object stores: credentials refused or a permission missing. */
+  "AccessDenied",
+  /** Object stores: still failing after the client's retries; safe to run again. */
+  "Unavailable"
 ] as const
 export type SinkFailureReason = (typeof SINK_FAILURE_REASONS)[number]
 

@@ -58,10 +58,10 @@ describe("the retention guard", () => {
 
   it("refuses locations it cannot read, and a job config that chooses neither the guard nor to skip it", async () => {
     const dir = tempDir("jobs-retention-")
-    const s3 = await retention("--keep-last", "2", "--require-exported", "s3://exports/catalogs", "--dry-run")
-    expect(s3.code).toBe(2)
-    expect(oneLine(s3.stderr)).toEqual([
-      "catalog-export: Export location s3://exports/catalogs: s3:// locations are not supported yet; give the local directory the exports were written to."
+    const gs = await retention("--keep-last", "2", "--require-exported", "gs://exports/catalogs", "--dry-run")
+    expect(gs.code).toBe(2)
+    expect(oneLine(gs.stderr)).toEqual([
+      "catalog-export: Location gs://exports/catalogs uses gs://, which this version cannot use; give a local directory or an s3://bucket/prefix URL (S3-compatible stores such as GCS, MinIO or R2 through AWS_ENDPOINT_URL_S3)."
     ])
     const file = path.join(dir, "plain-file")
     fs.writeFileSync(file, "x")

@@ -129,7 +129,7 @@ describe("a throttling storm", () => {
     const data = left.filter((f) => /\.(parquet|arrow)(\.partial)?$/.test(f))
     expect(data.length).toBeGreaterThan(0)
     expect(data.filter((f) => !f.endsWith(".partial"))).toEqual([])
-    expect(left.filter((f) => !data.includes(f))).toEqual(["demo/places/version=0/_parts/plan.json"])
+    expect(left.filter((f) => !data.includes(f))).toEqual(["demo/places/version=0/_plan.json"])
 
     proxy.log.length = 0
     const rerun = await cli(exportArgs(out))

@@ -1,0 +1,267 @@
+import { randomBytes } from "node:crypto"
+import * as fs from "node:fs/promises"
+import * as path from "node:path"
+import { Effect, Option } from "effect"
+import type { CompletedFile } from "./Files.ts"
+import { describeStoreFailure, formatStoreUrl, isObjectStore, joinKey, parseStoreUrl, s3Client, s3Sdk, schemeOf, type StoreUrl } from "./ObjectStore.ts"
+import { fromCause, SinkError } from "./SinkError.ts"
+
+/**
+ * Where exports are written (`--out`): a local directory or an object store (`s3://bucket/prefix`).
+ * Everything the export keeps besides its data files (plans, checkpoints, shard manifests, the
+ * manifest, the cursor) is read and written through this, by `/`-separated keys below the root, so
+ * that every job works the same on every destination. Data files are written by the encoder
+ * (Files.ts) and made visible by `publish`: a rename of the local `.partial` file, the completion of
+ * the multipart upload on a store (which has no rename).
+ */
+
+export interface Entry {
+  readonly name: string
+  /** A directory (a common prefix on a store). */
+  readonly dir: boolean
+  readonly size: number
+  /** Stores: the object's ETag, the store's checksum of its content. */
+  readonly etag?: string | undefined
+}
+
+export interface Destination {
+  /** The destination as the user gave it. */
+  readonly name: string
+  readonly remote: boolean
+  /** Where a key is, as files and messages name it: a local path or an `s3://` URL. */
+  readonly at: (key: string) => string
+  /** A file's text; none when it does not exist. */
+  readonly read: (key: string) => Effect.Effect<Option.Option<string>, SinkError>
+  /** Replaces a file whole: a reader sees the old content or the new one, never a part (also with two writers at once). */
+  readonly write: (key: string, text: string) => Effect.Effect<void, SinkError>
+  readonly stat: (key: string) => Effect.Effect<Option.Option<Entry>, SinkError>
+  /** What is directly below `dir` (nothing when it does not exist). */
+  readonly list: (dir: string) => Effect.Effect<ReadonlyArray<Entry>, SinkError>
+  /** Removes files; missing ones are no error. */
+  readonly remove: (keys: ReadonlyArray<string>) => Effect.Effect<void, SinkError>
+  /** Removes `dir` and everything below it. */
+  readonly removeAll: (dir: string) => Effect.Effect<void, SinkError>
+  /** Multipart uploads below `dir` that were never completed (runs killed or abandoned): aborted. */
+  readonly abortUploads: (dir: string) => Effect.Effect<number, SinkError>
+  /** Removes the empty directories from `dir` up to (not including) the root; a store has none. */
+  readonly pruneEmpty: (dir: string) => Effect.Effect<void>
+}
+
+/** A destination that cannot be used as given. */
+export const invalidDestination = (spec: string, why: string) =>
+  new SinkError({ path: spec, reason: "InvalidOptions", message: `Location ${spec} ${why}` })
+
+/** The destination `spec` names: a local path (or `file://` URL), or `s3://bucket/prefix`. */
+export const destination = (spec: string): Effect.Effect<Destination, SinkError> => {
+  const scheme = schemeOf(spec)
+  if (scheme === undefined) return Effect.succeed(local(spec.startsWith("file://") ? new URL(spec).pathname : spec, spec))
+  if (scheme !== "s3") {
+    return Effect.fail(invalidDestination(spec, `uses ${scheme}://, which this version cannot use; give a local directory or an s3://bucket/prefix URL (S3-compatible stores such as GCS, MinIO or R2 through AWS_ENDPOINT_URL_S3).`))
+  }
+  const url = parseStoreUrl(spec)
+  if (url === undefined) return Effect.fail(invalidDestination(spec, "is not a valid s3://bucket/prefix URL; check the bucket name and the prefix."))
+  return Effect.map(Effect.promise(() => s3Client()), (client) => store(spec, url, client))
+}
+
+/** Makes a finished data file visible under its final name in `dir` (a local directory or a store URL); returns the object's ETag on a store. */
+export const publish = (dir: string, file: CompletedFile): Effect.Effect<string | undefined, SinkError> => {
+  const landing = file.landing
+  switch (landing._tag) {
+    case "Partial":
+      return Effect.tryPromise({
+        try: () => fs.rename(landing.partialPath, path.join(dir, file.path)),
+        catch: (cause) => fromCause(landing.partialPath, "rename", cause)
+      }).pipe(Effect.as(undefined))
+    case "Stored":
+      return Effect.succeed(landing.etag)
+    case "Upload": {
+      const url = parseStoreUrl(dir)!
+      const location = `${dir}/${file.path}`
+      return storeRequest(location, "complete the upload of", async () => {
+        const { CompleteMultipartUploadCommand } = await s3Sdk()
+        const client = await s3Client()
+        const done = await client.send(new CompleteMultipartUploadCommand({
+          Bucket: url.bucket,
+          Key: joinKey(url.prefix, file.path),
+          UploadId: landing.uploadId,
+          MultipartUpload: { Parts: [...landing.parts] }
+        }))
+        return done.ETag
+      })
+    }
+  }
+}
+
+const storeRequest = <A>(location: string, doing: string, run: () => Promise<A>): Effect.Effect<A, SinkError> =>
+  Effect.tryPromise({ try: run, catch: (cause) => new SinkError({ ...describeStoreFailure(location, doing, cause), cause }) })
+
+const errnoCode = (e: unknown) => (e as NodeJS.ErrnoException)?.code
+
+const local = (root: string, name: string): Destination => {
+  const at = (key: string) => (key === "" ? root : path.join(root, ...key.split("/")))
+  const attempt = <A>(key: string, doing: string, run: () => Promise<A>) =>
+    Effect.tryPromise({ try: run, catch: (cause) => fromCause(at(key), doing, cause) })
+  return {
+    name,
+    remote: false,
+    at,
+    read: (key) =>
+      attempt(key, "read", () => fs.readFile(at(key), "utf8").then(Option.some, (e) => (errnoCode(e) === "ENOENT" || errnoCode(e) === "ENOTDIR" ? Option.none() : Promise.reject(e)))),
+    write: (key, text) =>
+      attempt(key, "write", async () => {
+        const file = at(key)
+        await fs.mkdir(path.dirname(file), { recursive: true })
+        // Unique per writer: two runs of one shard may write the same file at once.
+        const temp = `${file}.${randomBytes(4).toString("hex")}.partial`
+        try {
+          const handle = await fs.open(temp, "w")
+          try {
+            await handle.writeFile(text)
+            await handle.sync()
+          } finally {
+            await handle.close()
+          }
+          await fs.rename(temp, file)
+        } catch (e) {
+          // A full disk leaves nothing half-written behind.
+          await fs.rm(temp, { force: true })
+          throw e
+        }
+      }),
+    stat: (key) =>
+      attempt(key, "read", () =>
+        fs.stat(at(key)).then(
+          (s) => Option.some<Entry>({ name: path.basename(key), dir: s.isDirectory(), size: s.size }),
+          (e) => (errnoCode(e) === "ENOENT" || errnoCode(e) === "ENOTDIR" ? Option.none<Entry>() : Promise.reject(e))
+        )),
+    list: (dir) =>
+      attempt(dir, "list", async () => {
+        const entries = await fs.readdir(at(dir), { withFileTypes: true }).catch((e) => (errnoCode(e) === "ENOENT" || errnoCode(e) === "ENOTDIR" ? [] : Promise.reject(e)))
+        const listed: Array<Entry> = []
+        for (const entry of entries) {
+          if (entry.isDirectory()) listed.push({ name: entry.name, dir: true, size: 0 })
+          else {
+            const size = await fs.stat(path.join(at(dir), entry.name)).then((s) => s.size, () => undefined)
+            if (size !== undefined) listed.push({ name: entry.name, dir: false, size })
+          }
+        }
+        return listed
+      }),
+    remove: (keys) => attempt(keys[0] ?? "", "remove", async () => void (await Promise.all(keys.map((key) => fs.rm(at(key), { force: true }))))),
+    removeAll: (dir) => attempt(dir, "remove", () => fs.rm(at(dir), { recursive: true, force: true })),
+    abortUploads: () => Effect.succeed(0),
+    pruneEmpty: (dir) =>
+      Effect.promise(async () => {
+        const top = path.resolve(root)
+        for (let d = path.resolve(at(dir)); d.startsWith(top + path.sep); d = path.dirname(d)) {
+          if (!(await fs.rmdir(d).then(() => true, () => false))) break
+        }
+      })
+  }
+}
+
+type S3 = Awaited<ReturnType<typeof s3Client>>
+const sdk = s3Sdk
+
+const store = (name: string, url: StoreUrl, client: S3): Destination => {
+  const key = (k: string) => joinKey(url.prefix, k)
+  const at = (k: string) => `${formatStoreUrl(url)}${k === "" ? "" : `/${k}`}`
+  const Bucket = url.bucket
+  const isMissing = (e: unknown) => {
+    const code = (e as { name?: string; Code?: string })?.Code ?? (e as { name?: string })?.name
+    return code === "NoSuchKey" || code === "NotFound" || ((e as { $metadata?: { httpStatusCode?: number } })?.$metadata?.httpStatusCode === 404 && code !== "NoSuchBucket")
+  }
+  /** Every object below `dir` (recursively), page by page. */
+  const everything = async (dir: string, each: (keys: ReadonlyArray<string>) => Promise<void>) => {
+    const { ListObjectsV2Command } = await sdk()
+    let ContinuationToken: string | undefined
+    do {
+      const page = await client.send(new ListObjectsV2Command({ Bucket, Prefix: `${key(dir)}/`, ...(ContinuationToken === undefined ? {} : { ContinuationToken }) }))
+      const keys = (page.Contents ?? []).map((o) => o.Key!).filter((k) => k !== undefined)
+      if (keys.length > 0) await each(keys)
+      ContinuationToken = page.IsTruncated === true ? page.NextContinuationToken : undefined
+    } while (ContinuationToken !== undefined)
+  }
+  const deleteKeys = async (keys: ReadonlyArray<string>) => {
+    const { DeleteObjectsCommand } = await sdk()
+    for (let i = 0; i < keys.length; i += 1000) {
+      const done = await client.send(new DeleteObjectsCommand({ Bucket, Delete: { Objects: keys.slice(i, i + 1000).map((Key) => ({ Key })), Quiet: true } }))
+      const failed = done.Errors?.[0]
+      if (failed !== undefined) throw Object.assign(new Error(failed.Message ?? "delete failed"), { name: failed.Code ?? "Error" })
+    }
+  }
+  return {
+    name,
+    remote: true,
+    at,
+    read: (k) =>
+      storeRequest(at(k), "read", async () => {
+        const { GetObjectCommand } = await sdk()
+        try {
+          const got = await client.send(new GetObjectCommand({ Bucket, Key: key(k) }))
+          return Option.some(await got.Body!.transformToString("utf8"))
+        } catch (e) {
+          if (isMissing(e)) return Option.none()
+          throw e
+        }
+      }),
+    write: (k, text) =>
+      storeRequest(at(k), "write", async () => {
+        const { PutObjectCommand } = await sdk()
+        await client.send(new PutObjectCommand({ Bucket, Key: key(k), Body: text, ContentType: "application/json" }))
+      }),
+    stat: (k) =>
+      storeRequest(at(k), "read", async () => {
+        const { HeadObjectCommand } = await sdk()
+        try {
+          const head = await client.send(new HeadObjectCommand({ Bucket, Key: key(k) }))
+          return Option.some<Entry>({ name: k.slice(k.lastIndexOf("/") + 1), dir: false, size: head.ContentLength ?? 0, etag: head.ETag })
+        } catch (e) {
+          if (isMissing(e)) return Option.none<Entry>()
+          throw e
+        }
+      }),
+    list: (dir) =>
+      storeRequest(at(dir), "list", async () => {
+        const { ListObjectsV2Command } = await sdk()
+        const prefix = key(dir) === "" ? "" : `${key(dir)}/`
+        const listed: Array<Entry> = []
+        let ContinuationToken: string | undefined
+        do {
+          const page = await client.send(new ListObjectsV2Command({ Bucket, Prefix: prefix, Delimiter: "/", ...(ContinuationToken === undefined ? {} : { ContinuationToken }) }))
+          for (const p of page.CommonPrefixes ?? []) listed.push({ name: p.Prefix!.slice(prefix.length).replace(/\/$/, ""), dir: true, size: 0 })
+          for (const o of page.Contents ?? []) listed.push({ name: o.Key!.slice(prefix.length), dir: false, size: o.Size ?? 0, etag: o.ETag })
+          ContinuationToken = page.IsTruncated === true ? page.NextContinuationToken : undefined
+        } while (ContinuationToken !== undefined)
+        return listed.filter((e) => e.name !== "")
+      }),
+    remove: (keys) => keys.length === 0 ? Effect.void : storeRequest(at(keys[0]!), "remove", () => deleteKeys(keys.map(key))),
+    removeAll: (dir) => storeRequest(at(dir), "remove", () => everything(dir, deleteKeys)),
+    abortUploads: (dir) =>
+      storeRequest(at(dir), "abort the unfinished uploads below", async () => {
+        const { AbortMultipartUploadCommand, ListMultipartUploadsCommand } = await sdk()
+        let aborted = 0
+        let KeyMarker: string | undefined
+        let UploadIdMarker: string | undefined
+        do {
+          const page = await client.send(new ListMultipartUploadsCommand({ Bucket, Prefix: `${key(dir)}/`, ...(KeyMarker === undefined ? {} : { KeyMarker, UploadIdMarker }) })).catch((e) => {
+            // A store without the listing (some S3 look-alikes): the bucket's lifecycle rule has to do it.
+            const code = (e as { name?: string; Code?: string })?.Code ?? (e as { name?: string })?.name
+            if (code === "NotImplemented" || code === "MethodNotAllowed") return undefined
+            throw e
+          })
+          if (page === undefined) return aborted
+          for (const u of page.Uploads ?? []) {
+            await client.send(new AbortMultipartUploadCommand({ Bucket, Key: u.Key!, UploadId: u.UploadId! }))
+            aborted++
+          }
+          KeyMarker = page.IsTruncated === true ? page.NextKeyMarker : undefined
+          UploadIdMarker = page.NextUploadIdMarker
+        } while (KeyMarker !== undefined)
+        return aborted
+      }),
+    pruneEmpty: () => Effect.void
+  }
+}
+
+export { isObjectStore }

@@ -1,0 +1,15 @@
+// s3rver ships no types; the tests use this much of it.
+declare module "s3rver" {
+  import type { AddressInfo } from "node:net"
+  export default class S3rver {
+    constructor(options: {
+      port?: number
+      address?: string
+      silent?: boolean
+      directory: string
+      configureBuckets?: ReadonlyArray<{ name: string; configs: ReadonlyArray<string> }>
+    })
+    run(): Promise<AddressInfo>
+    close(): Promise<void>
+  }
+}
