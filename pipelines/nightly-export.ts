@@ -4,7 +4,8 @@ import { Http } from "../src/client/Http.ts"
 import { MetadataApi } from "../src/client/MetadataApi.ts"
 import type { ExportResult } from "../src/export/Export.ts"
 import { planExport } from "../src/export/Incremental.ts"
-import { defaults, ExportSettings, PositiveInt } from "../src/export/JobConfig.ts"
+import type { DecodeRequest } from "../src/export/Decoding.ts"
+import { decodeRequest, DecodeSettings, defaults, ExportSettings, PositiveInt } from "../src/export/JobConfig.ts"
 import { runExport } from "../src/export/Lazy.ts"
 import { versionBounds } from "../src/export/Plan.ts"
 import { Counters, type ProgressStyle, reporting } from "../src/export/Progress.ts"
@@ -24,7 +25,8 @@ export const NightlyJob = Schema.Struct({
   layerConcurrency: Schema.optional(PositiveInt),
   /** Volatile layers: keep the newest N snapshots, removing older ones after each new snapshot. */
   keepSnapshots: Schema.optional(PositiveInt),
-  layers: Schema.NonEmptyArray(Schema.Struct({ catalog: Schema.String, layer: Schema.String }))
+  /** Each layer may decode otherwise than the job's decoding fields say. */
+  layers: Schema.NonEmptyArray(Schema.Struct({ catalog: Schema.String, layer: Schema.String, ...DecodeSettings }))
 })
 export type NightlyJob = typeof NightlyJob.Type
 
@@ -62,6 +64,7 @@ export const exportLayer = (
     readonly maxFileBytes: number | undefined
     readonly force: boolean
     readonly keepSnapshots: number | undefined
+    readonly decode: DecodeRequest
   },
   progress: ProgressStyle,
   /** Called once the plan is known, with the note that explains a fallback (a full export instead of changes). */
@@ -137,7 +140,7 @@ export const runNightly = (job: NightlyJob, run: NightlyRun) =>
           return { ...target, result: Either.left(client.left), note: undefined, pruned: [], elapsedMs: 0 } satisfies LayerOutcome
         }
         const onNote = run.onNote === undefined ? undefined : (note: string) => run.onNote!(target.catalog, target.layer, note)
-        return yield* exportLayer(target, settings, run.progress, onNote).pipe(Effect.provide(client.right))
+        return yield* exportLayer(target, { ...settings, decode: decodeRequest(job, target) }, run.progress, onNote).pipe(Effect.provide(client.right))
       }), { concurrency: atOnce })
 
     const raised: Array<MinimumRaised> = []

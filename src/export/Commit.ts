@@ -2,6 +2,7 @@ import * as path from "node:path"
 import { Effect, Option } from "effect"
 import { TOOL } from "../domain/Tool.ts"
 import { crashPoint } from "./CrashHook.ts"
+import { exportSummary } from "./Decoding.ts"
 import { OutputConflict } from "./Errors.ts"
 import { advanceState, type Manifest, MANIFEST, readManifest, writeJsonAtomic } from "./Manifest.ts"
 import { type Checkpoint, removeCheckpoints } from "./Parts.ts"
@@ -41,6 +42,7 @@ export const committed = (out: string, dir: string, plan: Plan) =>
 export const commit = (out: string, dir: string, plan: Plan, parts: ReadonlyArray<Checkpoint>, startedAt: string) =>
   Effect.gen(function*() {
     const finished = [...parts].sort((a, b) => a.part - b.part)
+    const decode = exportSummary(finished.flatMap((c) => (c.decode === undefined ? [] : [c.decode])))
     const manifest: Manifest = {
       formatVersion: 1,
       catalogHrn: plan.catalogHrn,
@@ -56,6 +58,7 @@ export const commit = (out: string, dir: string, plan: Plan, parts: ReadonlyArra
       deleted: finished.reduce((n, c) => n + c.deleted, 0),
       bytes: finished.reduce((n, c) => n + c.bytes, 0),
       files: finished.flatMap((c) => c.files),
+      ...(decode === undefined ? {} : { decode }),
       startedAt,
       finishedAt: new Date().toISOString(),
       tool: { name: TOOL.name, version: TOOL.version }

@@ -5,9 +5,10 @@ import { TOOL } from "../domain/Tool.ts"
 import type { ParquetCompression } from "../sinks/ParquetCodecs.ts"
 import type * as RollingWriter from "../sinks/RollingWriter.ts"
 import type { RowBatch } from "../sinks/RowBatch.ts"
-import type { SinkError } from "../sinks/SinkError.ts"
+import type { EncoderError } from "../sinks/Encoder.ts"
 import { commit, committed } from "./Commit.ts"
 import { crashPointSync } from "./CrashHook.ts"
+import { type DecodeRequest, type Decoding, prepareDecoding } from "./Decoding.ts"
 import * as Fetch from "./Fetch.ts"
 import { listPart } from "./Listing.ts"
 import type { Manifest } from "./Manifest.ts"
@@ -29,6 +30,8 @@ export interface ExportOptions {
   readonly force: boolean
   /** Integrity re-fetches of one blob before a checksum mismatch fails the run. */
   readonly integrityAttempts?: number
+  /** Decode the blobs into columns (`--decode`); absent: the raw columns. */
+  readonly decode?: DecodeRequest | undefined
 }
 
 export type ExportResult =
@@ -63,12 +66,13 @@ const exportPlan = Effect.fn("Export.run")(function*(plan: Plan, options: Export
     const done = yield* committed(options.out, dir, plan)
     if (Option.isSome(done)) return { _tag: "AlreadyExported", dir, manifest: done.value } satisfies ExportResult
   }
+  const decoding = yield* prepareDecoding(plan, options.decode)
   // A resumed run keeps the plan (and so the part ids) of the run it continues.
   const effective = yield* prepare(dir, plan, options.force)
   const startedAt = new Date().toISOString()
   const parts: ReadonlyArray<string | undefined> = effective.parts.length === 0 ? [undefined] : effective.parts
-  // Earlier runs' finished parts are kept; the others are fetched again.
-  const finished = yield* finishedParts(dir, parts.length)
+  // Earlier runs' finished parts are kept, if decoded alike; the others are fetched again.
+  const finished = yield* finishedParts(dir, parts.length, decoding?.identity)
   for (const checkpoint of finished.values()) {
     counters.skippedParts++
     counters.partitions += checkpoint.partitions
@@ -76,7 +80,7 @@ const exportPlan = Effect.fn("Export.run")(function*(plan: Plan, options: Export
     counters.bytes += checkpoint.bytes
   }
   const todo = parts.map((_, index) => index).filter((index) => !finished.has(index))
-  if (todo.length > 0) yield* transfer(effective, dir, parts, todo, options, counters, finished)
+  if (todo.length > 0) yield* transfer(effective, dir, parts, todo, options, decoding, counters, finished)
   const manifest = yield* commit(options.out, dir, effective, [...finished.values()], startedAt)
   return { _tag: "Exported", dir, manifest, counters } satisfies ExportResult
 })
@@ -99,6 +103,7 @@ const transfer = (
   parts: ReadonlyArray<string | undefined>,
   todo: ReadonlyArray<number>,
   options: ExportOptions,
+  decoding: Decoding | undefined,
   counters: Counters,
   finished: Map<number, Checkpoint>
 ) =>
@@ -139,7 +144,8 @@ const transfer = (
       ...(options.compression === undefined ? {} : { compression: options.compression }),
       ...(options.maxFileBytes === undefined ? {} : { maxFileBytes: options.maxFileBytes }),
       rowGroupBytes: options.rowGroupBytes ?? ROW_GROUP_BYTES,
-      batchBytes: Math.min(BATCH_BYTES, options.rowGroupBytes ?? ROW_GROUP_BYTES)
+      batchBytes: Math.min(BATCH_BYTES, options.rowGroupBytes ?? ROW_GROUP_BYTES),
+      decoding
     }
 
     // A part's files are opened with its first listed partitions, whose sizes say where to encode them.
@@ -178,7 +184,7 @@ const transfer = (
         if (t.accepted === t.listed) Queue.unsafeOffer(commands, { _tag: "Finish", writer: writers.get(part)! })
       })
 
-    const write: Effect.Effect<void, SinkError | Fetch.FetchFailure> = Effect.gen(function*() {
+    const write: Effect.Effect<void, EncoderError | Fetch.FetchFailure> = Effect.gen(function*() {
       for (let remaining = todo.length; remaining > 0;) {
         const command = yield* Queue.take(commands)
         switch (command._tag) {

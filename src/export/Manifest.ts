@@ -16,6 +16,33 @@ export const WrittenFile = Schema.Struct({
 })
 export type WrittenFile = typeof WrittenFile.Type
 
+/** How an export decoded its blobs (`--decode`): the same for every part of it. */
+export const DecodeIdentity = Schema.Struct({
+  kind: Schema.Literal("protobuf", "geojson", "json"),
+  explode: Schema.optional(Schema.String),
+  onError: Schema.Literal("fail", "skip", "raw"),
+  /** the schema (HRN) whose bundle decoded protobuf, from the artifact API */
+  schema: Schema.optional(Schema.String),
+  /** the bundle file given with --schema-bundle instead */
+  schemaBundle: Schema.optional(Schema.String),
+  bundleSha256: Schema.optional(Schema.String)
+})
+export type DecodeIdentity = typeof DecodeIdentity.Type
+
+/** How an export (or one part of it) decoded, and what came of it; absent from raw exports. */
+export const DecodeSummary = Schema.Struct({
+  ...DecodeIdentity.fields,
+  /** partitions decoded (a deleted partition is a row of null decoded columns, not counted) */
+  decoded: Schema.Number,
+  /** partitions that did not decode: left out (`skip`) or written raw (`raw`) */
+  failed: Schema.Number,
+  /** rows written: one per partition, feature or exploded element */
+  rows: Schema.Number,
+  /** the first 100 that did not decode, and why */
+  failures: Schema.Array(Schema.Struct({ partition: Schema.String, dataHandle: Schema.String, reason: Schema.String }))
+})
+export type DecodeSummary = typeof DecodeSummary.Type
+
 /** Written last: a directory with a manifest is a finished export, one without is not. */
 export const Manifest = Schema.Struct({
   formatVersion: Schema.Literal(1),
@@ -32,6 +59,7 @@ export const Manifest = Schema.Struct({
   deleted: Schema.Number,
   bytes: Schema.Number,
   files: Schema.Array(WrittenFile),
+  decode: Schema.optional(DecodeSummary),
   startedAt: Schema.String,
   finishedAt: Schema.String,
   tool: Schema.Struct({ name: Schema.String, version: Schema.String })

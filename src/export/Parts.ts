@@ -1,12 +1,13 @@
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import { Effect, Option, Schema } from "effect"
-import type { EncoderWorkload } from "../sinks/Encoder.ts"
+import type { EncoderError, EncoderWorkload } from "../sinks/Encoder.ts"
 import * as RollingWriter from "../sinks/RollingWriter.ts"
 import { type RowBatch, RowBatchBuilder } from "../sinks/RowBatch.ts"
-import { fromCause, type SinkError } from "../sinks/SinkError.ts"
+import { fromCause } from "../sinks/SinkError.ts"
 import { crashPoint, crashPointSync } from "./CrashHook.ts"
-import { MANIFEST, WrittenFile, writeJsonAtomic } from "./Manifest.ts"
+import { type Decoding, partSummary, sameDecoding } from "./Decoding.ts"
+import { type DecodeIdentity, DecodeSummary, MANIFEST, WrittenFile, writeJsonAtomic } from "./Manifest.ts"
 import { Plan } from "./Plan.ts"
 
 /**
@@ -24,7 +25,9 @@ export const Checkpoint = Schema.Struct({
   files: Schema.Array(WrittenFile),
   partitions: Schema.Number,
   deleted: Schema.Number,
-  bytes: Schema.Number
+  bytes: Schema.Number,
+  /** how the part was decoded; absent when it was not */
+  decode: Schema.optional(DecodeSummary)
 })
 export type Checkpoint = typeof Checkpoint.Type
 
@@ -61,13 +64,16 @@ export const prepare = (dir: string, plan: Plan, fresh: boolean) =>
     return plan
   })
 
-/** The checkpoints of earlier runs that still hold: every file they name is there with its recorded size. */
-export const finishedParts = (dir: string, count: number) =>
+/**
+ * The checkpoints of earlier runs that still hold: decoded as this run decodes (`decoding`, undefined
+ * for raw), and every file they name there with its recorded size.
+ */
+export const finishedParts = (dir: string, count: number, decoding: DecodeIdentity | undefined) =>
   Effect.gen(function*() {
     const finished = new Map<number, Checkpoint>()
     for (let part = 0; part < count; part++) {
       const checkpoint = yield* readJsonFile(Checkpoint, checkpointFile(dir, part))
-      if (Option.isNone(checkpoint)) continue
+      if (Option.isNone(checkpoint) || !sameDecoding(checkpoint.value.decode, decoding)) continue
       const valid = yield* Effect.promise(async () => {
         for (const f of checkpoint.value.files) if ((await fileSize(path.join(dir, f.path))) !== f.bytes) return false
         return true
@@ -116,9 +122,11 @@ const clearPart = (dir: string, part: number) =>
     for (const name of await fs.readdir(dir)) if (name.startsWith(prefix)) await fs.rm(path.join(dir, name), { force: true })
   })
 
-export interface PartWriterOptions extends Omit<RollingWriter.Options, "dir" | "shard" | "onRenamed"> {
+export interface PartWriterOptions extends Omit<RollingWriter.Options, "dir" | "shard" | "onRenamed" | "decode"> {
   /** Rows collected before they are handed to the encoder. */
   readonly batchBytes: number
+  /** Decode the blobs (`--decode`); absent: the raw columns. */
+  readonly decoding?: Decoding | undefined
 }
 
 /**
@@ -144,7 +152,7 @@ export class PartWriter {
   static open = (dir: string, part: number, options: PartWriterOptions, workload: EncoderWorkload) =>
     Effect.gen(function*() {
       yield* clearPart(dir, part)
-      const writer = yield* RollingWriter.make({ ...options, dir, shard: part, onRenamed: () => crashPointSync("renamed"), workload })
+      const writer = yield* RollingWriter.make({ ...options, dir, shard: part, onRenamed: () => crashPointSync("renamed"), workload, decode: options.decoding?.settings })
       return new PartWriter(part, dir, writer, options)
     })
 
@@ -166,15 +174,24 @@ export class PartWriter {
   }
 
   /** Hands a batch to the encoder thread. */
-  write(batch: RowBatch): Effect.Effect<void, SinkError> {
+  write(batch: RowBatch): Effect.Effect<void, EncoderError> {
     return Effect.zipRight(this.writer.write(batch), crashPoint("written"))
   }
 
   /** Completes and renames the part's files, then records them in its checkpoint. */
-  readonly finish: Effect.Effect<Checkpoint, SinkError> = Effect.gen(this, function*() {
+  readonly finish: Effect.Effect<Checkpoint, EncoderError> = Effect.gen(this, function*() {
     if (this.batch.length > 0) yield* this.write(this.take())
     const files = yield* this.writer.finish
-    const checkpoint: Checkpoint = { part: this.part, files: files.map((f) => ({ ...f })), partitions: this.partitions, deleted: this.deleted, bytes: this.bytes }
+    const identity = this.options.decoding?.identity
+    const decoded = this.writer.decoded()
+    const checkpoint: Checkpoint = {
+      part: this.part,
+      files: files.map((f) => ({ ...f })),
+      partitions: this.partitions,
+      deleted: this.deleted,
+      bytes: this.bytes,
+      ...(identity === undefined || decoded === undefined ? {} : { decode: partSummary(identity, decoded, this.partitions, this.deleted) })
+    }
     yield* writeJsonAtomic(checkpointFile(this.dir, this.part), checkpoint)
     yield* crashPoint("checkpoint")
     return checkpoint

@@ -1,4 +1,5 @@
 import { parentPort } from "node:worker_threads"
+import { UndecodableBlob } from "../decode/Shared.ts"
 import type { EncoderReply, EncoderRequest } from "./Encoder.ts"
 import { loadWriters, OpenFiles } from "./Files.ts"
 import { describeSinkFailure } from "./SinkFailure.ts"
@@ -9,7 +10,7 @@ const files = new OpenFiles()
 const handle = async (request: EncoderRequest): Promise<unknown> => {
   switch (request.op) {
     case "open":
-      return files.open(request.id, request.settings, await loadWriters(request.settings.formats))
+      return files.open(request.id, request.settings, await loadWriters(request.settings))
     case "add":
       return files.add(request.id, request.batch)
     case "complete":
@@ -24,7 +25,9 @@ const run = async (request: EncoderRequest & { readonly seq: number }) => {
   try {
     reply = { seq: request.seq, ok: true, value: await handle(request) }
   } catch (cause) {
-    reply = { seq: request.seq, ok: false, error: describeSinkFailure("", "encode", cause) }
+    reply = cause instanceof UndecodableBlob
+      ? { seq: request.seq, ok: false, undecodable: cause.fields }
+      : { seq: request.seq, ok: false, error: describeSinkFailure("", "encode", cause) }
   }
   parentPort!.postMessage(reply)
 }

@@ -1,5 +1,7 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
+import type { DecodeCounts, DecodeSettings } from "../decode/Decoder.ts"
+import { UndecodableBlob } from "../decode/Shared.ts"
 import type { FormatWriter, FormatWriterOptions } from "./FormatWriter.ts"
 import { parquetCodec, type ParquetCompression } from "./ParquetCodecs.ts"
 import { rowBytes, type RowBatch } from "./RowBatch.ts"
@@ -22,6 +24,8 @@ export interface Settings {
   readonly maxFileBytes: number
   readonly rowGroupBytes: number
   readonly createdBy: string
+  /** Decode the blobs into columns (`--decode`); absent: the raw columns. */
+  readonly decode?: DecodeSettings | undefined
 }
 
 export interface WrittenFile {
@@ -35,11 +39,25 @@ export interface WrittenFile {
 
 /** Makes the writer of one file of a format. */
 export type WriterFactory = (options: FormatWriterOptions, compression: ParquetCompression) => FormatWriter
-export type WriterFactories = Partial<Record<FileFormat, WriterFactory>>
 
-/** The writers of `formats`, each loaded only when asked for (apache-arrow alone costs 200 ms to load). */
-export const loadWriters = async (formats: ReadonlyArray<FileFormat>): Promise<WriterFactories> => {
-  const factories: { -readonly [F in FileFormat]?: WriterFactory } = {}
+/** The file writers of one writer (Files). */
+export interface Writers {
+  readonly factories: { -readonly [F in FileFormat]?: WriterFactory }
+  /** Decoding writers: what decoding did so far. */
+  readonly decoded?: () => DecodeCounts
+}
+
+/**
+ * The writers of the settings' formats, each loaded only when asked for (apache-arrow alone costs
+ * 200 ms to load); decoding writers (and the decoders) only for decoding exports.
+ */
+export const loadWriters = async (settings: Pick<Settings, "formats" | "decode">): Promise<Writers> => {
+  const { formats, decode } = settings
+  if (decode !== undefined) {
+    const { decodingWriters } = await import("../decode/DecodingWriter.ts")
+    return decodingWriters(formats, decode)
+  }
+  const factories: Writers["factories"] = {}
   if (formats.includes("parquet")) {
     const { ParquetFileWriter } = await import("./ParquetFileWriter.ts")
     factories.parquet = (options, compression) => new ParquetFileWriter({ ...options, codec: parquetCodec(compression) })
@@ -48,13 +66,19 @@ export const loadWriters = async (formats: ReadonlyArray<FileFormat>): Promise<W
     const { ArrowFileWriter } = await import("./ArrowFileWriter.ts")
     factories.arrow = (options) => new ArrowFileWriter(options)
   }
-  return factories
+  return { factories }
 }
 
 /** A finished file, written and flushed to disk under its `.partial` name, to be renamed to `finalPath`. */
 export interface CompletedFile extends WrittenFile {
   readonly partialPath: string
   readonly finalPath: string
+}
+
+/** The files of a completed writer, and what decoding did to its rows. */
+export interface Completed {
+  readonly files: ReadonlyArray<CompletedFile>
+  readonly decoded?: DecodeCounts | undefined
 }
 
 class FileRoller {
@@ -158,14 +182,14 @@ const fsyncFile = (file: string) => {
  */
 export class Files {
   private readonly rollers: ReadonlyArray<FileRoller>
-  private failure: SinkFailure | undefined
+  private failure: SinkFailure | UndecodableBlob | undefined
 
   /**
    * Creates the first file of each format at once (so a directory that cannot take files fails here,
-   * and an interrupted writer leaves its `.partial` files). `writers` from `loadWriters(settings.formats)`.
+   * and an interrupted writer leaves its `.partial` files). `writers` from `loadWriters(settings)`.
    */
-  constructor(settings: Settings, writers: WriterFactories) {
-    this.rollers = settings.formats.map((format) => new FileRoller(format, settings, writers[format]!))
+  constructor(settings: Settings, private readonly writers: Writers) {
+    this.rollers = settings.formats.map((format) => new FileRoller(format, settings, writers.factories[format]!))
     for (const roller of this.rollers) this.attempt(roller, "create", () => roller.start())
   }
 
@@ -186,10 +210,10 @@ export class Files {
   }
 
   /** Writes what is buffered and the footers, flushes the files to disk; they keep their `.partial` names. */
-  complete(): ReadonlyArray<CompletedFile> {
-    const completed: Array<CompletedFile> = []
-    for (const roller of this.rollers) completed.push(...this.attempt(roller, "complete", () => roller.completeAll()))
-    return completed
+  complete(): Completed {
+    const files: Array<CompletedFile> = []
+    for (const roller of this.rollers) files.push(...this.attempt(roller, "complete", () => roller.completeAll()))
+    return { files, decoded: this.writers.decoded?.() }
   }
 
   /** Closes the files as they are (they stay `.partial`). Never throws. */
@@ -202,6 +226,8 @@ export class Files {
     try {
       return run()
     } catch (cause) {
+      // A blob that does not decode (--on-decode-error fail) is no failure of the files.
+      if (cause instanceof UndecodableBlob) throw this.failure = cause
       const { path, reason, message } = describeSinkFailure(roller.activePath, doing, cause)
       throw this.failure = new SinkFailure(path, reason, message)
     }
@@ -217,7 +243,7 @@ export class Files {
 export class OpenFiles {
   private readonly files = new Map<number, { readonly files: Files; readonly rowGroupBytes: number }>()
 
-  open(id: number, settings: Settings, writers: WriterFactories): void {
+  open(id: number, settings: Settings, writers: Writers): void {
     this.files.set(id, { files: new Files(settings, writers), rowGroupBytes: settings.rowGroupBytes })
   }
 
@@ -234,7 +260,7 @@ export class OpenFiles {
     if (buffered > budget) fullest!.flushGroups()
   }
 
-  complete(id: number): ReadonlyArray<CompletedFile> {
+  complete(id: number): Completed {
     const completed = this.of(id).complete()
     this.files.delete(id)
     return completed

@@ -1,7 +1,8 @@
 import { Effect, type Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { Encoder, type EncoderWorkload } from "./Encoder.ts"
+import type { DecodeCounts, DecodeSettings } from "../decode/Decoder.ts"
+import { Encoder, type EncoderError, type EncoderWorkload } from "./Encoder.ts"
 import type { FileFormat, Settings, WrittenFile } from "./Files.ts"
 import { defaultParquetCompression, parquetCompressions, type ParquetCompression } from "./ParquetCodecs.ts"
 import type { RowBatch } from "./RowBatch.ts"
@@ -32,17 +33,21 @@ export interface Options {
   readonly onRenamed?: (file: string) => void
   /** What the rows are like: the Encoder decides by it where to encode them. */
   readonly workload?: EncoderWorkload
+  /** Decode the blobs into columns (`--decode`); absent: the raw columns. */
+  readonly decode?: DecodeSettings | undefined
 }
 
 export interface RollingWriter {
   /** Hands the rows to the encoder (the batch's buffers move there); done once it has taken them. */
-  readonly write: (batch: RowBatch) => Effect.Effect<void, SinkError>
+  readonly write: (batch: RowBatch) => Effect.Effect<void, EncoderError>
   /**
    * Completes the open files, fsyncs them and renames them from `.partial` to their final names.
    * Without a successful `finish` (an error, an interruption, a scope closed early) every file stays
    * `.partial`. Writes at least one file per format, so an empty export still has a schema to read.
    */
-  readonly finish: Effect.Effect<ReadonlyArray<WrittenFile>, SinkError>
+  readonly finish: Effect.Effect<ReadonlyArray<WrittenFile>, EncoderError>
+  /** After `finish`, for a decoding writer: what decoding did to its rows. */
+  readonly decoded: () => DecodeCounts | undefined
 }
 
 export const DEFAULT_MAX_FILE_BYTES = 256 * 1024 * 1024
@@ -84,7 +89,8 @@ const settingsOf = (options: Options): Effect.Effect<Settings, SinkError> => {
     compression,
     maxFileBytes,
     rowGroupBytes,
-    createdBy: options.createdBy ?? "catalog-export"
+    createdBy: options.createdBy ?? "catalog-export",
+    ...(options.decode === undefined ? {} : { decode: options.decode })
   })
 }
 
@@ -100,7 +106,7 @@ const fsyncDirectory = (dir: string) =>
   })
 
 /** Writes rows to rolling Parquet and/or Arrow files under `options.dir` (created if missing), encoded by the Encoder. */
-export const make: (options: Options) => Effect.Effect<RollingWriter, SinkError, Scope.Scope | Encoder> = Effect.fn("RollingWriter.make")(
+export const make: (options: Options) => Effect.Effect<RollingWriter, EncoderError, Scope.Scope | Encoder> = Effect.fn("RollingWriter.make")(
   function* (options: Options) {
     const settings = yield* settingsOf(options)
     yield* Effect.tryPromise({
@@ -109,14 +115,16 @@ export const make: (options: Options) => Effect.Effect<RollingWriter, SinkError,
     })
     const encoder = yield* Encoder
 
-    let failure: SinkError | undefined
+    let failure: EncoderError | undefined
     let finishing = false
     let result: ReadonlyArray<WrittenFile> | undefined
+    let decoded: DecodeCounts | undefined
 
-    const session = yield* Effect.acquireRelease(encoder.open(settings, options.workload ?? {}), (session) => (result === undefined ? session.abandon : Effect.void))
+    const workload = { ...options.workload, decoding: options.decode !== undefined }
+    const session = yield* Effect.acquireRelease(encoder.open(settings, workload), (session) => (result === undefined ? session.abandon : Effect.void))
 
     // After a failure the files are in an unknown state: every later call fails with the first error.
-    const guarded = <A>(effect: Effect.Effect<A, SinkError>): Effect.Effect<A, SinkError> =>
+    const guarded = <A>(effect: Effect.Effect<A, EncoderError>): Effect.Effect<A, EncoderError> =>
       Effect.suspend(() => (failure ? Effect.fail(failure) : effect)).pipe(
         Effect.tapError((error) =>
           Effect.sync(() => {
@@ -125,12 +133,13 @@ export const make: (options: Options) => Effect.Effect<RollingWriter, SinkError,
         )
       )
 
-    const write = (batch: RowBatch): Effect.Effect<void, SinkError> =>
+    const write = (batch: RowBatch): Effect.Effect<void, EncoderError> =>
       guarded(Effect.suspend(() => (finishing ? Effect.dieMessage("RollingWriter.write called after finish") : session.add(batch))))
 
     const completeAndRename = Effect.gen(function* () {
       finishing = true
-      const completed = yield* session.complete
+      const { files: completed, decoded: counts } = yield* session.complete
+      decoded = counts
       return yield* Effect.uninterruptible(
         Effect.gen(function* () {
           for (const file of completed) {
@@ -157,6 +166,6 @@ export const make: (options: Options) => Effect.Effect<RollingWriter, SinkError,
       )
     ).pipe(Effect.withSpan("RollingWriter.finish"))
 
-    return { write, finish } satisfies RollingWriter
+    return { write, finish, decoded: () => decoded } satisfies RollingWriter
   }
 )
