@@ -5,7 +5,7 @@ import { MetadataApi } from "../src/client/MetadataApi.ts"
 import type { ExportResult } from "../src/export/Export.ts"
 import { planExport } from "../src/export/Incremental.ts"
 import type { DecodeRequest } from "../src/export/Decoding.ts"
-import { decodeRequest, DecodeSettings, defaults, ExportSettings, PositiveInt } from "../src/export/JobConfig.ts"
+import { DecodeConfig, decodeRequest, defaults, ExportSettings, PositiveInt } from "../src/export/JobConfig.ts"
 import { runExport } from "../src/export/Lazy.ts"
 import { versionBounds } from "../src/export/Plan.ts"
 import { Counters, type ProgressStyle, reporting } from "../src/export/Progress.ts"
@@ -26,7 +26,7 @@ export const NightlyJob = Schema.Struct({
   /** Volatile layers: keep the newest N snapshots, removing older ones after each new snapshot. */
   keepSnapshots: Schema.optional(PositiveInt),
   /** Each layer may decode otherwise than the job's decoding fields say. */
-  layers: Schema.NonEmptyArray(Schema.Struct({ catalog: Schema.String, layer: Schema.String, ...DecodeSettings }))
+  layers: Schema.NonEmptyArray(Schema.Struct({ catalog: Schema.String, layer: Schema.String, ...DecodeConfig }))
 })
 export type NightlyJob = typeof NightlyJob.Type
 

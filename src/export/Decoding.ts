@@ -5,7 +5,7 @@ import type { DecodeCounts, DecodeMode, DecodeSettings, OnDecodeError } from "..
 import { DecodeSetupError } from "../decode/Errors.ts"
 import { NotFound } from "./Errors.ts"
 import { MAX_REPORTED_FAILURES } from "../decode/Shared.ts"
-import type { DecodeIdentity, DecodeSummary } from "./Manifest.ts"
+import { DecodeIdentity, type DecodeSummary } from "./Manifest.ts"
 import type { Plan } from "./Plan.ts"
 
 /**
@@ -70,12 +70,11 @@ export const prepareDecoding = (plan: Plan, request: DecodeRequest | undefined) 
     return { settings: { content, options }, identity } satisfies Decoding
   })
 
+const identityKeys = Object.keys(DecodeIdentity.fields) as ReadonlyArray<keyof DecodeIdentity>
+
 /** Whether a part was decoded as `identity` says (both undefined: raw). */
 export const sameDecoding = (summary: DecodeSummary | undefined, identity: DecodeIdentity | undefined): boolean =>
-  summary === undefined || identity === undefined
-    ? summary === identity
-    : summary.kind === identity.kind && summary.explode === identity.explode && summary.onError === identity.onError &&
-      summary.schema === identity.schema && summary.schemaBundle === identity.schemaBundle && summary.bundleSha256 === identity.bundleSha256
+  summary === undefined || identity === undefined ? summary === identity : identityKeys.every((key) => summary[key] === identity[key])
 
 /** One part's decode summary: `counts` from its writer; `partitions`, `deleted` as the part counted them. */
 export const partSummary = (identity: DecodeIdentity, counts: DecodeCounts, partitions: number, deleted: number): DecodeSummary => ({
@@ -89,9 +88,8 @@ export const partSummary = (identity: DecodeIdentity, counts: DecodeCounts, part
 /** The parts' summaries added up, for the manifest. */
 export const exportSummary = (parts: ReadonlyArray<DecodeSummary>): DecodeSummary | undefined => {
   if (parts.length === 0) return undefined
-  const identity: DecodeIdentity = parts[0]!
   return {
-    ...identity,
+    ...parts[0]!,
     decoded: parts.reduce((n, p) => n + p.decoded, 0),
     failed: parts.reduce((n, p) => n + p.failed, 0),
     rows: parts.reduce((n, p) => n + p.rows, 0),

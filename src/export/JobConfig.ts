@@ -12,13 +12,13 @@ export const OutputFormat = Schema.Literal("parquet", "arrow", "both")
 export const Compression = Schema.Literal("zstd", "snappy", "gzip", "none")
 
 /** Decoding (`--decode` and its companions): job-wide, and per layer in a nightly job's `layers`. */
-export const DecodeSettings = {
+export const DecodeConfig = {
   decode: Schema.optional(Schema.Literal(...decodeModes)),
   explode: Schema.optional(Schema.String),
   schemaBundle: Schema.optional(Schema.String),
   onDecodeError: Schema.optional(Schema.Literal(...onDecodeErrors))
 }
-export type DecodeFields = Schema.Struct.Type<typeof DecodeSettings>
+export type DecodeConfig = Schema.Struct.Type<typeof DecodeConfig>
 
 /** Export knobs shared by job configs and flags. Flags override the file, which overrides the defaults. */
 export const ExportSettings = {
@@ -33,7 +33,7 @@ export const ExportSettings = {
   listConcurrency: Schema.optional(PositiveInt),
   parts: Schema.optional(PositiveInt),
   maxFileBytes: Schema.optional(PositiveInt),
-  ...DecodeSettings
+  ...DecodeConfig
 }
 
 export const defaults = {
@@ -48,7 +48,7 @@ export const defaults = {
 } as const
 
 /** The decode request of job config fields (`over` wins, field by field), with the defaults. */
-export const decodeRequest = (fields: DecodeFields, over: DecodeFields = {}): DecodeRequest => ({
+export const decodeRequest = (fields: DecodeConfig, over: DecodeConfig = {}): DecodeRequest => ({
   mode: over.decode ?? fields.decode ?? defaults.decode,
   onError: over.onDecodeError ?? fields.onDecodeError ?? defaults.onDecodeError,
   explode: over.explode ?? fields.explode,
