@@ -63,6 +63,8 @@ export const build = async ({ clean = false } = {}) => {
     sourcemap: "linked",
     sourcesContent: false,
     legalComments: "none",
+    minifyWhitespace: true,
+    minifySyntax: true,
     logLevel: "error"
   })
   if (clean) rmSync(join(root, "dist"), { recursive: true, force: true })

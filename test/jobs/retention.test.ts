@@ -116,5 +116,15 @@ describe("the retention guard", () => {
     while ((await blobStatus(svc, "places", "shared-handle-1")) !== 404 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100))
     expect(await blobStatus(svc, "places", "shared-handle-1")).toBe(404)
     expect((await listing(svc, "places", 5)).find((p) => p.partition === "reuser")?.dataHandle).toBe("shared-handle-1")
+
+    // An export of version 5 meets the missing blob: an integrity problem of the catalog (exit 6), not "not found".
+    const out = tempDir("jobs-retention-reuse-")
+    const exported = await exportPlaces(out, 5)
+    expect(exported.code, exported.stderr).toBe(6)
+    const sentence = oneLine(exported.stderr)
+    expect(sentence).toHaveLength(1)
+    expect(sentence[0]).toContain("partition 'reuser' (data handle shared-handle-1)")
+    expect(sentence[0]).toContain("data handle rule 3")
+    expect(fs.existsSync(path.join(out, "demo", "places", "version=5", "_manifest.json"))).toBe(false)
   })
 })
