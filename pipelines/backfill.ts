@@ -9,7 +9,7 @@ import { regionsOf } from "../src/export/Failover.ts"
 import { ExportSettings, PositiveInt } from "../src/export/JobConfig.ts"
 import { runExport } from "../src/export/Lazy.ts"
 import { tidyCommitted } from "../src/export/Commit.ts"
-import { readManifest } from "../src/export/Manifest.ts"
+import { type Manifest, readManifest } from "../src/export/Manifest.ts"
 import { exportDir, makePlan, parseCatalogHrn, versionBounds } from "../src/export/Plan.ts"
 import { Counters, tracking } from "../src/export/Progress.ts"
 import { destination } from "../src/sinks/Destination.ts"
@@ -30,7 +30,15 @@ export const BackfillJob = Schema.Struct({
 export type BackfillJob = typeof BackfillJob.Type
 
 export type VersionOutcome =
-  | { readonly version: number; readonly status: "exported"; readonly partitions: number; readonly bytes: number; readonly elapsedMs: number }
+  | {
+    readonly version: number
+    readonly status: "exported"
+    readonly partitions: number
+    readonly bytes: number
+    readonly elapsedMs: number
+    /** decoding exports: what decoding made of the version */
+    readonly decode?: { readonly kind: string; readonly rows: number; readonly decoded: number; readonly failed: number }
+  }
   | { readonly version: number; readonly status: "already-exported" }
   /** Versions `version..through` hold the layer's state of version `since`, which is exported: nothing new to export. */
   | { readonly version: number; readonly through: number; readonly status: "unchanged"; readonly since: number }
@@ -68,6 +76,10 @@ export interface BackfillRequest {
    */
   readonly region?: string | undefined
 }
+
+/** A manifest's decode counts, for the outcome of a version. */
+export const decodeCounts = (m: Manifest) =>
+  m.decode === undefined ? {} : { decode: { kind: m.decode.kind, rows: m.decode.rows, decoded: m.decode.decoded, failed: m.decode.failed } }
 
 type Ranged = Extract<VersionOutcome, { readonly through: number }>
 const sameRange = (a: Ranged, b: VersionOutcome) =>
@@ -233,7 +245,7 @@ export const runBackfill = (request: BackfillRequest, report: (outcome: VersionO
           slot,
           typeof exported === "number"
             ? { version, through: version, status: "below-minimum", minimum: exported }
-            : { version, status: "exported", partitions: exported.manifest.partitions, bytes: exported.manifest.bytes, elapsedMs: Date.now() - started }
+            : { version, status: "exported", partitions: exported.manifest.partitions, bytes: exported.manifest.bytes, elapsedMs: Date.now() - started, ...decodeCounts(exported.manifest) }
         )
       }), { concurrency: atOnce, discard: true })
     yield* reporter.end

@@ -8,7 +8,8 @@ import { InvalidLayerId } from "../src/export/Errors.ts"
 import type { ExportResult } from "../src/export/Export.ts"
 import { type Failover, regionsFor, versionMissing, withFailover } from "../src/export/Failover.ts"
 import { planExport, type Planned } from "../src/export/Incremental.ts"
-import { defaults, ExportSettings, PositiveInt } from "../src/export/JobConfig.ts"
+import { DecodeConfig, decodeRequest, defaults, ExportSettings, PositiveInt } from "../src/export/JobConfig.ts"
+import type { DecodeRequest } from "../src/export/Decoding.ts"
 import { runExport } from "../src/export/Lazy.ts"
 import { parseCatalogHrn, versionBounds } from "../src/export/Plan.ts"
 import { Counters, tracking } from "../src/export/Progress.ts"
@@ -30,7 +31,8 @@ export const NightlyJob = Schema.Struct({
   keepSnapshots: Schema.optional(PositiveInt),
   /** Multi-region catalogs: read from the other region when the selected one keeps failing (default true). */
   failover: Schema.optional(Schema.Boolean),
-  layers: Schema.NonEmptyArray(Schema.Struct({ catalog: Schema.String, layer: Schema.String }))
+  /** Each layer may decode otherwise than the job's decoding fields say. */
+  layers: Schema.NonEmptyArray(Schema.Struct({ catalog: Schema.String, layer: Schema.String, ...DecodeConfig }))
 })
 export type NightlyJob = typeof NightlyJob.Type
 
@@ -76,6 +78,7 @@ export const exportLayer = (
     readonly region?: string | undefined
     /** Multi-region catalogs: go on in the other region when the selected one keeps failing (default true). */
     readonly failover?: boolean | undefined
+    readonly decode: DecodeRequest
   },
   /** Called once the plan is known, with the note that explains a fallback (a full export instead of changes). */
   onNote: (note: string) => Effect.Effect<void> = () => Effect.void
@@ -197,7 +200,7 @@ export const runNightly = (job: NightlyJob, run: NightlyRun) =>
           return { ...target, result: Either.left(client.left), note: undefined, pruned: [], elapsedMs: 0, counters: new Counters() } satisfies LayerOutcome
         }
         const onNote = run.onNote === undefined ? undefined : (note: string) => run.onNote!(target.catalog, target.layer, note)
-        return yield* exportLayer(target, settings, onNote).pipe(Effect.provide(client.right))
+        return yield* exportLayer(target, { ...settings, decode: decodeRequest(job, target) }, onNote).pipe(Effect.provide(client.right))
       }), { concurrency: atOnce })
 
     const raised: Array<MinimumRaised> = []

@@ -8,13 +8,14 @@ import { progressLayer, type ProgressFlags } from "./progress.ts"
 import { reportDocument, writeRunReport } from "./summary.ts"
 import { unfinishedWhenInterrupted, UsageError } from "./Exit.ts"
 import { checkOutputDir, checkWriteSettings, positive, type WriteSettings, writeOptions } from "./export.ts"
+import { describeDecode } from "./summary.ts"
 
 const versions = (from: number, through: number) => (from === through ? `version ${from}` : `versions ${from}..${through}`)
 
 const describeOutcome = (o: VersionOutcome) => {
   switch (o.status) {
     case "exported":
-      return `version ${o.version}: exported ${o.partitions} partitions, ${(o.bytes / 1e6).toFixed(1)} MB in ${(o.elapsedMs / 1000).toFixed(1)} s`
+      return `version ${o.version}: exported ${o.partitions} partitions${describeDecode(o.decode)}, ${(o.bytes / 1e6).toFixed(1)} MB in ${(o.elapsedMs / 1000).toFixed(1)} s`
     case "already-exported":
       return `version ${o.version}: already exported, skipped`
     case "unchanged":
@@ -89,6 +90,10 @@ export const runBackfillJob = (job: BackfillJob, global: GlobalOptions & Progres
     listConcurrency: job.listConcurrency ?? defaults.listConcurrency,
     parts: job.parts ?? defaults.parts,
     maxFileBytes: Option.fromNullable(job.maxFileBytes),
+    decode: job.decode ?? defaults.decode,
+    schemaBundle: Option.fromNullable(job.schemaBundle),
+    explode: Option.fromNullable(job.explode),
+    onDecodeError: job.onDecodeError ?? defaults.onDecodeError,
     versionConcurrency: job.versionConcurrency ?? 1,
     everyVersion: job.everyVersion ?? false
   }, global, job)

@@ -6,7 +6,8 @@ import { Console, Effect, Either, Option } from "effect"
 import { destination } from "../sinks/Destination.ts"
 import { isObjectStore } from "../sinks/ObjectStore.ts"
 import { planExport } from "../export/Incremental.ts"
-import { Compression, defaults, OutputFormat } from "../export/JobConfig.ts"
+import { decodeModes, onDecodeErrors } from "../decode/Shared.ts"
+import { Compression, decodeRequest, defaults, OutputFormat } from "../export/JobConfig.ts"
 import { exportedVersions, exportLayer, raiseToExported } from "../../pipelines/nightly-export.ts"
 import {
   choiceOption,
@@ -75,6 +76,16 @@ export const writeOptions = {
   listConcurrency: integerOption("list-concurrency").pipe(Options.withDefault(defaults.listConcurrency), Options.withDescription("Metadata parts listed and written at once.")),
   parts: integerOption("parts").pipe(Options.withDefault(defaults.parts), Options.withDescription("Metadata parts to ask for (the unit of parallel listing and of resume).")),
   maxFileBytes: integerOption("max-file-bytes").pipe(Options.optional, Options.withDescription("Start a new file once one reaches this size (default 256 MiB).")),
+  decode: choiceOption("decode", decodeModes).pipe(
+    Options.withDefault(defaults.decode),
+    Options.withDescription("Columns instead of blobs: auto decodes protobuf with the layer's schema, GeoJSON to GeoParquet and JSON by content type; none (the default) writes the raw bytes.")
+  ),
+  schemaBundle: Options.text("schema-bundle").pipe(Options.withPseudoName("FILE.zip"), Options.optional, Options.withDescription("Decode protobuf with this schema bundle instead of the layer's schema.")),
+  explode: Options.text("explode").pipe(Options.withPseudoName("FIELD"), Options.optional, Options.withDescription("Protobuf: one row per element of this repeated top-level field.")),
+  onDecodeError: choiceOption("on-decode-error", onDecodeErrors).pipe(
+    Options.withDefault(defaults.onDecodeError),
+    Options.withDescription("A blob that does not decode: fail (exit 6), skip it, or write it raw (data and decode_error columns).")
+  ),
   ...retryOptions,
   ...progressOptions
 }
@@ -87,6 +98,10 @@ export interface WriteSettings {
   readonly listConcurrency: number
   readonly parts: number
   readonly maxFileBytes: Option.Option<number>
+  readonly decode: (typeof decodeModes)[number]
+  readonly schemaBundle: Option.Option<string>
+  readonly explode: Option.Option<string>
+  readonly onDecodeError: (typeof onDecodeErrors)[number]
 }
 
 export const checkWriteSettings = (o: WriteSettings) =>
@@ -95,7 +110,11 @@ export const checkWriteSettings = (o: WriteSettings) =>
     const listConcurrency = yield* positive("list-concurrency")(o.listConcurrency)
     const parts = yield* positive("parts")(o.parts)
     const maxFileBytes = Option.isSome(o.maxFileBytes) ? yield* positive("max-file-bytes")(o.maxFileBytes.value) : undefined
-    return { out: o.out, format: o.format, compression: o.compression, concurrency, listConcurrency, parts, maxFileBytes }
+    if (o.decode === "none" && (Option.isSome(o.explode) || Option.isSome(o.schemaBundle))) {
+      return yield* new UsageError({ message: `--${Option.isSome(o.explode) ? "explode" : "schema-bundle"} decodes protobuf: add --decode auto or --decode protobuf.` })
+    }
+    const decode = decodeRequest({ decode: o.decode, onDecodeError: o.onDecodeError, explode: Option.getOrUndefined(o.explode), schemaBundle: Option.getOrUndefined(o.schemaBundle) })
+    return { out: o.out, format: o.format, compression: o.compression, concurrency, listConcurrency, parts, maxFileBytes, decode }
   })
 
 export const exportCommand = Command.make(

@@ -1,6 +1,7 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Console, Effect, Option } from "effect"
+import type { DecodeRequest } from "../export/Decoding.ts"
 import { planExport } from "../export/Incremental.ts"
 import { defaults } from "../export/JobConfig.ts"
 import { exportDir, type Plan, shardsOf, withShards } from "../export/Plan.ts"
@@ -120,6 +121,8 @@ export interface ShardRunSettings {
   readonly concurrency: number
   readonly listConcurrency: number
   readonly maxFileBytes: number | undefined
+  /** Every shard of a plan must decode alike: commit refuses shards decoded otherwise. */
+  readonly decode: DecodeRequest | undefined
   readonly json: boolean
 }
 

@@ -1,4 +1,5 @@
 import { Effect, Either, Option } from "effect"
+import { decodeCounts } from "../../pipelines/backfill.ts"
 import type { LayerOutcome, LayerResult, MinimumRaised } from "../../pipelines/nightly-export.ts"
 import type { Failover } from "../export/Failover.ts"
 import { type Manifest, writeJson } from "../export/Manifest.ts"
@@ -15,6 +16,13 @@ const mb = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`
 const what = (m: { catalogHrn: string; layerId: string; layerType: string; version: number; snapshot?: string | undefined; mode: string }) =>
   `${m.catalogHrn} ${m.layerId} ${m.layerType === "volatile" ? `snapshot ${m.snapshot}` : `version ${m.version}`}${m.mode === "changes" ? " (changes)" : ""}`
 
+/** What decoding made of an export, for its summary line; empty for raw exports. */
+export const describeDecode = (d: { readonly kind: string; readonly rows: number; readonly failed: number } | undefined): string => {
+  if (d === undefined) return ""
+  const failed = d.failed === 0 ? "" : `, ${d.failed} did not decode`
+  return `, decoded as ${d.kind} into ${d.rows} rows${failed}`
+}
+
 /** One line per export, for humans and for cron mail. */
 export const describeResult = (result: LayerResult, elapsedMs: number, retries: number): string => {
   if (result._tag === "UpToDate") {
@@ -25,7 +33,7 @@ export const describeResult = (result: LayerResult, elapsedMs: number, retries: 
     return `Already exported ${what(m)} (${result.dir}/_manifest.json); nothing to do. Use --force to export again.`
   }
   const reused = result.counters.skippedParts > 0 ? `, ${result.counters.skippedParts} part(s) reused from an interrupted run` : ""
-  return `Exported ${what(m)}: ${m.partitions} partitions (${m.deleted} deleted), ${mb(m.bytes)}, ${m.files.length} file(s) ` +
+  return `Exported ${what(m)}: ${m.partitions} partitions (${m.deleted} deleted)${describeDecode(m.decode)}, ${mb(m.bytes)}, ${m.files.length} file(s) ` +
     `in ${(elapsedMs / 1000).toFixed(1)} s (${rate(m.partitions, elapsedMs).toFixed(0)} partitions/s, ` +
     `${(m.bytes / 1e6 / Math.max(elapsedMs / 1000, 0.001)).toFixed(1)} MB/s, ${retries} retries${reused}) -> ${result.dir}`
 }
@@ -35,7 +43,9 @@ export const duckdbHint = (result: LayerResult): string | undefined => {
   if (result._tag === "UpToDate") return undefined
   if (!result.manifest.files.some((f) => f.format === "parquet")) return undefined
   const glob = `${result.dir}/*.parquet`
-  return `duckdb -c "SELECT partition, partition_version, data_size, octet_length(data) AS bytes, checksum FROM read_parquet('${glob}') LIMIT 5"`
+  return result.manifest.decode === undefined
+    ? `duckdb -c "SELECT partition, partition_version, data_size, octet_length(data) AS bytes, checksum FROM read_parquet('${glob}') LIMIT 5"`
+    : `duckdb -c "DESCRIBE SELECT * FROM read_parquet('${glob}')"`
 }
 
 /**
@@ -92,6 +102,7 @@ export const outcomeJson = (o: LayerOutcome) => {
     files: m.files.length,
     ...(m.regions === undefined ? {} : { regions: m.regions }),
     ...(o.failover === undefined ? {} : { failover: o.failover }),
+    ...decodeCounts(m),
     ...(o.note === undefined ? {} : { note: o.note }),
     ...(o.pruned.length === 0 ? {} : { removedSnapshots: o.pruned })
   }

@@ -1,22 +1,21 @@
-import { Effect, Schema } from "effect"
-import { tileColumns, toInt64, toNullableInt64 } from "../sinks/Row.ts"
+import { type Slice, tileColumns, toInt64, toNullableInt64 } from "../sinks/Row.ts"
 import { dataAt, type RowBatch } from "../sinks/RowBatch.ts"
 import { mainMessageOf, readBundle } from "./Bundle.ts"
 import { type Column, type ColumnBatch, scalar } from "./Columns.ts"
 import { GeoStats, geoParquetMetadata, parseFeatures } from "./GeoJson.ts"
 import { messageColumns } from "./Protobuf.ts"
 import { SchemaError } from "./ProtoSchema.ts"
+import { type DecodeMode, type OnDecodeError, UndecodableBlob } from "./Shared.ts"
 
 /**
- * Turning blobs into columns, per batch, for the export's `--decode`. `makeDecoder` looks at the layer
- * once (content type, schema bundle, flags) and returns the output columns and a `decode` function the
- * export calls per batch of fetched partitions, off the per-partition hot path of raw exports.
+ * Turning blobs into columns, per row group, for the export's `--decode`. `decoderOf` looks at the
+ * layer once (content type, schema bundle, flags) and returns the output columns and a `decode`
+ * function that the decoding file writers (DecodingWriter.ts) call per row group, on the encoder
+ * thread, off the per-partition hot path of the fetch loop. Plain code: the encoder thread loads no
+ * Effect (LayerContent.ts has the Effect face, `makeDecoder`).
  */
 
-export const decodeModes = ["auto", "none", "protobuf", "geojson", "json"] as const
-export type DecodeMode = (typeof decodeModes)[number]
-export const onDecodeErrors = ["fail", "skip", "raw"] as const
-export type OnDecodeError = (typeof onDecodeErrors)[number]
+export { type DecodeMode, decodeModes, type OnDecodeError, onDecodeErrors } from "./Shared.ts"
 
 /** What decoding turned out to be for a layer (`raw`: today's columns, nothing decoded). */
 export type DecodeKind = "raw" | "protobuf" | "geojson" | "json"
@@ -43,6 +42,23 @@ export interface DecodeFailure {
   readonly reason: string
 }
 
+/** What the encoder needs to decode one writer's rows; structured-cloned to the encoder thread. */
+export interface DecodeSettings {
+  readonly content: LayerContent
+  /** `mode` resolved already (never `auto`), so that every thread decodes alike */
+  readonly options: DecodeOptions
+}
+
+/** What decoding did, for one writer (a part) or a whole export. */
+export interface DecodeCounts {
+  /** rows written: one per partition, feature or exploded element */
+  readonly rows: number
+  /** partitions that did not decode (left out with `skip`, written raw with `raw`) */
+  readonly failed: number
+  /** the first of them (MAX_REPORTED_FAILURES), with why */
+  readonly failures: ReadonlyArray<DecodeFailure>
+}
+
 export interface DecodedBatch extends ColumnBatch {
   /** partitions in the batch (`rows` counts output rows: features, exploded elements) */
   readonly partitions: number
@@ -52,29 +68,6 @@ export interface DecodedBatch extends ColumnBatch {
   readonly bytes: number
 }
 
-/** Bad decode settings for the layer (exit code 2). */
-export class DecodeSetupError extends Schema.TaggedError<DecodeSetupError>()("DecodeSetupError", {
-  layer: Schema.String,
-  reason: Schema.String
-}) {
-  override get message(): string {
-    return `Cannot decode layer ${this.layer}: ${this.reason}.`
-  }
-}
-
-/** A blob that does not decode, with `--on-decode-error fail` (exit code 6). */
-export class DecodeError extends Schema.TaggedError<DecodeError>()("DecodeError", {
-  layer: Schema.String,
-  partition: Schema.String,
-  dataHandle: Schema.String,
-  reason: Schema.String
-}) {
-  override get message(): string {
-    return `Partition ${this.partition} of layer ${this.layer} (data handle ${this.dataHandle}) does not decode as the layer's content: ${this.reason}. ` +
-      `Nothing of this version was committed. Pass --on-decode-error skip or raw to export it anyway, or --decode none for the raw bytes.`
-  }
-}
-
 export interface Decoder {
   readonly kind: DecodeKind
   /** the output columns, partition columns first; render with parquetSchema / arrowSchema */
@@ -82,12 +75,13 @@ export interface Decoder {
   /** the GeoParquet geometry column (geojson only) */
   readonly geometryColumn: string | undefined
   /**
-   * Decodes the rows of a batch as the export collected them (blobs decompressed; the tile columns are
-   * derived from the partition ids). Fails on the first blob that does not decode when `onError` is
-   * `fail`. Pass the file's GeoStats so that its GeoParquet metadata covers every row written to it.
-   * Decoded values never share memory with the batch, whose buffer may be transferred afterwards.
+   * Decodes the rows of a batch, or of slices of batches, as the export collected them (blobs
+   * decompressed; the tile columns are derived from the partition ids). Throws UndecodableBlob at the
+   * first blob that does not decode when `onError` is `fail`. Pass the file's GeoStats so that its
+   * GeoParquet metadata covers every row written to it. Decoded values never share memory with the
+   * batch, whose buffer may be transferred afterwards.
    */
-  readonly decode: (batch: RowBatch, geo?: GeoStats) => Effect.Effect<DecodedBatch, DecodeError>
+  readonly decode: (rows: RowBatch | ReadonlyArray<Slice>, geo?: GeoStats) => DecodedBatch
   /** file key-value metadata to add at the end of a file: the GeoParquet `geo` key for geojson */
   readonly fileMetadata: (geo: GeoStats) => Readonly<Record<string, string>>
 }
@@ -128,10 +122,13 @@ const partitionColumns = (heretile: boolean): Array<Column> => [
 /** Raw mode keeps what did not decode: the bytes and why. */
 const RAW_COLUMNS: ReadonlyArray<Column> = [col("data", "binary"), col("decode_error", "string")]
 
-/** The partition columns of row `i`, tile columns included for heretile layers. */
-const partitionValues = (batch: RowBatch, tiles: ReturnType<typeof tileColumns> | undefined, i: number): Array<unknown> => {
+/** The partition columns of row `i`, tile columns (of the rows from `first` on) included for heretile layers. */
+const partitionValues = (batch: RowBatch, tiles: ReturnType<typeof tileColumns> | undefined, i: number, first: number): Array<unknown> => {
   const values: Array<unknown> = [batch.partition[i], toInt64(batch.partitionVersion[i]!), batch.dataHandle[i], toNullableInt64(batch.dataSize[i]!), batch.checksum[i]]
-  if (tiles !== undefined) values.push(tiles.level[i], tiles.x[i], tiles.y[i], tiles.west[i], tiles.south[i], tiles.east[i], tiles.north[i])
+  if (tiles !== undefined) {
+    const t = i - first
+    values.push(tiles.level[t], tiles.x[t], tiles.y[t], tiles.west[t], tiles.south[t], tiles.east[t], tiles.north[t])
+  }
   return values
 }
 
@@ -203,16 +200,10 @@ const protobufContent = (layer: LayerContent, explode: string | undefined): Cont
 }
 
 /**
- * The decoder for a layer. Fails with DecodeSetupError when the settings cannot work (protobuf without a
- * schema, a bundle that does not load, an --explode field that is not a repeated field).
+ * The decoder for a layer. Throws SchemaError when the settings cannot work (protobuf without a schema,
+ * a bundle that does not load, an --explode field that is not a repeated field).
  */
-export const makeDecoder = (layer: LayerContent, options: DecodeOptions): Effect.Effect<Decoder, DecodeSetupError> =>
-  Effect.try({
-    try: () => decoderOf(layer, options),
-    catch: (e) => new DecodeSetupError({ layer: layer.layerId, reason: e instanceof Error ? e.message : String(e) })
-  })
-
-const decoderOf = (layer: LayerContent, options: DecodeOptions): Decoder => {
+export const decoderOf = (layer: LayerContent, options: DecodeOptions): Decoder => {
   const kind = resolveKind(layer, options.mode)
   if (options.explode !== undefined && kind !== "protobuf") {
     throw new SchemaError(`--explode applies to protobuf decoding, and this layer decodes as ${kind}`)
@@ -223,7 +214,7 @@ const decoderOf = (layer: LayerContent, options: DecodeOptions): Decoder => {
       kind,
       columns: [...base.slice(0, 5), col("data", "binary"), ...base.slice(5)],
       geometryColumn: undefined,
-      decode: (batch) => Effect.sync(() => rawBatch(batch, layer.heretile)),
+      decode: (rows) => rawBatch(slicesOf(rows), layer.heretile),
       fileMetadata: () => ({})
     }
   }
@@ -234,26 +225,28 @@ const decoderOf = (layer: LayerContent, options: DecodeOptions): Decoder => {
   const width = columns.length
   const geometryColumn = kind === "geojson" ? decoded[1]!.name : undefined
 
-  const decode = (batch: RowBatch, geo: GeoStats = new GeoStats()) =>
-    Effect.suspend(() => {
-      const out: Array<Array<unknown>> = Array.from({ length: width }, () => [])
-      const failures: Array<DecodeFailure> = []
-      const tiles = layer.heretile ? tileColumns(batch.partition) : undefined
-      let rows = 0
-      let bytes = 0
-      // Straight into the columns: partition values, then decoded values, then the raw-mode pair.
-      const push = (head: ReadonlyArray<unknown>, values: ReadonlyArray<unknown> | null, data: Uint8Array | null, reason: string | null) => {
-        let c = 0
-        for (const v of head) out[c++]!.push(v)
-        for (let k = 0; k < decoded.length; k++) out[c++]!.push(values === null ? null : values[k])
-        if (raw) {
-          out[c++]!.push(data)
-          out[c]!.push(reason)
-        }
-        rows++
+  const decode = (input: RowBatch | ReadonlyArray<Slice>, geo: GeoStats = new GeoStats()): DecodedBatch => {
+    const out: Array<Array<unknown>> = Array.from({ length: width }, () => [])
+    const failures: Array<DecodeFailure> = []
+    let rows = 0
+    let partitions = 0
+    let bytes = 0
+    // Straight into the columns: partition values, then decoded values, then the raw-mode pair.
+    const push = (head: ReadonlyArray<unknown>, values: ReadonlyArray<unknown> | null, data: Uint8Array | null, reason: string | null) => {
+      let c = 0
+      for (const v of head) out[c++]!.push(v)
+      for (let k = 0; k < decoded.length; k++) out[c++]!.push(values === null ? null : values[k])
+      if (raw) {
+        out[c++]!.push(data)
+        out[c]!.push(reason)
       }
-      for (let i = 0; i < batch.length; i++) {
-        const head = partitionValues(batch, tiles, i)
+      rows++
+    }
+    for (const { batch, from, to } of slicesOf(input)) {
+      const tiles = layer.heretile ? tileColumns(batch.partition.slice(from, to)) : undefined
+      partitions += to - from
+      for (let i = from; i < to; i++) {
+        const head = partitionValues(batch, tiles, i, from)
         const data = dataAt(batch, i)
         if (data === null) {
           push(head, null, null, null)
@@ -267,15 +260,16 @@ const decoderOf = (layer: LayerContent, options: DecodeOptions): Decoder => {
           const reason = e instanceof Error ? e.message : String(e)
           const partition = batch.partition[i]!
           const dataHandle = batch.dataHandle[i]!
-          if (options.onError === "fail") return Effect.fail(new DecodeError({ layer: layer.layerId, partition, dataHandle, reason }))
+          if (options.onError === "fail") throw new UndecodableBlob(layer.layerId, partition, dataHandle, reason)
           failures.push({ partition, dataHandle, reason })
           if (raw) push(head, null, data.slice(), reason)
           continue
         }
         for (const values of decodedRows) push(head, values, null, null)
       }
-      return Effect.succeed<DecodedBatch>({ rows, columns: out, partitions: batch.length, failures, bytes })
-    })
+    }
+    return { rows, columns: out, partitions, failures, bytes }
+  }
 
   return {
     kind,
@@ -286,17 +280,24 @@ const decoderOf = (layer: LayerContent, options: DecodeOptions): Decoder => {
   }
 }
 
-const rawBatch = (batch: RowBatch, heretile: boolean): DecodedBatch => {
-  const tiles = heretile ? tileColumns(batch.partition) : undefined
+const slicesOf = (rows: RowBatch | ReadonlyArray<Slice>): ReadonlyArray<Slice> =>
+  "partition" in rows ? [{ batch: rows, from: 0, to: rows.length }] : rows
+
+const rawBatch = (slices: ReadonlyArray<Slice>, heretile: boolean): DecodedBatch => {
   const width = 6 + (heretile ? 7 : 0)
   const out: Array<Array<unknown>> = Array.from({ length: width }, () => [])
+  let rows = 0
   let bytes = 0
-  for (let i = 0; i < batch.length; i++) {
-    const values = partitionValues(batch, tiles, i)
-    const data = dataAt(batch, i)
-    values.splice(5, 0, data?.slice() ?? null)
-    for (let c = 0; c < width; c++) out[c]!.push(values[c])
-    bytes += data?.byteLength ?? 0
+  for (const { batch, from, to } of slices) {
+    const tiles = heretile ? tileColumns(batch.partition.slice(from, to)) : undefined
+    for (let i = from; i < to; i++) {
+      const values = partitionValues(batch, tiles, i, from)
+      const data = dataAt(batch, i)
+      values.splice(5, 0, data?.slice() ?? null)
+      for (let c = 0; c < width; c++) out[c]!.push(values[c])
+      bytes += data?.byteLength ?? 0
+    }
+    rows += to - from
   }
-  return { rows: batch.length, columns: out, partitions: batch.length, failures: [], bytes }
+  return { rows, columns: out, partitions: rows, failures: [], bytes }
 }

@@ -1,8 +1,9 @@
 import * as fs from "node:fs"
 import { Effect } from "effect"
 import { ArtifactApi, type ArtifactFailure } from "../client/ArtifactApi.ts"
-import type { Layer } from "../domain/Catalog.ts"
-import { DecodeSetupError, type DecodeMode, isProtobufContentType, type LayerContent } from "./Decoder.ts"
+import { isHereTile, type Layer } from "../domain/Catalog.ts"
+import { type DecodeMode, type DecodeOptions, type Decoder, decoderOf, isProtobufContentType, type LayerContent } from "./Decoder.ts"
+import { DecodeSetupError } from "./Errors.ts"
 
 /**
  * What `makeDecoder` needs to know about a layer, from its configuration: the schema bundle comes from
@@ -15,7 +16,7 @@ export const layerContent = (
   schemaBundleFile?: string
 ): Effect.Effect<LayerContent, DecodeSetupError | ArtifactFailure, ArtifactApi> =>
   Effect.gen(function*() {
-    const base: LayerContent = { layerId: layer.id, contentType: layer.contentType, heretile: (layer.partitioning?.scheme ?? layer.partitioningScheme) === "heretile" }
+    const base: LayerContent = { layerId: layer.id, contentType: layer.contentType, heretile: isHereTile(layer) }
     if (schemaBundleFile !== undefined) {
       const bytes = yield* Effect.try({
         try: () => new Uint8Array(fs.readFileSync(schemaBundleFile)),
@@ -27,4 +28,14 @@ export const layerContent = (
     if (!wanted || layer.schema?.hrn === undefined) return base
     const bundle = yield* (yield* ArtifactApi).getSchemaBundle(layer.schema.hrn)
     return { ...base, schemaBundle: bundle }
+  })
+
+/**
+ * The decoder for a layer. Fails with DecodeSetupError when the settings cannot work (protobuf without a
+ * schema, a bundle that does not load, an --explode field that is not a repeated field).
+ */
+export const makeDecoder = (layer: LayerContent, options: DecodeOptions): Effect.Effect<Decoder, DecodeSetupError> =>
+  Effect.try({
+    try: () => decoderOf(layer, options),
+    catch: (e) => new DecodeSetupError({ layer: layer.layerId, reason: e instanceof Error ? e.message : String(e) })
   })

@@ -1,6 +1,7 @@
 import { Effect, Option, Schema } from "effect"
 import type { Destination, Entry } from "../sinks/Destination.ts"
-import { readJsonOption, RecordedFile } from "./Manifest.ts"
+import { sameDecoding } from "./Decoding.ts"
+import { type DecodeIdentity, DecodeSummary, readJsonOption, RecordedFile } from "./Manifest.ts"
 
 /**
  * The parts of one export and what they leave in `_parts/` of its directory: per finished part a
@@ -20,7 +21,9 @@ export const Checkpoint = Schema.Struct({
   deleted: Schema.Number,
   bytes: Schema.Number,
   /** The region of a multi-region catalog that served the part. */
-  region: Schema.optional(Schema.String)
+  region: Schema.optional(Schema.String),
+  /** How the part was decoded; absent when it was not. */
+  decode: Schema.optional(DecodeSummary)
 })
 export type Checkpoint = typeof Checkpoint.Type
 
@@ -45,14 +48,17 @@ export const damage = (files: ReadonlyArray<RecordedFile>, present: ReadonlyMap<
   return undefined
 }
 
-/** The checkpoints of `parts` that still hold: every file they name is there as recorded. */
-export const finishedParts = (dest: Destination, dir: string, parts: ReadonlyArray<number>) =>
+/**
+ * The checkpoints of `parts` that still hold: decoded as this run decodes (`decoding`, undefined for
+ * raw), and every file they name there as recorded.
+ */
+export const finishedParts = (dest: Destination, dir: string, parts: ReadonlyArray<number>, decoding: DecodeIdentity | undefined) =>
   Effect.gen(function*() {
     const finished = new Map<number, Checkpoint>()
     let present: Map<string, Entry> | undefined
     for (const part of parts) {
       const checkpoint = yield* readJsonOption(dest, Checkpoint, checkpointKey(dir, part))
-      if (Option.isNone(checkpoint)) continue
+      if (Option.isNone(checkpoint) || !sameDecoding(checkpoint.value.decode, decoding)) continue
       present ??= yield* listing(dest, dir)
       if (damage(checkpoint.value.files, present) === undefined) finished.set(part, checkpoint.value)
     }

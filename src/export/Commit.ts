@@ -2,6 +2,7 @@ import { Effect, Option } from "effect"
 import type { Destination } from "../sinks/Destination.ts"
 import { TOOL } from "../domain/Tool.ts"
 import { crashPoint } from "./CrashHook.ts"
+import { exportSummary, sameDecoding } from "./Decoding.ts"
 import { OutputConflict, ShardsUnfinished } from "./Errors.ts"
 import { advanceState, type Manifest, MANIFEST, readManifest, writeJson } from "./Manifest.ts"
 import { damage, isDataFile, listing, partsDir } from "./Checkpoints.ts"
@@ -63,12 +64,14 @@ export const commit = (dest: Destination, plan: Plan) =>
     const shards = yield* shardManifests(dest, plan)
     const present = yield* listing(dest, dir)
     const missing = shardsOf(plan).map((_, i) => i).filter((i) => !shards.has(i))
-    const broken = [...shards.values()].flatMap((s) => {
-      const reason = damage(s.files, present)
+    const finished = [...shards.values()].sort((a, b) => a.shard - b.shard)
+    const broken = finished.flatMap((s) => {
+      const reason = damage(s.files, present) ??
+        (sameDecoding(s.decode, finished[0]!.decode) ? undefined : `it was decoded otherwise than shard ${finished[0]!.shard} (run it again with the same --decode flags)`)
       return reason === undefined ? [] : [{ shard: s.shard, reason }]
     })
     if (missing.length > 0 || broken.length > 0) return yield* new ShardsUnfinished({ plan: dest.at(planKey(dir)), missing, broken })
-    const finished = [...shards.values()].sort((a, b) => a.shard - b.shard)
+    const decode = exportSummary(finished.flatMap((s) => (s.decode === undefined ? [] : [s.decode])))
     const manifest: Manifest = {
       formatVersion: 1,
       catalogHrn: plan.catalogHrn,
@@ -85,6 +88,7 @@ export const commit = (dest: Destination, plan: Plan) =>
       bytes: finished.reduce((n, s) => n + s.bytes, 0),
       files: finished.flatMap((s) => s.files.map(({ path, format, rows, bytes, sha256 }) => ({ path, format, rows, bytes, sha256 }))),
       ...(finished.some((s) => s.regions !== undefined) ? { regions: finished.flatMap((s) => s.regions ?? []) } : {}),
+      ...(decode === undefined ? {} : { decode }),
       startedAt: finished.map((s) => s.startedAt).sort()[0] ?? new Date().toISOString(),
       finishedAt: new Date().toISOString(),
       tool: { name: TOOL.name, version: TOOL.version }

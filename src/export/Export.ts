@@ -6,9 +6,10 @@ import { type Destination, destination } from "../sinks/Destination.ts"
 import type { ParquetCompression } from "../sinks/ParquetCodecs.ts"
 import type * as RollingWriter from "../sinks/RollingWriter.ts"
 import type { RowBatch } from "../sinks/RowBatch.ts"
-import type { SinkError } from "../sinks/SinkError.ts"
+import type { EncoderError } from "../sinks/Encoder.ts"
 import { commit, committed } from "./Commit.ts"
 import { crashPointSync } from "./CrashHook.ts"
+import { type DecodeRequest, type Decoding, exportSummary, prepareDecoding, sameDecoding } from "./Decoding.ts"
 import * as Fetch from "./Fetch.ts"
 import { listPart } from "./Listing.ts"
 import type { Manifest } from "./Manifest.ts"
@@ -35,6 +36,8 @@ export interface ExportOptions {
   readonly integrityAttempts?: number
   /** The region of a multi-region catalog the data APIs are bound to, recorded per part (Failover.ts). */
   readonly region?: string | undefined
+  /** Decode the blobs into columns (`--decode`); absent: the raw columns. */
+  readonly decode?: DecodeRequest | undefined
 }
 
 export type ExportResult =
@@ -51,6 +54,12 @@ export type ShardResult =
  * open parts (OpenFiles), so this also bounds memory.
  */
 const ROW_GROUP_BYTES = 4 * 1024 * 1024
+/**
+ * Decoding exports: a row group's decoded values live as JS objects while it is written (several
+ * times its blob bytes), so smaller groups keep memory near a raw export's (measured: ~310 MB peak
+ * at 1 MiB against ~370 MB at 4 MiB for 20,000 road tiles, at the same CPU).
+ */
+const DECODED_ROW_GROUP_BYTES = 1024 * 1024
 /** Rows a part collects on the main thread before they go to the encoder thread. */
 const BATCH_BYTES = 1024 * 1024
 /** Batches waiting for the encoder beyond this pause new downloads. */
@@ -83,6 +92,7 @@ const exportPlan = Effect.fn("Export.run")(function*(dest: Destination, plan: Pl
     const done = yield* committed(dest, plan)
     if (Option.isSome(done)) return { _tag: "AlreadyExported", dir, manifest: done.value } satisfies ExportResult
   }
+  const decoding = yield* prepareDecoding(plan, options.decode)
   // A resumed run keeps the plan (and so the part ids) of the run it continues.
   const pinned = yield* pinPlan(dest, plan, options.force)
   yield* Effect.annotateCurrentSpan({
@@ -92,7 +102,7 @@ const exportPlan = Effect.fn("Export.run")(function*(dest: Destination, plan: Pl
     "export.mode": plan.mode,
     "export.parts": Math.max(1, pinned.parts.length)
   })
-  yield* runShards(dest, pinned, shardsOf(pinned).map((_, i) => i), options, counters, run)
+  yield* runShards(dest, pinned, shardsOf(pinned).map((_, i) => i), options, decoding, counters, run)
   yield* Effect.annotateCurrentSpan({ "export.parts_reused": counters.skippedParts })
   const manifest = yield* commit(dest, pinned).pipe(Effect.withSpan("Export.commit"))
   yield* Effect.annotateCurrentSpan({ "export.partitions": manifest.partitions, "export.bytes": manifest.bytes, "export.files": manifest.files.length })
@@ -105,8 +115,9 @@ export const runShard = (dest: Destination, plan: Plan, shard: number, options: 
     const dir = dest.at(exportDir(plan))
     const done = yield* committed(dest, plan)
     if (Option.isSome(done)) return { _tag: "AlreadyExported", dir, manifest: done.value } satisfies ShardResult
+    const decoding = yield* prepareDecoding(plan, options.decode)
     const run = newRunId()
-    const [manifest] = yield* runShards(dest, plan, [shard], options, counters, run).pipe(
+    const [manifest] = yield* runShards(dest, plan, [shard], options, decoding, counters, run).pipe(
       Effect.tapError((error) => (error._tag === "SinkError" && !dest.remote ? discardUnfinished(dest, exportDir(plan), run) : Effect.void))
     )
     return { _tag: "ShardExported", dir, shard: manifest!, counters } satisfies ShardResult
@@ -141,7 +152,15 @@ const discardAll = (dest: Destination, dir: string, run: string) =>
  * are listed, fetched and written together (`transfer`), then each shard's manifest is written from
  * its parts' checkpoints. Returns the manifests of `shards`, in order.
  */
-const runShards = (dest: Destination, plan: Plan, shards: ReadonlyArray<number>, options: Omit<ExportOptions, "out" | "force">, counters: Counters, run: string) =>
+const runShards = (
+  dest: Destination,
+  plan: Plan,
+  shards: ReadonlyArray<number>,
+  options: Omit<ExportOptions, "out" | "force">,
+  decoding: Decoding | undefined,
+  counters: Counters,
+  run: string
+) =>
   Effect.gen(function*() {
     const dir = exportDir(plan)
     const startedAt = new Date().toISOString()
@@ -151,7 +170,7 @@ const runShards = (dest: Destination, plan: Plan, shards: ReadonlyArray<number>,
     const manifests = new Map<number, ShardManifest>()
     for (const shard of shards) {
       const manifest = done.get(shard)
-      if (manifest === undefined || damage(manifest.files, present) !== undefined) continue
+      if (manifest === undefined || damage(manifest.files, present) !== undefined || !sameDecoding(manifest.decode, decoding?.identity)) continue
       manifests.set(shard, manifest)
       counters.skippedParts += manifest.parts.length
       counters.partitions += manifest.partitions
@@ -160,8 +179,8 @@ const runShards = (dest: Destination, plan: Plan, shards: ReadonlyArray<number>,
     }
     const pending = shards.filter((shard) => !manifests.has(shard))
     const parts = pending.flatMap((shard) => assignment[shard] ?? [])
-    // Earlier runs' finished parts are kept; the others are fetched again.
-    const finished = yield* finishedParts(dest, dir, parts)
+    // Earlier runs' finished parts are kept, if decoded alike; the others are fetched again.
+    const finished = yield* finishedParts(dest, dir, parts, decoding?.identity)
     for (const checkpoint of finished.values()) {
       counters.skippedParts++
       counters.partitions += checkpoint.partitions
@@ -170,9 +189,10 @@ const runShards = (dest: Destination, plan: Plan, shards: ReadonlyArray<number>,
     }
     const todo = parts.filter((part) => !finished.has(part))
     counters.listingStarts(todo.length)
-    if (todo.length > 0) yield* transfer(dest, plan, dir, todo, options, counters, finished, run)
+    if (todo.length > 0) yield* transfer(dest, plan, dir, todo, options, decoding, counters, finished, run)
     for (const shard of pending) {
       const checkpoints = (assignment[shard] ?? []).map((part) => finished.get(part)!)
+      const decode = exportSummary(checkpoints.flatMap((c) => (c.decode === undefined ? [] : [c.decode])))
       const manifest: ShardManifest = {
         formatVersion: 1,
         shard,
@@ -184,6 +204,7 @@ const runShards = (dest: Destination, plan: Plan, shards: ReadonlyArray<number>,
         ...(checkpoints.some((c) => c.region !== undefined)
           ? { regions: checkpoints.flatMap((c) => (c.region === undefined ? [] : [{ part: c.part, region: c.region }])) }
           : {}),
+        ...(decode === undefined ? {} : { decode }),
         startedAt,
         finishedAt: new Date().toISOString()
       }
@@ -211,6 +232,7 @@ const transfer = (
   dir: string,
   todo: ReadonlyArray<number>,
   options: Omit<ExportOptions, "out" | "force">,
+  decoding: Decoding | undefined,
   counters: Counters,
   finished: Map<number, Checkpoint>,
   run: string
@@ -253,6 +275,7 @@ const transfer = (
       isPaused: () => queuedBytes > QUEUED_BYTES
     })
 
+    const rowGroupBytes = options.rowGroupBytes ?? (decoding === undefined ? ROW_GROUP_BYTES : DECODED_ROW_GROUP_BYTES)
     const writerOptions = {
       format: options.format,
       heretile: plan.heretile,
@@ -260,9 +283,10 @@ const transfer = (
       createdBy: `${TOOL.name} ${TOOL.version}`,
       ...(options.compression === undefined ? {} : { compression: options.compression }),
       ...(options.maxFileBytes === undefined ? {} : { maxFileBytes: options.maxFileBytes }),
-      rowGroupBytes: options.rowGroupBytes ?? ROW_GROUP_BYTES,
-      batchBytes: Math.min(BATCH_BYTES, options.rowGroupBytes ?? ROW_GROUP_BYTES),
-      region: options.region
+      rowGroupBytes,
+      batchBytes: Math.min(BATCH_BYTES, rowGroupBytes),
+      region: options.region,
+      decoding
     }
 
     // A part's files are opened with its first listed partitions, whose sizes say where to encode them.
@@ -311,7 +335,7 @@ const transfer = (
         if (t.accepted === t.listed) partFetched(part)
       })
 
-    const write: Effect.Effect<void, SinkError | Fetch.FetchFailure> = Effect.gen(function*() {
+    const write: Effect.Effect<void, EncoderError | Fetch.FetchFailure> = Effect.gen(function*() {
       for (let remaining = todo.length; remaining > 0;) {
         const command = yield* Queue.take(commands)
         switch (command._tag) {

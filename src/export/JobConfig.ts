@@ -1,5 +1,7 @@
 import * as fs from "node:fs"
 import { Effect, Either, ParseResult, Schema } from "effect"
+import { decodeModes, onDecodeErrors } from "../decode/Shared.ts"
+import type { DecodeRequest } from "./Decoding.ts"
 
 /** A job config file that cannot be used: the message names the file and the field. */
 export class JobConfigError extends Schema.TaggedError<JobConfigError>()("JobConfigError", { message: Schema.String }) {}
@@ -8,6 +10,15 @@ export const PositiveInt = Schema.Int.pipe(Schema.positive())
 
 export const OutputFormat = Schema.Literal("parquet", "arrow", "both")
 export const Compression = Schema.Literal("zstd", "snappy", "gzip", "none")
+
+/** Decoding (`--decode` and its companions): job-wide, and per layer in a nightly job's `layers`. */
+export const DecodeConfig = {
+  decode: Schema.optional(Schema.Literal(...decodeModes)),
+  explode: Schema.optional(Schema.String),
+  schemaBundle: Schema.optional(Schema.String),
+  onDecodeError: Schema.optional(Schema.Literal(...onDecodeErrors))
+}
+export type DecodeConfig = Schema.Struct.Type<typeof DecodeConfig>
 
 /** Export knobs shared by job configs and flags. Flags override the file, which overrides the defaults. */
 export const ExportSettings = {
@@ -21,7 +32,8 @@ export const ExportSettings = {
   concurrency: Schema.optional(PositiveInt),
   listConcurrency: Schema.optional(PositiveInt),
   parts: Schema.optional(PositiveInt),
-  maxFileBytes: Schema.optional(PositiveInt)
+  maxFileBytes: Schema.optional(PositiveInt),
+  ...DecodeConfig
 }
 
 export const defaults = {
@@ -29,8 +41,19 @@ export const defaults = {
   compression: "zstd",
   concurrency: 32,
   listConcurrency: 4,
-  parts: 4
+  parts: 4,
+  /** Raw bytes unless asked: the columns of existing exports never change under their users (README "Decoding"). */
+  decode: "none",
+  onDecodeError: "fail"
 } as const
+
+/** The decode request of job config fields (`over` wins, field by field), with the defaults. */
+export const decodeRequest = (fields: DecodeConfig, over: DecodeConfig = {}): DecodeRequest => ({
+  mode: over.decode ?? fields.decode ?? defaults.decode,
+  onError: over.onDecodeError ?? fields.onDecodeError ?? defaults.onDecodeError,
+  explode: over.explode ?? fields.explode,
+  schemaBundle: over.schemaBundle ?? fields.schemaBundle
+})
 
 const describeIssues = (error: ParseResult.ParseError) =>
   ParseResult.ArrayFormatter.formatErrorSync(error)

@@ -22,6 +22,33 @@ export type RecordedFile = typeof RecordedFile.Type
 /** A part of a multi-region catalog's export and the region that served it. */
 export const PartRegion = Schema.Struct({ part: Schema.Number, region: Schema.String })
 
+/** How an export decoded its blobs (`--decode`): the same for every part of it. */
+export const DecodeIdentity = Schema.Struct({
+  kind: Schema.Literal("protobuf", "geojson", "json"),
+  explode: Schema.optional(Schema.String),
+  onError: Schema.Literal("fail", "skip", "raw"),
+  /** the schema (HRN) whose bundle decoded protobuf, from the artifact API */
+  schema: Schema.optional(Schema.String),
+  /** the bundle file given with --schema-bundle instead */
+  schemaBundle: Schema.optional(Schema.String),
+  bundleSha256: Schema.optional(Schema.String)
+})
+export type DecodeIdentity = typeof DecodeIdentity.Type
+
+/** How an export (or one part of it) decoded, and what came of it; absent from raw exports. */
+export const DecodeSummary = Schema.Struct({
+  ...DecodeIdentity.fields,
+  /** partitions decoded (a deleted partition is a row of null decoded columns, not counted) */
+  decoded: Schema.Number,
+  /** partitions that did not decode: left out (`skip`) or written raw (`raw`) */
+  failed: Schema.Number,
+  /** rows written: one per partition, feature or exploded element */
+  rows: Schema.Number,
+  /** the first 100 that did not decode, and why */
+  failures: Schema.Array(Schema.Struct({ partition: Schema.String, dataHandle: Schema.String, reason: Schema.String }))
+})
+export type DecodeSummary = typeof DecodeSummary.Type
+
 /** Written last: a directory with a manifest is a finished export, one without is not. */
 export const Manifest = Schema.Struct({
   formatVersion: Schema.Literal(1),
@@ -40,6 +67,7 @@ export const Manifest = Schema.Struct({
   files: Schema.Array(WrittenFile),
   /** A multi-region catalog: the region that served each part (files `part-<part>-*`). */
   regions: Schema.optional(Schema.Array(PartRegion)),
+  decode: Schema.optional(DecodeSummary),
   startedAt: Schema.String,
   finishedAt: Schema.String,
   tool: Schema.Struct({ name: Schema.String, version: Schema.String })

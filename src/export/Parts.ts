@@ -1,20 +1,22 @@
 import { Effect } from "effect"
 import type { Destination } from "../sinks/Destination.ts"
-import type { EncoderWorkload } from "../sinks/Encoder.ts"
+import type { EncoderError, EncoderWorkload } from "../sinks/Encoder.ts"
 import * as RollingWriter from "../sinks/RollingWriter.ts"
 import { type RowBatch, RowBatchBuilder } from "../sinks/RowBatch.ts"
-import type { SinkError } from "../sinks/SinkError.ts"
 import { crashPoint, crashPointSync } from "./CrashHook.ts"
 import { type Checkpoint, checkpointKey } from "./Checkpoints.ts"
+import { type Decoding, partSummary } from "./Decoding.ts"
 import { writeJson } from "./Manifest.ts"
 
 /**
  * The files of one part being written (`PartWriter`); what a finished part leaves is in Checkpoints.ts.
  */
 
-export interface PartWriterOptions extends Omit<RollingWriter.Options, "dir" | "shard" | "onRenamed"> {
+export interface PartWriterOptions extends Omit<RollingWriter.Options, "dir" | "shard" | "onRenamed" | "decode"> {
   /** Rows collected before they are handed to the encoder. */
   readonly batchBytes: number
+  /** Decode the blobs (`--decode`); absent: the raw columns. */
+  readonly decoding?: Decoding | undefined
   /** The region of a multi-region catalog the part is read from, for its checkpoint. */
   readonly region?: string | undefined
 }
@@ -43,7 +45,7 @@ export class PartWriter {
   /** `run` names this run's files apart from any other run's. */
   static open = (dest: Destination, dir: string, part: number, run: string, options: PartWriterOptions, workload: EncoderWorkload) =>
     Effect.map(
-      RollingWriter.make({ ...options, dir: dest.at(dir), shard: `${part}-${run}`, onRenamed: () => crashPointSync("renamed"), workload }),
+      RollingWriter.make({ ...options, dir: dest.at(dir), shard: `${part}-${run}`, onRenamed: () => crashPointSync("renamed"), workload, decode: options.decoding?.settings }),
       (writer) => new PartWriter(part, dest, dir, writer, options)
     )
 
@@ -65,21 +67,24 @@ export class PartWriter {
   }
 
   /** Hands a batch to the encoder thread. */
-  write(batch: RowBatch): Effect.Effect<void, SinkError> {
+  write(batch: RowBatch): Effect.Effect<void, EncoderError> {
     return Effect.zipRight(this.writer.write(batch), crashPoint("written"))
   }
 
   /** Completes the part's files and makes them visible, then records them in its checkpoint. */
-  readonly finish: Effect.Effect<Checkpoint, SinkError> = Effect.gen(this, function*() {
+  readonly finish: Effect.Effect<Checkpoint, EncoderError> = Effect.gen(this, function*() {
     if (this.batch.length > 0) yield* this.write(this.take())
     const files = yield* this.writer.finish
+    const identity = this.options.decoding?.identity
+    const decoded = this.writer.decoded()
     const checkpoint: Checkpoint = {
       part: this.part,
       files: files.map((f) => ({ ...f })),
       partitions: this.partitions,
       deleted: this.deleted,
       bytes: this.bytes,
-      ...(this.options.region === undefined ? {} : { region: this.options.region })
+      ...(this.options.region === undefined ? {} : { region: this.options.region }),
+      ...(identity === undefined || decoded === undefined ? {} : { decode: partSummary(identity, decoded, this.partitions, this.deleted) })
     }
     yield* writeJson(this.dest, checkpointKey(this.dir, this.part), checkpoint)
     yield* crashPoint("checkpoint")

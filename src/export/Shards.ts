@@ -1,7 +1,7 @@
 import { Effect, Option, Schema } from "effect"
 import type { Destination } from "../sinks/Destination.ts"
 import { OutputConflict } from "./Errors.ts"
-import { PartRegion, readJson, readJsonOption, RecordedFile, writeJson } from "./Manifest.ts"
+import { DecodeSummary, PartRegion, readJson, readJsonOption, RecordedFile, writeJson } from "./Manifest.ts"
 import { partsDir } from "./Checkpoints.ts"
 import { exportDir, PLAN, Plan, shardsOf } from "./Plan.ts"
 
@@ -24,6 +24,8 @@ export const ShardManifest = Schema.Struct({
   bytes: Schema.Number,
   /** Which region of a multi-region catalog served each part. */
   regions: Schema.optional(Schema.Array(PartRegion)),
+  /** How the shard's parts were decoded, added up; absent when they were not. */
+  decode: Schema.optional(DecodeSummary),
   startedAt: Schema.String,
   finishedAt: Schema.String
 })

@@ -23,7 +23,7 @@ import { dataAt } from "./RowBatch.ts"
 const MAX_BATCH_COLUMN_BYTES = 2 ** 31 - 1
 
 /** Arrow's writer pushes its output into a queue; this one passes every chunk straight to the file. */
-class FileByteQueue extends AsyncByteQueue {
+export class FileByteQueue extends AsyncByteQueue {
   constructor(private readonly output: ByteOutput) {
     super()
   }

@@ -1,6 +1,8 @@
 import { Context, Effect, Layer } from "effect"
 import { Worker } from "node:worker_threads"
-import type { CompletedFile, OpenFiles, Settings } from "./Files.ts"
+import { DecodeError } from "../decode/Errors.ts"
+import { UndecodableBlob, type UndecodableFields } from "../decode/Shared.ts"
+import type { Completed, OpenFiles, Settings } from "./Files.ts"
 import type { RowBatch } from "./RowBatch.ts"
 import { fromCause, SinkError } from "./SinkError.ts"
 import type { SinkFailureFields } from "./SinkFailure.ts"
@@ -12,7 +14,8 @@ import type { SinkFailureFields } from "./SinkFailure.ts"
  * ends meanwhile. `Encoder.auto` chooses per writer: the thread where encoding is most of the work
  * (large rows) or where the fetch loop must keep the network busy (many downloads in flight, i.e.
  * waiting on latency, with a core to spare); inline otherwise, which costs less CPU (no copies across)
- * and less memory (no second V8 heap, ~40-80 MB).
+ * and less memory (no second V8 heap, ~40-80 MB). Decoding exports (`--decode`) decode where they
+ * encode, and always on the thread: decoding costs as much CPU as encoding again.
  */
 
 /** What a writer's rows are like, as far as known when it opens. */
@@ -23,6 +26,8 @@ export interface EncoderWorkload {
   readonly rowBytes?: number | undefined
   /** Downloads in flight at once in the run feeding the writer. */
   readonly concurrency?: number | undefined
+  /** The writer decodes its rows (Settings.decode). */
+  readonly decoding?: boolean | undefined
 }
 
 /** `Encoder.auto` encodes on the thread rows of at least this size... */
@@ -31,23 +36,27 @@ export const THREAD_ROW_BYTES = 16 * 1024
 export const THREAD_CONCURRENCY = 64
 
 const onThread = (workload: EncoderWorkload) =>
-  workload.remote === true || (workload.rowBytes ?? 0) >= THREAD_ROW_BYTES || (workload.concurrency ?? 0) > THREAD_CONCURRENCY
+  workload.remote === true || workload.decoding === true || (workload.rowBytes ?? 0) >= THREAD_ROW_BYTES ||
+  (workload.concurrency ?? 0) > THREAD_CONCURRENCY
+
+/** Why the encoder failed: a file that cannot be written, or a blob that does not decode (`--on-decode-error fail`). */
+export type EncoderError = SinkError | DecodeError
 
 export interface EncoderSession {
   /**
    * Takes a batch (its buffers move to the encoder thread); done once the encoder has written it as
    * far as a row group was full, and uploads (object stores) are no longer behind.
    */
-  readonly add: (batch: RowBatch) => Effect.Effect<void, SinkError>
+  readonly add: (batch: RowBatch) => Effect.Effect<void, EncoderError>
   /** Writes what is buffered and the footers and makes the files durable (disk, uploaded parts); none is visible yet. */
-  readonly complete: Effect.Effect<ReadonlyArray<CompletedFile>, SinkError>
+  readonly complete: Effect.Effect<Completed, EncoderError>
   /** Closes the files as they are. */
   readonly abandon: Effect.Effect<void>
 }
 
 export interface EncoderShape {
   /** Creates the writer's first files. */
-  readonly open: (settings: Settings, workload: EncoderWorkload) => Effect.Effect<EncoderSession, SinkError>
+  readonly open: (settings: Settings, workload: EncoderWorkload) => Effect.Effect<EncoderSession, EncoderError>
 }
 
 const inlineEncoder = (): EncoderShape => {
@@ -61,10 +70,12 @@ const inlineEncoder = (): EncoderShape => {
         const { loadBacklog, loadOutputs, loadWriters, OpenFiles } = yield* Effect.promise(() => import("./Files.ts"))
         const files = opened ??= new OpenFiles()
         const [writers, outputs, backlog] = yield* Effect.tryPromise({
-          try: () => Promise.all([loadWriters(settings.formats), loadOutputs(settings.dir), loadBacklog(settings.dir)]),
+          try: () => Promise.all([loadWriters(settings), loadOutputs(settings.dir), loadBacklog(settings.dir)]),
           catch: (cause) => fromCause(settings.dir, "create", cause)
         })
-        const run = <A>(f: () => A) => Effect.try({ try: f, catch: (cause) => fromCause(settings.dir, "write", cause) })
+        const failure = (operation: string) => (cause: unknown): EncoderError =>
+          cause instanceof UndecodableBlob ? DecodeError.of(cause) : fromCause(settings.dir, operation, cause)
+        const run = <A>(f: () => A) => Effect.try({ try: f, catch: failure("write") })
         yield* run(() => files.open(id, settings, writers, outputs))
         // Local files: nothing to wait for. Uploads behind: wait before taking more rows.
         const waitForUploads = Effect.suspend(() => {
@@ -73,7 +84,7 @@ const inlineEncoder = (): EncoderShape => {
         })
         return {
           add: (batch) => Effect.zipRight(run(() => files.add(id, batch)), waitForUploads),
-          complete: Effect.tryPromise({ try: () => files.complete(id), catch: (cause) => fromCause(settings.dir, "complete", cause) }),
+          complete: Effect.tryPromise({ try: () => files.complete(id), catch: failure("complete") }),
           abandon: Effect.sync(() => files.abandon(id))
         } satisfies EncoderSession
       })
@@ -91,7 +102,7 @@ const threadEncoder = Effect.gen(function*() {
         const id = current.nextId++
         return Effect.as(current.request<void>({ op: "open", id, settings }), {
           add: (batch) => current.request<void>({ op: "add", id, batch }, [batch.data.buffer, batch.dataOffsets.buffer, batch.dataNull.buffer]),
-          complete: current.request<ReadonlyArray<CompletedFile>>({ op: "complete", id }),
+          complete: current.request<Completed>({ op: "complete", id }),
           abandon: Effect.ignore(current.request<void>({ op: "abandon", id }))
         } satisfies EncoderSession)
       })
@@ -125,6 +136,7 @@ export type EncoderRequest =
 export type EncoderReply =
   | { readonly seq: number; readonly ok: true; readonly value: unknown }
   | { readonly seq: number; readonly ok: false; readonly error: SinkFailureFields }
+  | { readonly seq: number; readonly ok: false; readonly undecodable: UndecodableFields }
 
 /** The thread runs bundled (dist/encoder-worker.mjs) or, from the TypeScript sources, through tsx. */
 const workerUrl = import.meta.url.endsWith(".ts")
@@ -158,12 +170,16 @@ class EncoderThread {
     this.worker.on("exit", (code) => stop(`exit code ${code}`))
   }
 
-  request<A>(message: EncoderRequest, transfer: ReadonlyArray<ArrayBuffer | SharedArrayBuffer> = []): Effect.Effect<A, SinkError> {
-    return Effect.async<A, SinkError>((resume) => {
+  request<A>(message: EncoderRequest, transfer: ReadonlyArray<ArrayBuffer | SharedArrayBuffer> = []): Effect.Effect<A, EncoderError> {
+    return Effect.async<A, EncoderError>((resume) => {
       if (this.stopped !== undefined) return resume(Effect.fail(this.stopped))
       const seq = this.nextSeq++
       this.waiting.set(seq, (reply) =>
-        resume(reply.ok ? Effect.succeed(reply.value as A) : Effect.fail(new SinkError(reply.error)))
+        resume(
+          reply.ok
+            ? Effect.succeed(reply.value as A)
+            : Effect.fail("undecodable" in reply ? DecodeError.of(reply.undecodable) : new SinkError(reply.error))
+        )
       )
       this.worker.ref()
       this.worker.postMessage({ ...message, seq }, transfer as Array<ArrayBuffer>)

@@ -1,4 +1,5 @@
 import { parentPort } from "node:worker_threads"
+import { UndecodableBlob } from "../decode/Shared.ts"
 import type { EncoderReply, EncoderRequest } from "./Encoder.ts"
 import { loadBacklog, loadOutputs, loadWriters, OpenFiles } from "./Files.ts"
 import { describeSinkFailure } from "./SinkFailure.ts"
@@ -12,7 +13,7 @@ const handle = async (request: EncoderRequest): Promise<unknown> => {
   switch (request.op) {
     case "open": {
       const { settings } = request
-      const [writers, outputs, backlog] = await Promise.all([loadWriters(settings.formats), loadOutputs(settings.dir), loadBacklog(settings.dir)])
+      const [writers, outputs, backlog] = await Promise.all([loadWriters(settings), loadOutputs(settings.dir), loadBacklog(settings.dir)])
       backlogs.set(request.id, backlog)
       return files.open(request.id, settings, writers, outputs)
     }
@@ -36,7 +37,9 @@ const run = async (request: EncoderRequest & { readonly seq: number }) => {
   try {
     reply = { seq: request.seq, ok: true, value: await handle(request) }
   } catch (cause) {
-    reply = { seq: request.seq, ok: false, error: describeSinkFailure("", "encode", cause) }
+    reply = cause instanceof UndecodableBlob
+      ? { seq: request.seq, ok: false, undecodable: cause.fields }
+      : { seq: request.seq, ok: false, error: describeSinkFailure("", "encode", cause) }
   }
   parentPort!.postMessage(reply)
 }

@@ -1,5 +1,7 @@
 import * as path from "node:path"
 import { type ByteOutput, FileOutput, type Landing } from "./FileOutput.ts"
+import type { DecodeCounts, DecodeSettings } from "../decode/Decoder.ts"
+import { UndecodableBlob } from "../decode/Shared.ts"
 import type { FormatWriter, FormatWriterOptions } from "./FormatWriter.ts"
 import { isObjectStore, joinKey, parseStoreUrl, s3Client } from "./ObjectStore.ts"
 import { parquetCodec, type ParquetCompression } from "./ParquetCodecs.ts"
@@ -26,6 +28,8 @@ export interface Settings {
   readonly maxFileBytes: number
   readonly rowGroupBytes: number
   readonly createdBy: string
+  /** Decode the blobs into columns (`--decode`); absent: the raw columns. */
+  readonly decode?: DecodeSettings | undefined
 }
 
 export interface WrittenFile {
@@ -57,11 +61,25 @@ export const loadBacklog = async (dir: string): Promise<() => Promise<void> | un
 
 /** Makes the writer of one file of a format. */
 export type WriterFactory = (options: FormatWriterOptions, compression: ParquetCompression) => FormatWriter
-export type WriterFactories = Partial<Record<FileFormat, WriterFactory>>
 
-/** The writers of `formats`, each loaded only when asked for (apache-arrow alone costs 200 ms to load). */
-export const loadWriters = async (formats: ReadonlyArray<FileFormat>): Promise<WriterFactories> => {
-  const factories: { -readonly [F in FileFormat]?: WriterFactory } = {}
+/** The file writers of one writer (Files). */
+export interface Writers {
+  readonly factories: { -readonly [F in FileFormat]?: WriterFactory }
+  /** Decoding writers: what decoding did so far. */
+  readonly decoded?: () => DecodeCounts
+}
+
+/**
+ * The writers of the settings' formats, each loaded only when asked for (apache-arrow alone costs
+ * 200 ms to load); decoding writers (and the decoders) only for decoding exports.
+ */
+export const loadWriters = async (settings: Pick<Settings, "formats" | "decode">): Promise<Writers> => {
+  const { formats, decode } = settings
+  if (decode !== undefined) {
+    const { decodingWriters } = await import("../decode/DecodingWriter.ts")
+    return decodingWriters(formats, decode)
+  }
+  const factories: Writers["factories"] = {}
   if (formats.includes("parquet")) {
     const { ParquetFileWriter } = await import("./ParquetFileWriter.ts")
     factories.parquet = (options, compression) => new ParquetFileWriter({ ...options, codec: parquetCodec(compression) })
@@ -70,7 +88,7 @@ export const loadWriters = async (formats: ReadonlyArray<FileFormat>): Promise<W
     const { ArrowFileWriter } = await import("./ArrowFileWriter.ts")
     factories.arrow = (options) => new ArrowFileWriter(options)
   }
-  return factories
+  return { factories }
 }
 
 /** A finished file, durable where it went, and what makes it visible under its final name (RollingWriter publishes it). */
@@ -81,6 +99,12 @@ export interface CompletedFile extends WrittenFile {
 /** A file whose footer is written, its output still settling (uploads finishing). */
 interface ClosedFile extends WrittenFile {
   readonly output: ByteOutput
+}
+
+/** The files of a completed writer, and what decoding did to its rows. */
+export interface Completed {
+  readonly files: ReadonlyArray<CompletedFile>
+  readonly decoded?: DecodeCounts | undefined
 }
 
 class FileRoller {
@@ -172,15 +196,15 @@ class FileRoller {
  */
 export class Files {
   private readonly rollers: ReadonlyArray<FileRoller>
-  private failure: SinkFailure | undefined
+  private failure: SinkFailure | UndecodableBlob | undefined
 
   /**
    * Creates the first file of each format at once (so a directory that cannot take files fails here,
-   * and an interrupted writer leaves its `.partial` files). `writers` from `loadWriters(settings.formats)`,
+   * and an interrupted writer leaves its `.partial` files). `writers` from `loadWriters(settings)`,
    * `outputs` from `loadOutputs(settings.dir)`.
    */
-  constructor(settings: Settings, writers: WriterFactories, outputs: OutputFactory) {
-    this.rollers = settings.formats.map((format) => new FileRoller(format, settings, writers[format]!, outputs))
+  constructor(settings: Settings, private readonly writers: Writers, outputs: OutputFactory) {
+    this.rollers = settings.formats.map((format) => new FileRoller(format, settings, writers.factories[format]!, outputs))
     for (const roller of this.rollers) this.attempt(roller, "create", () => roller.start())
   }
 
@@ -202,22 +226,23 @@ export class Files {
 
   /**
    * Writes what is buffered and the footers, then waits until every file is durable where it went
-   * (flushed to disk under its `.partial` name, or every part uploaded); none is visible yet.
+   * (flushed to disk under its `.partial` name, or every part uploaded); none is visible yet. With
+   * what decoding did to the rows.
    */
-  async complete(): Promise<ReadonlyArray<CompletedFile>> {
+  async complete(): Promise<Completed> {
     const closed: Array<ClosedFile> = []
     for (const roller of this.rollers) closed.push(...this.attempt(roller, "complete", () => roller.completeAll()))
-    const completed: Array<CompletedFile> = []
+    const files: Array<CompletedFile> = []
     for (const { output, ...file } of closed) {
       try {
         const landing = await output.settle()
-        completed.push({ ...file, landing, ...(landing._tag === "Stored" && landing.etag !== undefined ? { etag: landing.etag } : {}) })
+        files.push({ ...file, landing, ...(landing._tag === "Stored" && landing.etag !== undefined ? { etag: landing.etag } : {}) })
       } catch (cause) {
         const { path, reason, message } = describeSinkFailure(output.path, "complete", cause)
         throw this.failure = new SinkFailure(path, reason, message)
       }
     }
-    return completed
+    return { files, decoded: this.writers.decoded?.() }
   }
 
   /** Closes the files as they are (they stay `.partial`). Never throws. */
@@ -230,6 +255,8 @@ export class Files {
     try {
       return run()
     } catch (cause) {
+      // A blob that does not decode (--on-decode-error fail) is no failure of the files.
+      if (cause instanceof UndecodableBlob) throw this.failure = cause
       const { path, reason, message } = describeSinkFailure(roller.activePath, doing, cause)
       throw this.failure = new SinkFailure(path, reason, message)
     }
@@ -245,7 +272,7 @@ export class Files {
 export class OpenFiles {
   private readonly files = new Map<number, { readonly files: Files; readonly rowGroupBytes: number }>()
 
-  open(id: number, settings: Settings, writers: WriterFactories, outputs: OutputFactory): void {
+  open(id: number, settings: Settings, writers: Writers, outputs: OutputFactory): void {
     this.files.set(id, { files: new Files(settings, writers, outputs), rowGroupBytes: settings.rowGroupBytes })
   }
 
@@ -262,7 +289,7 @@ export class OpenFiles {
     if (buffered > budget) fullest!.flushGroups()
   }
 
-  async complete(id: number): Promise<ReadonlyArray<CompletedFile>> {
+  async complete(id: number): Promise<Completed> {
     const completed = await this.of(id).complete()
     this.files.delete(id)
     return completed

@@ -39,6 +39,7 @@ export abstract class FormatWriter {
   protected abstract writeRowGroup(rows: ReadonlyArray<Slice>): void
   protected abstract writeFooter(): void
 
+  /** Rows in the file (a decoding writer writes rows of its own: features, exploded elements). */
   get rows(): number {
     return this.rowCount
   }
@@ -78,7 +79,7 @@ export abstract class FormatWriter {
     this.flush()
     this.writeFooter()
     const sha256 = this.output.close()
-    return { rows: this.rowCount, bytes: this.output.bytes, sha256 }
+    return { rows: this.rows, bytes: this.output.bytes, sha256 }
   }
 
   /** Closes the file as it is (incomplete). Never throws. */

@@ -11,7 +11,7 @@ const BUFFER_BYTES = 1 << 20
  * hyparquet-writer's byte sink, spilling to the file whenever its fixed buffer fills, so the encoded
  * file never sits in memory. Large chunks (compressed pages) go straight to the file without a copy.
  */
-class SpillingByteWriter extends ByteWriter {
+export class SpillingByteWriter extends ByteWriter {
   constructor(private readonly output: ByteOutput) {
     super(BUFFER_BYTES)
   }

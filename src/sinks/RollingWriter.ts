@@ -1,8 +1,9 @@
 import { Effect, type Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import type { DecodeCounts, DecodeSettings } from "../decode/Decoder.ts"
 import { publish } from "./Destination.ts"
-import { Encoder, type EncoderWorkload } from "./Encoder.ts"
+import { Encoder, type EncoderError, type EncoderWorkload } from "./Encoder.ts"
 import type { FileFormat, Settings, WrittenFile } from "./Files.ts"
 import { defaultParquetCompression, parquetCompressions, type ParquetCompression } from "./ParquetCodecs.ts"
 import type { RowBatch } from "./RowBatch.ts"
@@ -35,18 +36,22 @@ export interface Options {
   readonly onRenamed?: (file: string) => void
   /** What the rows are like: the Encoder decides by it where to encode them. */
   readonly workload?: EncoderWorkload
+  /** Decode the blobs into columns (`--decode`); absent: the raw columns. */
+  readonly decode?: DecodeSettings | undefined
 }
 
 export interface RollingWriter {
   /** Hands the rows to the encoder (the batch's buffers move there); done once it has taken them. */
-  readonly write: (batch: RowBatch) => Effect.Effect<void, SinkError>
+  readonly write: (batch: RowBatch) => Effect.Effect<void, EncoderError>
   /**
    * Completes the open files, fsyncs them and renames them from `.partial` to their final names (on
    * an object store: completes their multipart uploads). Without a successful `finish` (an error, an
    * interruption, a scope closed early) no file is visible under its final name. Writes at least one
    * file per format, so an empty export still has a schema to read.
    */
-  readonly finish: Effect.Effect<ReadonlyArray<WrittenFile>, SinkError>
+  readonly finish: Effect.Effect<ReadonlyArray<WrittenFile>, EncoderError>
+  /** After `finish`, for a decoding writer: what decoding did to its rows. */
+  readonly decoded: () => DecodeCounts | undefined
 }
 
 export const DEFAULT_MAX_FILE_BYTES = 256 * 1024 * 1024
@@ -88,7 +93,8 @@ const settingsOf = (options: Options): Effect.Effect<Settings, SinkError> => {
     compression,
     maxFileBytes,
     rowGroupBytes,
-    createdBy: options.createdBy ?? "catalog-export"
+    createdBy: options.createdBy ?? "catalog-export",
+    ...(options.decode === undefined ? {} : { decode: options.decode })
   })
 }
 
@@ -104,7 +110,7 @@ const fsyncDirectory = (dir: string) =>
   })
 
 /** Writes rows to rolling Parquet and/or Arrow files under `options.dir` (created if missing), encoded by the Encoder. */
-export const make: (options: Options) => Effect.Effect<RollingWriter, SinkError, Scope.Scope | Encoder> = Effect.fn("RollingWriter.make")(
+export const make: (options: Options) => Effect.Effect<RollingWriter, EncoderError, Scope.Scope | Encoder> = Effect.fn("RollingWriter.make")(
   function* (options: Options) {
     const settings = yield* settingsOf(options)
     const remote = isObjectStore(settings.dir)
@@ -116,14 +122,16 @@ export const make: (options: Options) => Effect.Effect<RollingWriter, SinkError,
     }
     const encoder = yield* Encoder
 
-    let failure: SinkError | undefined
+    let failure: EncoderError | undefined
     let finishing = false
     let result: ReadonlyArray<WrittenFile> | undefined
+    let decoded: DecodeCounts | undefined
 
-    const session = yield* Effect.acquireRelease(encoder.open(settings, { ...options.workload, remote }), (session) => (result === undefined ? session.abandon : Effect.void))
+    const workload = { ...options.workload, remote, decoding: options.decode !== undefined }
+    const session = yield* Effect.acquireRelease(encoder.open(settings, workload), (session) => (result === undefined ? session.abandon : Effect.void))
 
     // After a failure the files are in an unknown state: every later call fails with the first error.
-    const guarded = <A>(effect: Effect.Effect<A, SinkError>): Effect.Effect<A, SinkError> =>
+    const guarded = <A>(effect: Effect.Effect<A, EncoderError>): Effect.Effect<A, EncoderError> =>
       Effect.suspend(() => (failure ? Effect.fail(failure) : effect)).pipe(
         Effect.tapError((error) =>
           Effect.sync(() => {
@@ -132,12 +140,13 @@ export const make: (options: Options) => Effect.Effect<RollingWriter, SinkError,
         )
       )
 
-    const write = (batch: RowBatch): Effect.Effect<void, SinkError> =>
+    const write = (batch: RowBatch): Effect.Effect<void, EncoderError> =>
       guarded(Effect.suspend(() => (finishing ? Effect.dieMessage("RollingWriter.write called after finish") : session.add(batch))))
 
     const completeAndRename = Effect.gen(function* () {
       finishing = true
-      const completed = yield* session.complete
+      const { files: completed, decoded: counts } = yield* session.complete
+      decoded = counts
       return yield* Effect.uninterruptible(
         Effect.gen(function* () {
           const written: Array<WrittenFile> = []
@@ -164,6 +173,6 @@ export const make: (options: Options) => Effect.Effect<RollingWriter, SinkError,
       )
     ).pipe(Effect.withSpan("RollingWriter.finish"))
 
-    return { write, finish } satisfies RollingWriter
+    return { write, finish, decoded: () => decoded } satisfies RollingWriter
   }
 )

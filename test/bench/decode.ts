@@ -14,8 +14,9 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { DESCRIPTOR_SET_PATH, mainMessageOf, readBundle } from "../../src/decode/Bundle.ts"
-import { openDecodedFile } from "../../src/decode/DecodedFile.ts"
-import { makeDecoder } from "../../src/decode/Decoder.ts"
+import { DecodedArrowWriter } from "../../src/decode/DecodedArrow.ts"
+import { DecodedParquetWriter } from "../../src/decode/DecodedParquet.ts"
+import { makeDecoder } from "../../src/decode/LayerContent.ts"
 import * as HereTile from "../../src/domain/HereTile.ts"
 import { roadTileBundle, roadTileEncoder } from "../../src/server/DemoRoads.ts"
 import { prng } from "../../src/server/Faults.ts"
@@ -43,15 +44,22 @@ const measure = async (name: string, explode: string | undefined, format: "parqu
     { layerId: "roads", contentType: "application/x-protobuf", heretile: false, schemaBundle: bundle },
     { mode: "auto", onError: "fail", ...(explode === undefined ? {} : { explode }) }
   ))
+  // The export's decoding writers: one row group per batch, decoded as it is written.
+  let rows = 0
+  const count = (batch: { readonly rows: number }) => void (rows += batch.rows)
+  const options = { path: path.join(dir, `out.${format}`), heretile: false, metadata: {}, rowGroupBytes: 2 ** 30, createdBy: "bench" }
   const writer = format === undefined
     ? undefined
-    : openDecodedFile({ path: path.join(dir, `out.${format}`), format, decoder, metadata: {}, ...(format === "parquet" ? { codec: zstdCodec(1) } : {}) })
+    : format === "parquet"
+    ? new DecodedParquetWriter(options, zstdCodec(1), decoder, count)
+    : new DecodedArrowWriter(options, decoder, count)
   const start = process.cpuUsage()
-  let rows = 0
-  for (let i = 0; i < inputs.length; i += BATCH) {
-    const batch = Effect.runSync(decoder.decode(batches[i / BATCH]!))
-    rows += batch.rows
-    writer?.write(batch)
+  for (const batch of batches) {
+    if (writer === undefined) count(decoder.decode(batch))
+    else {
+      writer.add(batch, 0, batch.length, batch.bytes)
+      writer.flush()
+    }
   }
   writer?.finish()
   const seconds = cpuSince(start)

@@ -4,12 +4,15 @@
  * parsed by the test's own reader) and apache-arrow.
  */
 import { tableFromIPC } from "apache-arrow"
-import { Effect, Either } from "effect"
+import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
 import { buildBundle } from "../../src/decode/Bundle.ts"
-import { type DecodeOptions, type LayerContent, makeDecoder, resolveKind } from "../../src/decode/Decoder.ts"
+import { type DecodeOptions, type LayerContent, resolveKind } from "../../src/decode/Decoder.ts"
+import { DecodeError } from "../../src/decode/Errors.ts"
+import { makeDecoder } from "../../src/decode/LayerContent.ts"
+import { UndecodableBlob } from "../../src/decode/Shared.ts"
 import { literal, query, withDuckDB } from "../support/duckdb.ts"
 import { batchOf } from "../../src/sinks/RowBatch.ts"
 import { partition, readWkb, tempDir, writeDecoded } from "./support.ts"
@@ -127,10 +130,15 @@ describe("--on-decode-error", () => {
 
   it("fail: stops at the first blob that does not decode, naming the partition", async () => {
     const d = await decoder(layer)
-    const result = await Effect.runPromise(Effect.either(d.decode(batchOf(inputs))))
-    expect(Either.isLeft(result)).toBe(true)
-    const error = Either.getLeft(result).pipe((o) => (o._tag === "Some" ? o.value : undefined))!
-    expect(error._tag).toBe("DecodeError")
+    const thrown = (() => {
+      try {
+        d.decode(batchOf(inputs))
+      } catch (e) {
+        return e
+      }
+    })()
+    expect(thrown).toBeInstanceOf(UndecodableBlob)
+    const error = DecodeError.of(thrown as UndecodableBlob)
     expect(error.partition).toBe("b")
     expect(error.message).toMatch(/Partition b of layer places \(data handle handle-b\) does not decode/)
     expect(error.message).toMatch(/--on-decode-error skip or raw/)
@@ -139,7 +147,7 @@ describe("--on-decode-error", () => {
   it("skip: leaves the blob out and reports it", async () => {
     const d = await decoder(layer, { onError: "skip" })
     expect(d.columns.map((c) => c.name)).not.toContain("decode_error")
-    const batch = await Effect.runPromise(d.decode(batchOf(inputs)))
+    const batch = d.decode(batchOf(inputs))
     expect(batch.partitions).toBe(4)
     expect(batch.rows).toBe(2)
     expect(batch.columns[0]).toEqual(["a", "c"])
@@ -168,7 +176,7 @@ describe("--on-decode-error", () => {
     const bundle = buildBundle({ protoFiles: { "t.proto": `syntax = "proto3"; package t; message M { string s = 1; repeated int32 n = 2; }` }, mainMessage: "t.M" })
     const d = await decoder({ layerId: "pb", contentType: "application/x-protobuf", heretile: false, schemaBundle: bundle }, { onError: "skip" })
     // a length prefix running past the end, and a wire type 7 that does not exist
-    const batch = await Effect.runPromise(d.decode(batchOf([partition("x", new Uint8Array([0x0a, 0x7f, 0x41])), partition("y", new Uint8Array([0x0f, 0x01])), partition("z", new Uint8Array([0x0a, 0x01, 0x41, 0x10, 0x05]))])))
+    const batch = d.decode(batchOf([partition("x", new Uint8Array([0x0a, 0x7f, 0x41])), partition("y", new Uint8Array([0x0f, 0x01])), partition("z", new Uint8Array([0x0a, 0x01, 0x41, 0x10, 0x05]))]))
     expect(batch.failures.map((f) => f.partition)).toEqual(["x", "y"])
     expect(batch.columns[5]).toEqual(["A"])
     expect(batch.columns[6]).toEqual([[5]])

@@ -13,8 +13,9 @@ import protobuf from "protobufjs"
 import { strToU8, unzipSync, zipSync } from "fflate"
 import { afterAll, describe, expect, it } from "vitest"
 import { buildBundle, DESCRIPTOR_SET_PATH, readBundle } from "../../src/decode/Bundle.ts"
-import { arrowSchema, parquetSchema } from "../../src/decode/Columns.ts"
-import { makeDecoder } from "../../src/decode/Decoder.ts"
+import { arrowSchema } from "../../src/decode/ArrowColumns.ts"
+import { parquetSchema } from "../../src/decode/Columns.ts"
+import { makeDecoder } from "../../src/decode/LayerContent.ts"
 import { literal, query, withDuckDB } from "../support/duckdb.ts"
 import { batchOf } from "../../src/sinks/RowBatch.ts"
 import { partition, tempDir, writeDecoded } from "./support.ts"
@@ -318,7 +319,7 @@ describe("protobuf decoding", () => {
     const a = await decoderFor(withoutFds)
     const b = await decoderFor(bundle)
     expect(a.columns).toEqual(b.columns)
-    const [x, y] = await Promise.all([a, b].map((d) => Effect.runPromise(d.decode(batchOf(inputs)))))
+    const [x, y] = [a, b].map((d) => d.decode(batchOf(inputs)))
     expect(x!.columns).toEqual(y!.columns)
   })
 
@@ -344,7 +345,7 @@ describe("protobuf decoding", () => {
   it("decodes into memory of its own: the batch's buffer may be reused or transferred afterwards", async () => {
     const decoder = await decoderFor(bundle)
     const batch = batchOf(inputs)
-    const decoded = await Effect.runPromise(decoder.decode(batch))
+    const decoded = decoder.decode(batch)
     batch.data.fill(0)
     const column = (name: string) => decoded.columns[decoder.columns.findIndex((c) => c.name === name)]!
     expect(column("blob")[0]).toEqual(new Uint8Array([0, 1, 2, 255]))

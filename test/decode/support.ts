@@ -1,9 +1,10 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Effect } from "effect"
-import { openDecodedFile } from "../../src/decode/DecodedFile.ts"
-import type { Decoder } from "../../src/decode/Decoder.ts"
+import { DecodedArrowWriter } from "../../src/decode/DecodedArrow.ts"
+import { DecodedParquetWriter } from "../../src/decode/DecodedParquet.ts"
+import type { DecodedBatch, DecodeFailure, Decoder } from "../../src/decode/Decoder.ts"
+import { parquetCodec } from "../../src/sinks/ParquetCodecs.ts"
 import { batchOf } from "../../src/sinks/RowBatch.ts"
 
 /** A row as the export collects it (blob decompressed, null for a deletion). */
@@ -28,14 +29,19 @@ export const partition = (id: string, data: Uint8Array | null, extra: Partial<Pa
   ...extra
 })
 
-/** Decodes the partitions in batches of `batchSize` and writes them to one file; returns the failures seen. */
+/**
+ * Writes the partitions to one file through the export's decoding writers, one row group per
+ * `batchSize` partitions; returns the failures seen.
+ */
 export const writeDecoded = async (decoder: Decoder, file: string, format: "parquet" | "arrow", partitions: ReadonlyArray<PartitionInput>, batchSize = 3) => {
-  const writer = openDecodedFile({ path: file, format, decoder, metadata: { layer_id: "test" } })
-  const failures = []
+  const failures: Array<DecodeFailure> = []
+  const onDecoded = (batch: DecodedBatch) => void failures.push(...batch.failures)
+  const options = { path: file, heretile: false, metadata: { layer_id: "test" }, rowGroupBytes: 2 ** 30, createdBy: "test" }
+  const writer = format === "parquet" ? new DecodedParquetWriter(options, parquetCodec("zstd"), decoder, onDecoded) : new DecodedArrowWriter(options, decoder, onDecoded)
   for (let i = 0; i < partitions.length; i += batchSize) {
-    const batch = await Effect.runPromise(decoder.decode(batchOf(partitions.slice(i, i + batchSize)), writer.geo))
-    failures.push(...batch.failures)
-    writer.write(batch)
+    const batch = batchOf(partitions.slice(i, i + batchSize))
+    writer.add(batch, 0, batch.length, batch.bytes)
+    writer.flush()
   }
   writer.finish()
   return failures

@@ -23,10 +23,10 @@ const run = <A, E>(effect: Effect.Effect<A, E, Encoder>) => Effect.runPromise(Ef
 const runExit = <A, E>(effect: Effect.Effect<A, E, Encoder>) => Effect.runPromiseExit(Effect.provide(effect, Encoder.thread))
 const fork = <A, E>(effect: Effect.Effect<A, E, Encoder>) => Effect.runFork(Effect.provide(effect, Encoder.thread))
 
-const failureOf = <A>(exit: Exit.Exit<A, SinkError>): SinkError => {
+const failureOf = <A, E>(exit: Exit.Exit<A, E>): SinkError => {
   if (Exit.isSuccess(exit)) throw new Error("expected a failure")
   const failure = Cause.failureOption(exit.cause)
-  if (failure._tag === "None") throw new Error(`expected a SinkError, got ${Cause.pretty(exit.cause)}`)
+  if (failure._tag === "None" || !(failure.value instanceof SinkError)) throw new Error(`expected a SinkError, got ${Cause.pretty(exit.cause)}`)
   return failure.value
 }
 
