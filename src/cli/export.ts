@@ -175,7 +175,7 @@ export const exportCommand = Command.make(
           (note) => Effect.logInfo(`${o.catalog} ${o.layer}: ${note}`)
         ).pipe(Effect.provide(progressLayer(o)))
         const report = reportDocument(outcomeJson(outcome), startedAt)
-        yield* writeRunReport(o.out, { job: "export", ...report })
+        yield* writeRunReport(o.out, { job: "export", ...report }, [outcome])
         if (o.json) yield* Console.log(JSON.stringify(report))
         else {
           yield* Console.log(outcomeLines(outcome, false).join("\n"))

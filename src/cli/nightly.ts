@@ -41,7 +41,7 @@ export const runNightlyJob = (job: NightlyJob, global: GlobalOptions & ProgressF
       ...(Option.isSome(raiseFailure) ? { raiseRefused: sentenceOf(raiseFailure.value) } : {}),
       retries
     }, startedAt)
-    yield* writeRunReport(job.out, report)
+    yield* writeRunReport(job.out, report, outcomes)
     if (global.json === true) {
       yield* Console.log(JSON.stringify(report))
     } else {

@@ -1,4 +1,4 @@
-import { Effect, Either, Option } from "effect"
+import { Effect, Either, Option, Predicate } from "effect"
 import { decodeCounts } from "../../pipelines/backfill.ts"
 import type { LayerOutcome, LayerResult, MinimumRaised } from "../../pipelines/nightly-export.ts"
 import type { Failover } from "../export/Failover.ts"
@@ -171,11 +171,13 @@ export const reportDocument = (fields: Record<string, unknown> & { readonly exit
 
 /**
  * Writes the run report as `OUT/_run.json` (replaced whole) when the output location exists: a run
- * refused before it wrote anything leaves no trace. A report that cannot be written does not change
- * the run's outcome; it is logged.
+ * refused before it wrote anything leaves no trace, nor does one whose output failed (a full disk:
+ * nothing more is written there). A report that cannot be written does not change the run's
+ * outcome; it is logged.
  */
-export const writeRunReport = (out: string, document: unknown) =>
+export const writeRunReport = (out: string, document: unknown, outcomes: ReadonlyArray<Pick<LayerOutcome, "result">> = []) =>
   Effect.gen(function*() {
+    if (outcomes.some((o) => Either.isLeft(o.result) && Predicate.isTagged(o.result.left, "SinkError"))) return
     const dest = yield* destination(out)
     if (!dest.remote && Option.isNone(yield* dest.stat(""))) return
     yield* writeJson(dest, RUN_REPORT, document)

@@ -129,7 +129,9 @@ describe("a throttling storm", () => {
     const data = left.filter((f) => /\.(parquet|arrow)(\.partial)?$/.test(f))
     expect(data.length).toBeGreaterThan(0)
     expect(data.filter((f) => !f.endsWith(".partial"))).toEqual([])
-    expect(left.filter((f) => !data.includes(f))).toEqual(["demo/places/version=0/_plan.json"])
+    expect(left.filter((f) => !data.includes(f)).sort()).toEqual(["_run.json", "demo/places/version=0/_plan.json"])
+    // The run report says what happened and that a retry is worth it.
+    expect(JSON.parse(fs.readFileSync(path.join(out, "_run.json"), "utf8"))).toMatchObject({ job: "export", status: "failed", exitCode: 5, retry: true })
 
     proxy.log.length = 0
     const rerun = await cli(exportArgs(out))

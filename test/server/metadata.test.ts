@@ -67,13 +67,14 @@ describe("metadata API", () => {
     })
 
     it("lists versions with an exclusive startVersion and an inclusive endVersion", async () => {
-      const body = await expectJson<{ versions: Array<{ version: number; timestamp: number; dependencies: unknown }> }>(
+      const body = await expectJson<{ versions: Array<{ version: number; timestamp: number; dependencies: unknown; partitionCounts: Record<string, number> }> }>(
         await svc.get(metadata("/versions?startVersion=2&endVersion=6")),
         200
       )
       expect(body.versions.map((v) => v.version)).toEqual([3, 4, 5, 6])
       for (const v of body.versions) {
-        expect(Object.keys(v).sort()).toEqual(["dependencies", "timestamp", "version"])
+        expect(Object.keys(v).sort()).toEqual(["dependencies", "partitionCounts", "timestamp", "version"])
+        expect(Object.values(v.partitionCounts).every((n) => Number.isInteger(n) && n >= 0)).toBe(true)
         expect(v.dependencies).toEqual([])
         expect(Number.isInteger(v.timestamp)).toBe(true)
       }

@@ -26,9 +26,10 @@ const committed = (root: string) =>
     : []
 
 /** Every file below `root`: name -> mtime, to prove a re-run rewrote nothing. */
+/** The exports' files and their times; the run report (`_run.json`) is each run's own. */
 const files = (root: string): Record<string, number> =>
   Object.fromEntries(
-    (fs.readdirSync(root, { recursive: true }) as Array<string>).map((f) => [f, fs.statSync(path.join(root, f)).mtimeMs])
+    (fs.readdirSync(root, { recursive: true }) as Array<string>).filter((f) => f !== "_run.json").map((f) => [f, fs.statSync(path.join(root, f)).mtimeMs])
   )
 
 /** Each committed version holds exactly the service's partitions of that version. */
@@ -105,6 +106,7 @@ describe("backfill", () => {
     expect(result.stdout).toContain("0 exported, 10 already exported, 0 unchanged, 0 without data, 0 deleted, 0 not published yet.")
     expect(result.stdout).not.toMatch(/: exported/)
     expect(files(out)).toEqual(before)
+    expect(JSON.parse(fs.readFileSync(path.join(out, "_run.json"), "utf8")).totals).toMatchObject({ exported: 0, alreadyExported: 10 })
   })
 
   it("reports versions below the minimum and past the latest as skipped ranges, not a crash, and exports the rest", async () => {
