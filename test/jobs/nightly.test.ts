@@ -30,7 +30,7 @@ const nightly = (fields: Record<string, unknown>) => {
 const lines = (text: string) => text.split("\n").filter((l) => l.trim() !== "")
 
 /** What the summary on stdout may hold: one line per layer outcome, its note and hint lines, raised minimums. */
-const SUMMARY_LINE = /^(Exported |Already exported |Up to date: |Failed |Raised the minimum |hrn:\S+ \S+: |  query it: |  removed )/
+const SUMMARY_LINE = /^(Exported |Already exported |Up to date: |Failed |Raised the minimum |hrn:\S+ \S+: | {2}query it: | {2}removed )/
 
 beforeAll(async () => {
   svc = await startService({ seed: { partitions: 30, versions: 4 }, faults: { ...noFaults, latencyMs: [3, 6] } })
