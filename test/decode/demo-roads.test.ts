@@ -19,10 +19,9 @@ import { makeDecoder } from "../../src/decode/LayerContent.ts"
 import { layerContent } from "../../src/decode/LayerContent.ts"
 import { clientLayerFor, runWith } from "../support/client.ts"
 import { literal, query, withDuckDB } from "../support/duckdb.ts"
-import { startService, type TestService } from "../support/service.ts"
+import { DEMO, startService, type TestService } from "../support/service.ts"
 import { type PartitionInput, writeDecoded } from "./support.ts"
 
-const DEMO = "hrn:local:data:::demo"
 
 describe("the demo protobuf layer, decoded", () => {
   let svc: TestService

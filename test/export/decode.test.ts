@@ -21,7 +21,7 @@ import { batchOf } from "../../src/sinks/RowBatch.ts"
 import { readWkb } from "../decode/support.ts"
 import { literal, query, withDuckDB } from "../support/duckdb.ts"
 import { startService, type TestService } from "../support/service.ts"
-import { cli, type CliResult } from "../reliability/support.ts"
+import { cli, type CliResult } from "../support/cli.ts"
 
 const CATALOG = "hrn:local:data:::decoding"
 const SCHEMA = "hrn:local:schema:::com.example.decoding:tile_v1:1.0.0"

@@ -10,10 +10,12 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Encoder } from "../../src/sinks/Encoder.ts"
 import * as RollingWriter from "../../src/sinks/RollingWriter.ts"
 import { RowBatchBuilder } from "../../src/sinks/RowBatch.ts"
-import { cli, DEMO, expectMatchesService, failureLines, readJson, readParquet, serviceState } from "../reliability/support.ts"
-import { literal, query, withDuckDB } from "../support/duckdb.ts"
+import { expectMatchesService, serviceState } from "../reliability/support.ts"
+import { literal, query, readParquet, withDuckDB } from "../support/duckdb.ts"
 import { startStore, type TestStore } from "../support/s3.ts"
-import { startService, type TestService } from "../support/service.ts"
+import { DEMO, startService, type TestService } from "../support/service.ts"
+import { cli, failureLines } from "../support/cli.ts"
+import { readJson } from "../support/files.ts"
 
 const PARTITIONS = 600
 

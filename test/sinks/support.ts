@@ -1,5 +1,4 @@
 import { Effect, type Layer } from "effect"
-import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -18,9 +17,9 @@ export const metadata = {
   tool_version: "0.1.0"
 }
 
-export const sha1 = (bytes: Uint8Array): string => createHash("sha1").update(bytes).digest("hex")
+import { sha1 } from "../support/files.ts"
 
-export const sha256File = (file: string): string => createHash("sha256").update(fs.readFileSync(file)).digest("hex")
+export { sha1, sha256File } from "../support/files.ts"
 
 /** Deterministic bytes (xorshift), so a failing test can be rerun on the same data. */
 export const bytes = (size: number, seed: number): Uint8Array => {

@@ -8,6 +8,10 @@ import { DEMO_APP } from "../../src/server/Seed.ts"
 import { defaultServiceOptions, type ServiceOptions } from "../../src/server/Server.ts"
 import { defaultSeed, noSeed } from "../../src/server/Seed.ts"
 
+/** The catalogs of the demo seed: one the demo application reads and writes, one it may not read. */
+export const DEMO = "hrn:local:data:::demo"
+export const RESTRICTED = "hrn:local:data:::restricted"
+
 export interface Credentials {
   readonly userId: string
   readonly appId: string
