@@ -25,5 +25,10 @@ export const clientLayerFor = async (
 export const clientLayer = (options: Parameters<typeof clientLayerFor>[1] = {}): Layer.Layer<DataClient.DataClient | Encoder, unknown, Service> =>
   Layer.unwrapEffect(Effect.flatMap(Service, (svc) => Effect.promise(() => clientLayerFor(svc, options))))
 
+/** Provides the product's Data API client for a running test service (and the encoder) to an Effect: `it.live(..., () => program.pipe(provideClient(svc)))` (live: the client's retries and polls wait real time). */
+export const provideClient = (svc: TestService, options: Parameters<typeof clientLayerFor>[1] = {}) =>
+  <A, E>(effect: Effect.Effect<A, E, DataClient.DataClient | Encoder>): Effect.Effect<A, unknown> =>
+    Effect.provide(effect, Layer.unwrapEffect(Effect.promise(() => clientLayerFor(svc, options))))
+
 export const runWith = <A, E>(layer: ClientLayer, effect: Effect.Effect<A, E, DataClient.DataClient | Encoder>) =>
   Effect.runPromise(effect.pipe(Effect.provide(layer)) as Effect.Effect<A, unknown>)
