@@ -46,7 +46,11 @@ export const cli = (args: ReadonlyArray<string>, options: CliOptions = {}) =>
     child.stderr.on("data", (c: Buffer) => (stderr += c.toString("utf8")))
     const timer = setTimeout(() => {
       child.kill("SIGKILL")
-      reject(new Error(`catalog-export ${args.join(" ")} did not finish within ${options.timeoutMs ?? 120_000} ms\n${stderr}`))
+      reject(
+        new Error(
+          `catalog-export ${args.join(" ")} did not finish within ${options.timeoutMs ?? 120_000} ms\n${stderr}`
+        )
+      )
     }, options.timeoutMs ?? 120_000)
     child.on("error", reject)
     child.on("close", (code, signal) => {
@@ -60,7 +64,9 @@ export const cliFor = (svc: TestService, credentials: string) => (...args: Array
   cli([...args, "--lookup-url", svc.lookupUrl, "--credentials", credentials])
 
 /** The flags that point the CLI at a test service as the demo application, logging JSON. */
-export const serviceFlags = async (svc: TestService) => ["--lookup-url", svc.lookupUrl, "--credentials", await svc.credentialsFile(), "--log-format", "json"]
+export const serviceFlags = async (
+  svc: TestService
+) => ["--lookup-url", svc.lookupUrl, "--credentials", await svc.credentialsFile(), "--log-format", "json"]
 
 /** The `catalog-export: <sentence>` lines a failed run printed. */
 export const failureLines = (r: CliResult) => r.stderr.split("\n").filter((l) => l.startsWith("catalog-export: "))
