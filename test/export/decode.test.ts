@@ -417,6 +417,30 @@ describe("a decoded export killed and resumed", () => {
   })
 })
 
+describe("a sharded decoding export", () => {
+  it("commits shards decoded alike, and refuses (exit 7, naming it) a shard decoded otherwise", async () => {
+    const out = path.join(work, "sharded")
+    const planned = await ok(["plan", "--catalog", CATALOG, "--layer", "tiles", "--version", "0", "--shards", "2", "--parts", "4", "--out", out])
+    const location = JSON.parse(planned.stdout).plan as string
+    const shard = (i: number, ...more: Array<string>) => ["export", "--plan", location, "--shard", String(i), "--quiet", ...more]
+    await ok(shard(0, "--decode", "auto"))
+    await ok(shard(1))
+    const dir = versionDir(out, "tiles", 0)
+    const refused = await run(["commit", "--plan", location])
+    expect(refused.code).toBe(7)
+    expect(refused.stderr).toContain("shard 1 is damaged (decoded otherwise than shard 0: give every shard the same --decode flags)")
+    expect(fs.existsSync(path.join(dir, "_manifest.json"))).toBe(false)
+
+    // Run again as the others were, shard 1 decodes its parts anew; commit keeps only the named files.
+    await ok(shard(1, "--decode", "auto"))
+    await ok(["commit", "--plan", location])
+    expect(plain(await tileRows(dir))).toEqual(plain(expectedTileRows()))
+    const manifest = manifestOf(dir)
+    expect(manifest.decode).toMatchObject({ kind: "protobuf", decoded: TILES, rows: TILES, failed: 0 })
+    expect(fs.readdirSync(dir).sort()).toEqual(["_manifest.json", ...manifest.files.map((f: { path: string }) => f.path)].sort())
+  })
+})
+
 describe("the decoding writers behind RollingWriter", () => {
   const json = (value: unknown) => new TextEncoder().encode(JSON.stringify(value))
   const rows = Array.from({ length: 60 }, (_, i) => ({
