@@ -97,7 +97,7 @@ describe("secrets", () => {
     expect(places.some(([, bytes]) => bytes.includes(Buffer.from(blobBytes)))).toBe(true)
     const leaks = places.flatMap(([where, bytes]) => secrets.filter((s) => bytes.includes(s)).map((s) => `${where} holds ${s.slice(0, 8)}…`))
     expect(leaks).toEqual([])
-  })
+  }, 180_000) // ten runs of the CLI one after another, one against a closed port until its retry budget ends
 })
 
 // --- redirects -----------------------------------------------------------------------------------
