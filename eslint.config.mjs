@@ -6,7 +6,7 @@ import js from "@eslint/js"
 import tseslint from "typescript-eslint"
 
 export default tseslint.config(
-  { ignores: ["dist/**", "node_modules/**", "out/**"] },
+  { ignores: ["dist/**", "node_modules/**", "out/**", ".data/**", "test/bench/.tmp/**"] },
   {
     files: ["**/*.ts", "**/*.mjs"],
     extends: [js.configs.recommended, ...tseslint.configs.recommended, ...effect.configs.dprint],
