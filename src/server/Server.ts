@@ -3,16 +3,15 @@ import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import * as fs from "node:fs"
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Effect, Layer, Option } from "effect"
-import { AdminStore } from "./AdminStore.ts"
-import { ArtifactStore } from "./ArtifactStore.ts"
 import { AuthConfig, type AuthOptions, AuthState, tokenEndpoint } from "./Auth.ts"
 import { BlobFiles } from "./BlobFiles.ts"
+import * as Database from "./db/Database.ts"
+import * as Repositories from "./db/Repositories.ts"
 import * as FastPath from "./FastPath.ts"
 import * as Faults from "./Faults.ts"
 import { json, unexpectedFailure } from "./Reply.ts"
@@ -35,7 +34,6 @@ import * as Stream from "./routes/Stream.ts"
 import * as Subscriptions from "./routes/Subscriptions.ts"
 import { Reads } from "./Reads.ts"
 import { noSeed, seed, type SeedOptions } from "./Seed.ts"
-import { Store } from "./Store.ts"
 
 export interface ServiceOptions {
   readonly port: number
@@ -134,9 +132,9 @@ export const layer = (options: ServiceOptions) =>
   Layer.unwrapScoped(
     Effect.map(dataDirectory(options.dataDir), (dataDir) => {
       const filename = path.join(dataDir, "catalog.db")
-      const tables = Layer.mergeAll(Store.layer, AdminStore.layer, ArtifactStore.layer, BlobFiles.layer(dataDir), AuthConfig.layer(options.auth), AuthState.layer)
+      const tables = Layer.mergeAll(Repositories.layer, BlobFiles.layer(dataDir), AuthConfig.layer(options.auth), AuthState.layer)
       const replicas = Replicas.layer({ regionsDown: options.regionsDown, delayMs: options.replicationDelayMs })
-      const storage = Layer.provideMerge(replicas, tables).pipe(Layer.provideMerge(SqliteClient.layer({ filename })))
+      const storage = Layer.provideMerge(replicas, tables).pipe(Layer.provideMerge(Database.layer(filename)))
       const seeded = Layer.effectDiscard(seed(options.seed ?? noSeed))
       const faults = Faults.isActive(options.faults) ? Faults.injector(options.faults) : undefined
       const limited = app(options.maxBodyBytes).pipe(HttpIncomingMessage.withMaxBodySize(Option.some(options.maxBodyBytes)))

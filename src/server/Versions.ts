@@ -1,7 +1,9 @@
 import { Effect } from "effect"
 import { BlobFiles } from "./BlobFiles.ts"
 import { badRequest } from "./Reply.ts"
-import { Store } from "./Store.ts"
+import { CatalogsRepo } from "./db/CatalogsRepo.ts"
+import { VersionsRepo } from "./db/VersionsRepo.ts"
+import { transaction } from "./db/Database.ts"
 
 export const MAX_VERSIONS_TO_KEEP = 50_000
 
@@ -13,10 +15,10 @@ export const MAX_VERSIONS_TO_KEEP = 50_000
  */
 export const raiseMinimum = (catalogHrn: string, version: number) =>
   Effect.gen(function*() {
-    const store = yield* Store
-    return yield* store.withTransaction(
+    const catalogs = yield* CatalogsRepo
+    return yield* transaction(
       Effect.gen(function*() {
-        const catalog = (yield* store.catalog(catalogHrn))!
+        const catalog = (yield* catalogs.catalog(catalogHrn))!
         if (catalog.latest_version < 0) {
           return yield* badRequest("version", `Catalog ${catalog.hrn} has no versions yet`)
         }
@@ -30,10 +32,10 @@ export const raiseMinimum = (catalogHrn: string, version: number) =>
           return yield* badRequest("version", `Invalid version: the minimum version is ${catalog.min_version} and cannot be lowered`)
         }
         if (version === catalog.min_version) return false
-        yield* store.setVersions(catalog.hrn, catalog.latest_version, version)
+        yield* catalogs.setVersions(catalog.hrn, catalog.latest_version, version)
         return true
       })
-    ).pipe(Effect.catchTag("SqlError", Effect.die))
+    )
   })
 
 /**
@@ -45,13 +47,14 @@ export const raiseMinimum = (catalogHrn: string, version: number) =>
  */
 export const collect = (catalogHrn: string) =>
   Effect.gen(function*() {
-    const store = yield* Store
+    const catalogs = yield* CatalogsRepo
+    const versions = yield* VersionsRepo
     const files = yield* BlobFiles
-    yield* store.withTransaction(
+    yield* transaction(
       Effect.gen(function*() {
-        const catalog = yield* store.catalog(catalogHrn)
+        const catalog = yield* catalogs.catalog(catalogHrn)
         if (catalog === undefined) return
-        const orphaned = yield* store.purgeBelowMinimum(catalogHrn, catalog.min_version)
+        const orphaned = yield* versions.purgeBelowMinimum(catalogHrn, catalog.min_version)
         for (const sha256 of orphaned) yield* files.remove(sha256)
       })
     )
@@ -63,13 +66,13 @@ export const collect = (catalogHrn: string) =>
  */
 export const applyAutomaticDeletion = (catalogHrn: string) =>
   Effect.gen(function*() {
-    const store = yield* Store
-    const catalog = (yield* store.catalog(catalogHrn))!
+    const catalogs = yield* CatalogsRepo
+    const catalog = (yield* catalogs.catalog(catalogHrn))!
     const keep = (JSON.parse(catalog.config) as { automaticVersionDeletion?: { numberOfVersionsToKeep?: number } })
       .automaticVersionDeletion?.numberOfVersionsToKeep
     if (keep === undefined || catalog.latest_version < 0) return false
     const minimum = Math.max(catalog.min_version, catalog.latest_version - keep + 1)
     if (minimum === catalog.min_version) return false
-    yield* store.setVersions(catalog.hrn, catalog.latest_version, minimum)
+    yield* catalogs.setVersions(catalog.hrn, catalog.latest_version, minimum)
     return true
   })

@@ -4,7 +4,6 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect, Schema } from "effect"
 import { CreateSchemaRequest, FILE_NAME, formatCoordinates, isArtifactId, isGroupId } from "../../domain/Artifact.ts"
 import { decodeSegment } from "../Access.ts"
-import { ArtifactStore } from "../ArtifactStore.ts"
 import {
   createSchema,
   grantSchema,
@@ -19,6 +18,7 @@ import {
 import { Caller, withCaller } from "../Auth.ts"
 import { badRequest, dataError, json } from "../Reply.ts"
 import { originOf } from "../Views.ts"
+import { ArtifactsRepo } from "../db/ArtifactsRepo.ts"
 
 /** The artifact API v1 (a platform API in lookup): schemas and the artifact files behind their variants. */
 
@@ -69,7 +69,7 @@ const listSchemas = Effect.gen(function*() {
   if (order !== "ASC" && order !== "DESC") return yield* badRequest("order", "order must be ASC or DESC")
   const sort = query.get("sort") ?? "hrn"
   if (!["hrn", "name", "created"].includes(sort)) return yield* badRequest("sort", "sort must be hrn, name or created")
-  const rows = [...(yield* (yield* ArtifactStore).readableSchemas(appId).pipe(Effect.orDie))]
+  const rows = [...(yield* (yield* ArtifactsRepo).readableSchemas(appId))]
   const key = (r: (typeof rows)[number]) => (sort === "created" ? String(r.created).padStart(16, "0") : sort === "name" ? r.name : r.hrn)
   rows.sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : a.hrn < b.hrn ? -1 : 1) * (order === "ASC" ? 1 : -1))
   const page = rows.slice(from, from + limit)

@@ -11,8 +11,9 @@ import { type ReadsShape, Reads } from "../Reads.ts"
 import { versionedWritesBlockedBy, versionedWritesRefused } from "../Regions.ts"
 import { Replicas } from "../Replicas.ts"
 import { badRequest, conflict, forbidden, notFound, orFail, type PlainResponse, Reply, type Result, toServerResponse } from "../Reply.ts"
-import { type CatalogRow, type LayerRow, Store } from "../Store.ts"
 import { contentEncodingOf, layerConfigOf } from "../Views.ts"
+import { BlobsRepo } from "../db/BlobsRepo.ts"
+import type { CatalogRow, LayerRow } from "../db/CatalogsRepo.ts"
 
 /** Versioned and index layers keep immutable blobs; volatile layers overwrite (the volatile-blob API). */
 const isVolatile = (layer: LayerRow) => layer.layer_type === "volatile"
@@ -135,7 +136,7 @@ const write = Effect.gen(function*() {
     if (blockedBy !== undefined) return yield* versionedWritesRefused(blockedBy)
   }
   const request = yield* HttpServerRequest.HttpServerRequest
-  const store = yield* Store
+  const blobs = yield* BlobsRepo
   const config = layerConfigOf(layer)
   const contentType = request.headers["content-type"]
   if (config.contentType && contentType?.split(";")[0]?.trim() !== config.contentType) {
@@ -145,7 +146,7 @@ const write = Effect.gen(function*() {
   if (encoding !== undefined && encoding !== (contentEncodingOf(layer) ?? "identity")) {
     return yield* badRequest("Content-Encoding", `Content-Encoding must match the layer's content encoding '${contentEncodingOf(layer) ?? "identity"}'`)
   }
-  const existing = yield* store.blob(layer.pk, handle).pipe(Effect.orDie)
+  const existing = yield* blobs.blob(layer.pk, handle)
   if (existing !== undefined && !isVolatile(layer)) {
     return yield* conflict("dataHandle", `data handle '${handle}' already exists; blobs are immutable, upload under a new handle`)
   }
@@ -155,7 +156,7 @@ const write = Effect.gen(function*() {
     return yield* badRequest("X-HERE-Digest", "the body does not match X-HERE-Digest")
   }
   const stored = yield* (yield* BlobFiles).put(bytes)
-  yield* store.putBlob(layer.pk, handle, stored.sha256, stored.size, contentEncodingOf(layer)).pipe(Effect.orDie)
+  yield* blobs.putBlob(layer.pk, handle, stored.sha256, stored.size, contentEncodingOf(layer))
   if (isVolatile(layer)) yield* replicate(catalog, layer, handle)
   return HttpServerResponse.empty({ status: existing !== undefined ? 204 : 200 })
 })
@@ -164,13 +165,13 @@ const remove = Effect.gen(function*() {
   const { catalog, layer } = yield* routeLayer("write")
   const handle = yield* handleParam
   if (!isVolatile(layer) && layer.layer_type !== "index") return yield* Effect.fail(forbidden())
-  const store = yield* Store
-  const existing = yield* store.blob(layer.pk, handle).pipe(Effect.orDie)
+  const blobs = yield* BlobsRepo
+  const existing = yield* blobs.blob(layer.pk, handle)
   if (existing === undefined) {
     return isVolatile(layer) ? yield* notFound("dataHandle", `no blob with data handle '${handle}'`) : HttpServerResponse.empty({ status: 202 })
   }
-  yield* store.deleteBlob(layer.pk, handle).pipe(Effect.orDie)
-  if (!(yield* store.contentInUse(existing.sha256).pipe(Effect.orDie))) yield* (yield* BlobFiles).remove(existing.sha256)
+  yield* blobs.deleteBlob(layer.pk, handle)
+  if (!(yield* blobs.contentInUse(existing.sha256))) yield* (yield* BlobFiles).remove(existing.sha256)
   if (isVolatile(layer)) yield* replicate(catalog, layer, handle)
   return HttpServerResponse.empty({ status: isVolatile(layer) ? 204 : 202 })
 })

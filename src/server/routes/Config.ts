@@ -8,8 +8,10 @@ import { checkCatalog, storedCatalogConfig, storedLayerConfig } from "../Catalog
 import { operationProgress, recreateWarnings, withWarnings } from "../Operations.ts"
 import { checkUpdate } from "../Regions.ts"
 import { badRequest, json, notFound } from "../Reply.ts"
-import { type OperationRow, Store } from "../Store.ts"
 import { catalogView, originOf } from "../Views.ts"
+import { CatalogsRepo } from "../db/CatalogsRepo.ts"
+import { type OperationRow, OperationsRepo } from "../db/OperationsRepo.ts"
+import { transaction } from "../db/Database.ts"
 
 interface PageContext {
   readonly offset: number
@@ -30,15 +32,15 @@ const decodeContext = (s: string): PageContext | undefined => {
 const listPage = (context: PageContext | undefined, verbose: boolean) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
-    const store = yield* Store
+    const catalogs = yield* CatalogsRepo
     const { appId } = yield* Caller
     const origin = originOf(request.headers)
-    const all = yield* store.readableCatalogs(appId).pipe(Effect.orDie)
+    const all = yield* catalogs.readableCatalogs(appId)
     const offset = context?.offset ?? 0
     const page = context === undefined ? all : all.slice(offset, offset + context.limit)
     const items = yield* Effect.forEach(page, (catalog) =>
       verbose
-        ? Effect.map(store.layers(catalog.hrn).pipe(Effect.orDie), (layers) => catalogView(catalog, layers))
+        ? Effect.map(catalogs.layers(catalog.hrn), (layers) => catalogView(catalog, layers))
         : Effect.succeed({
           href: `${origin}/config/v1/catalogs/${catalog.hrn}`,
           hrn: catalog.hrn,
@@ -71,7 +73,7 @@ const listContext = Effect.gen(function*() {
 const get = Effect.gen(function*() {
   const params = yield* HttpRouter.params
   const catalog = yield* configCatalogFor(decodeSegment(params.catalog), "read")
-  const layers = yield* (yield* Store).layers(catalog.hrn).pipe(Effect.orDie)
+  const layers = yield* (yield* CatalogsRepo).layers(catalog.hrn)
   return json(200, catalogView(catalog, layers))
 })
 
@@ -82,7 +84,7 @@ export const accepted = (kind: OperationRow["kind"], catalogHrn: string, title: 
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const token = randomBytes(16).toString("hex")
-    yield* (yield* Store).insertOperation({ token, kind, catalog_hrn: catalogHrn, title, state, created: Date.now() }).pipe(Effect.orDie)
+    yield* (yield* OperationsRepo).insert({ token, kind, catalog_hrn: catalogHrn, title, state, created: Date.now() })
     return json(202, { href: `${originOf(request.headers)}/config/v1/status/${token}`, configToken: token, title, type: "urn:olp-types:status" })
   })
 
@@ -98,12 +100,12 @@ const update = Effect.gen(function*() {
   const body = yield* jsonBody
   yield* checkCatalog(body)
   if (body.id !== catalog.id) return yield* badRequest("id", `the body's id '${body.id}' is not the catalog's id '${catalog.id}'`)
-  const store = yield* Store
+  const catalogs = yield* CatalogsRepo
   const previous = JSON.parse(catalog.config) as Record<string, any>
   if (body.replication !== undefined && JSON.stringify(body.replication) !== JSON.stringify(previous.replication ?? {})) {
     return yield* badRequest("replication", "the region and replication of a catalog are chosen at creation and cannot be changed; delete and recreate the catalog")
   }
-  const existing = new Map((yield* store.layers(catalog.hrn).pipe(Effect.orDie)).map((l) => [l.id, l]))
+  const existing = new Map((yield* catalogs.layers(catalog.hrn)).map((l) => [l.id, l]))
   yield* checkUpdate(body, previous)
   for (const layer of (body.layers ?? []) as Array<Record<string, any>>) {
     const current = existing.get(layer.id)
@@ -115,13 +117,13 @@ const update = Effect.gen(function*() {
     }
   }
   const created = new Date().toISOString()
-  yield* store.withTransaction(Effect.gen(function*() {
-    yield* store.updateCatalogConfig(catalog.hrn, JSON.stringify(storedCatalogConfig({ replication: previous.replication, ...body }, previous)))
+  yield* transaction(Effect.gen(function*() {
+    yield* catalogs.updateCatalogConfig(catalog.hrn, JSON.stringify(storedCatalogConfig({ replication: previous.replication, ...body }, previous)))
     for (const layer of (body.layers ?? []) as Array<Record<string, any>>) {
       const current = existing.get(layer.id)
       const config = JSON.stringify(storedLayerConfig(layer))
-      if (current === undefined) yield* store.insertLayer({ catalog_hrn: catalog.hrn, id: layer.id, layer_type: layer.layerType, config, created })
-      else yield* store.updateLayerConfig(current.pk, config)
+      if (current === undefined) yield* catalogs.insertLayer({ catalog_hrn: catalog.hrn, id: layer.id, layer_type: layer.layerType, config, created })
+      else yield* catalogs.updateLayerConfig(current.pk, config)
     }
   })).pipe(Effect.orDie)
   const added = ((body.layers ?? []) as Array<Record<string, any>>).map((l) => l.id as string).filter((id) => !existing.has(id))
@@ -133,7 +135,7 @@ const disableAutomaticDeletion = Effect.gen(function*() {
   const params = yield* HttpRouter.params
   const catalog = yield* configCatalogFor(decodeSegment(params.catalog), "write")
   const { automaticVersionDeletion: _dropped, ...rest } = JSON.parse(catalog.config) as Record<string, unknown>
-  yield* (yield* Store).updateCatalogConfig(catalog.hrn, JSON.stringify(rest)).pipe(Effect.orDie)
+  yield* (yield* CatalogsRepo).updateCatalogConfig(catalog.hrn, JSON.stringify(rest))
   return yield* accepted("update", catalog.hrn, "Catalog Update")
 })
 
@@ -142,7 +144,7 @@ const status = Effect.gen(function*() {
   const request = yield* HttpServerRequest.HttpServerRequest
   const params = yield* HttpRouter.params
   const search = yield* HttpServerRequest.ParsedSearchParams
-  const operation = yield* (yield* Store).operation(decodeSegment(params.token)).pipe(Effect.orDie)
+  const operation = yield* (yield* OperationsRepo).byToken(decodeSegment(params.token))
   if (operation === undefined) return yield* notFound("token", "unknown status token")
   const progress = yield* operationProgress(operation)
   if (progress !== undefined) return progress

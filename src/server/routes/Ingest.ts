@@ -3,10 +3,11 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { createHash, randomUUID } from "node:crypto"
 import { Effect } from "effect"
 import { routeLayer, servedIn } from "../Access.ts"
-import { AdminStore } from "../AdminStore.ts"
 import { withCaller } from "../Auth.ts"
 import { Replicas } from "../Replicas.ts"
 import { badRequest, json } from "../Reply.ts"
+import { StreamsRepo } from "../db/StreamsRepo.ts"
+import { transaction } from "../db/Database.ts"
 
 /**
  * Ingest API v1, its generic endpoint: `POST /layers/{layerId}` with one message as the body writes it
@@ -31,8 +32,8 @@ const ingest = Effect.gen(function*() {
     checksum: createHash("sha1").update(data).digest("hex"),
     timestamp: Date.now()
   }
-  const admin = yield* AdminStore
-  yield* admin.withTransaction(admin.appendMessages(layer.pk, [message])).pipe(Effect.orDie)
+  const streams = yield* StreamsRepo
+  yield* transaction(streams.appendMessages(layer.pk, [message])).pipe(Effect.orDie)
   const { placement, region } = yield* servedIn(catalog)
   yield* (yield* Replicas).streamWritten({ placement, region, key: layer.pk, messages: [message] })
   return json(200, { TraceID: traceId })

@@ -7,8 +7,8 @@ import { decodeSegment, mayAccess } from "../Access.ts"
 import { Caller, withCaller } from "../Auth.ts"
 import { lookupRegion, placementOf, regionPrefix } from "../Regions.ts"
 import { dataError, json, notFound } from "../Reply.ts"
-import { Store } from "../Store.ts"
 import { originOf } from "../Views.ts"
+import { CatalogsRepo } from "../db/CatalogsRepo.ts"
 
 const CACHE = { "cache-control": "max-age=3600" }
 
@@ -53,7 +53,7 @@ const resource = Effect.gen(function*() {
   const parsed = Hrn.parseCatalog(Hrn.toCatalogHrn(raw))
   if (Either.isLeft(parsed)) return yield* dataError(400, "Bad Request", [{ name: "hrn", error: "Request contains hrn with unknown structure of resource" }])
   const hrn = Hrn.format(parsed.right)
-  const catalog = yield* (yield* Store).catalog(hrn).pipe(Effect.orDie)
+  const catalog = yield* (yield* CatalogsRepo).catalog(hrn)
   const { appId } = yield* Caller
   if (catalog === undefined || !(yield* mayAccess(catalog, appId, "read"))) {
     return yield* notFound("hrn", `Resource not found: ${hrn}`)

@@ -10,9 +10,10 @@ import { type ReadsShape, Reads, type Selection } from "../Reads.ts"
 import { versionedWritesBlockedBy, versionedWritesRefused } from "../Regions.ts"
 import { Replicas } from "../Replicas.ts"
 import { badRequest, json, notFound, orFail, Reply, type Result } from "../Reply.ts"
-import { type CatalogRow, type LayerRow, Store, type VersionRow } from "../Store.ts"
 import { collect, raiseMinimum } from "../Versions.ts"
 import { originOf } from "../Views.ts"
+import { type VersionRow, VersionsRepo } from "../db/VersionsRepo.ts"
+import type { CatalogRow, LayerRow } from "../db/CatalogsRepo.ts"
 
 const MAX_VERSIONS_PER_CALL = 1000
 const MAX_PARTS = 10_000
@@ -100,12 +101,12 @@ const parts = Effect.gen(function*() {
   const params = yield* HttpServerRequest.ParsedSearchParams
   const requested = yield* requiredInteger(params, "numRequestedParts")
   if (requested < 1 || requested > MAX_PARTS) return yield* badRequest("numRequestedParts", `numRequestedParts must be within 1..${MAX_PARTS}`)
-  const store = yield* Store
-  const total = yield* store.countCurrentPartitions(layer.pk).pipe(Effect.orDie)
+  const versions = yield* VersionsRepo
+  const total = yield* versions.countCurrentPartitions(layer.pk)
   const count = Math.max(1, Math.min(requested, total))
   const bounds: Array<string> = [""]
   for (let i = 1; i < count; i++) {
-    const id = yield* store.partitionIdAtRank(layer.pk, Math.floor((i * total) / count) - 1).pipe(Effect.orDie)
+    const id = yield* versions.partitionIdAtRank(layer.pk, Math.floor((i * total) / count) - 1)
     if (id !== undefined && id > bounds[bounds.length - 1]!) bounds.push(id)
   }
   const result = bounds.map((after, i) =>
@@ -251,7 +252,7 @@ const versions = Effect.gen(function*() {
   const catalog = yield* routeCatalog("read")
   yield* requireVersions(catalog)
   const params = yield* HttpServerRequest.ParsedSearchParams
-  const store = yield* Store
+  const versions = yield* VersionsRepo
   const listed = params.version
   if (listed !== undefined) {
     const numbers = (typeof listed === "string" ? [listed] : listed).flatMap((v) => v.split(","))
@@ -261,7 +262,7 @@ const versions = Effect.gen(function*() {
       if (!/^-?\d+$/.test(n)) return yield* badRequest("version", `version must be an integer, got '${n}'`)
       parsed.push(Number(n))
     }
-    const rows = yield* store.versionsIn(catalog.hrn, parsed).pipe(Effect.orDie)
+    const rows = yield* versions.versionsIn(catalog.hrn, parsed)
     return json(200, { versions: rows.filter((r) => r.version >= catalog.min_version).map(versionInfo) })
   }
   const start = (yield* integerParam(params, "startVersion")) ?? -1
@@ -271,7 +272,7 @@ const versions = Effect.gen(function*() {
   if (end - start > MAX_VERSIONS_PER_CALL) {
     return yield* badRequest("endVersion", `at most ${MAX_VERSIONS_PER_CALL} versions per call; narrow startVersion..endVersion`)
   }
-  const rows = yield* store.versions(catalog.hrn, Math.max(start, catalog.min_version - 1), end).pipe(Effect.orDie)
+  const rows = yield* versions.versions(catalog.hrn, Math.max(start, catalog.min_version - 1), end)
   return json(200, { versions: rows.map(versionInfo) })
 })
 
@@ -307,7 +308,7 @@ const layerVersions = Effect.gen(function*() {
   const params = yield* HttpServerRequest.ParsedSearchParams
   const version = yield* requiredInteger(params, "version")
   yield* checkVersion(catalog, version)
-  const rows = yield* (yield* Store).layerVersionsAt(catalog.hrn, version).pipe(Effect.orDie)
+  const rows = yield* (yield* VersionsRepo).layerVersionsAt(catalog.hrn, version)
   return json(200, { version, layerVersions: rows })
 })
 

@@ -9,8 +9,9 @@ import { initPublication, publicationOf, publicationView, stagePartitions, submi
 import { versionedWritesBlockedBy, versionedWritesRefused } from "../Regions.ts"
 import { Replicas } from "../Replicas.ts"
 import { badRequest, conflict, json } from "../Reply.ts"
-import { type CatalogRow, Store } from "../Store.ts"
 import { originOf } from "../Views.ts"
+import { PublicationsRepo } from "../db/PublicationsRepo.ts"
+import type { CatalogRow } from "../db/CatalogsRepo.ts"
 
 const MAX_PARTITIONS_PER_REQUEST = 10_000
 
@@ -84,9 +85,9 @@ const cancel = Effect.gen(function*() {
   if (publication.state !== "initialized") {
     return yield* conflict("publication", `publication ${publication.id} is ${publication.state}; only an initialized publication can be cancelled`)
   }
-  const store = yield* Store
-  yield* store.setPublicationState(publication.id, "cancelled", "Publication was cancelled", Date.now()).pipe(Effect.orDie)
-  yield* store.deleteStaged(publication.id).pipe(Effect.orDie)
+  const publications = yield* PublicationsRepo
+  yield* publications.setState(publication.id, "cancelled", "Publication was cancelled", Date.now())
+  yield* publications.deleteStaged(publication.id)
   return HttpServerResponse.empty({ status: 204 })
 })
 

@@ -4,12 +4,12 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { randomInt, randomUUID } from "node:crypto"
 import { Effect } from "effect"
 import { routeLayer, ServedRegion } from "../Access.ts"
-import { AdminStore, type StreamConsumerRow } from "../AdminStore.ts"
 import { Caller, withCaller } from "../Auth.ts"
 import { regionPrefix } from "../Regions.ts"
 import { json, Reply } from "../Reply.ts"
-import type { CatalogRow, LayerRow } from "../Store.ts"
 import { originOf } from "../Views.ts"
+import { type StreamConsumerRow, StreamsRepo } from "../db/StreamsRepo.ts"
+import type { CatalogRow, LayerRow } from "../db/CatalogsRepo.ts"
 
 /**
  * Stream API v2, enough to consume a stream layer: subscribe, read (`GET .../partitions`), commit
@@ -89,10 +89,10 @@ const subscribe = Effect.gen(function*() {
   const request = yield* HttpServerRequest.HttpServerRequest
   const params = yield* HttpServerRequest.ParsedSearchParams
   const mode = yield* modeOf(params)
-  const admin = yield* AdminStore
+  const streams = yield* StreamsRepo
   const existingId = one(params, "subscriptionId")
   if (existingId !== undefined) {
-    const consumer = yield* admin.consumer(existingId).pipe(Effect.orDie)
+    const consumer = yield* streams.consumer(existingId)
     if (consumer === undefined || consumer.layer_pk !== layer.pk || consumer.app_id !== appId) return yield* subscriptionNotFound(existingId)
     return json(201, { nodeBaseURL: yield* nodeBaseUrl(request, catalog), subscriptionId: consumer.id })
   }
@@ -106,13 +106,13 @@ const subscribe = Effect.gen(function*() {
     return yield* streamError(400, "Invalid consumer property", "E213005", `max.poll.records must be an integer within 1..${MAX_RECORDS}`, "Correct max.poll.records and retry")
   }
   const group = typeof props["group.id"] === "string" && props["group.id"] !== "" ? (props["group.id"] as string) : "default"
-  const bounds = yield* admin.messageBounds(layer.pk).pipe(Effect.orDie)
-  const committed = yield* admin.committedOffset(layer.pk, appId, group).pipe(Effect.orDie)
+  const bounds = yield* streams.messageBounds(layer.pk)
+  const committed = yield* streams.committedOffset(layer.pk, appId, group)
   const position = committed ?? (reset === "latest" ? bounds.next : bounds.low)
   const serial = `-${randomInt(1_000_000_000, 2_147_483_647)}`
   const id = mode === "serial" ? serial : `${serial}.${one(params, "consumerId") ?? randomUUID()}`
   const row: StreamConsumerRow = { id, layer_pk: layer.pk, app_id: appId, group_id: group, mode, position, max_records: maxRecords, created: Date.now() }
-  yield* admin.insertConsumer(row).pipe(Effect.orDie)
+  yield* streams.insertConsumer(row)
   return json(201, { nodeBaseURL: yield* nodeBaseUrl(request, catalog), subscriptionId: id }, { "x-correlation-id": randomUUID() })
 })
 
@@ -125,21 +125,21 @@ const routeConsumer = Effect.gen(function*() {
   const { appId } = yield* Caller
   const params = yield* HttpServerRequest.ParsedSearchParams
   const mode = yield* modeOf(params)
-  const admin = yield* AdminStore
+  const streams = yield* StreamsRepo
   const id = one(params, "subscriptionId")
   if (id === undefined && mode === "parallel") {
     return yield* streamError(400, "SubscriptionId not provided", "E213013", "SubscriptionId is mandatory for 'parallel' mode", "Retry with valid subscriptionId")
   }
-  const consumer = id === undefined ? yield* admin.latestConsumer(layer.pk, appId, mode).pipe(Effect.orDie) : yield* admin.consumer(id).pipe(Effect.orDie)
+  const consumer = id === undefined ? yield* streams.latestConsumer(layer.pk, appId, mode) : yield* streams.consumer(id)
   if (consumer === undefined || consumer.layer_pk !== layer.pk || consumer.app_id !== appId) return yield* subscriptionNotFound(id ?? "(serial)")
   return { catalog, layer, consumer }
 })
 
 const read = Effect.gen(function*() {
   const { consumer, layer } = yield* routeConsumer
-  const admin = yield* AdminStore
-  const rows = yield* admin.messagesFrom(layer.pk, consumer.position, consumer.max_records).pipe(Effect.orDie)
-  if (rows.length > 0) yield* admin.setConsumerPosition(consumer.id, rows[rows.length - 1]!.offset + 1).pipe(Effect.orDie)
+  const streams = yield* StreamsRepo
+  const rows = yield* streams.messagesFrom(layer.pk, consumer.position, consumer.max_records)
+  if (rows.length > 0) yield* streams.setConsumerPosition(consumer.id, rows[rows.length - 1]!.offset + 1)
   const messages = rows.map((r) => ({
     metaData: {
       partition: r.partition,
@@ -161,7 +161,7 @@ const offsetsBody = (layer: LayerRow, allowEnd: boolean) =>
     const offsets = body?.offsets
     const bad = (cause: string) => streamError(400, "Invalid offsets", "E213006", cause, "Send {offsets: [{partition, offset}]} with offsets of messages read")
     if (!Array.isArray(offsets) || offsets.length === 0) return yield* bad("offsets must be a non-empty array of {partition, offset}")
-    const bounds = yield* (yield* AdminStore).messageBounds(layer.pk).pipe(Effect.orDie)
+    const bounds = yield* (yield* StreamsRepo).messageBounds(layer.pk)
     let last: number | undefined
     for (const o of offsets) {
       if (o?.partition !== STREAM_PARTITION) return yield* bad(`partition ${JSON.stringify(o?.partition)} does not exist; layer ${layer.id} has stream partition ${STREAM_PARTITION}`)
@@ -177,20 +177,20 @@ const commit = Effect.gen(function*() {
   const { consumer, layer } = yield* routeConsumer
   const offset = yield* offsetsBody(layer, false)
   // As the platform: the offset given is the last message read; the service adds one.
-  yield* (yield* AdminStore).commitOffset(layer.pk, consumer.app_id, consumer.group_id, offset + 1).pipe(Effect.orDie)
+  yield* (yield* StreamsRepo).commitOffset(layer.pk, consumer.app_id, consumer.group_id, offset + 1)
   return HttpServerResponse.empty({ status: 200, headers: { "x-correlation-id": randomUUID() } })
 })
 
 const seek = Effect.gen(function*() {
   const { consumer, layer } = yield* routeConsumer
   const offset = yield* offsetsBody(layer, true)
-  yield* (yield* AdminStore).setConsumerPosition(consumer.id, offset).pipe(Effect.orDie)
+  yield* (yield* StreamsRepo).setConsumerPosition(consumer.id, offset)
   return HttpServerResponse.empty({ status: 200, headers: { "x-correlation-id": randomUUID() } })
 })
 
 const unsubscribe = Effect.gen(function*() {
   const { consumer } = yield* routeConsumer
-  yield* (yield* AdminStore).deleteConsumer(consumer.id).pipe(Effect.orDie)
+  yield* (yield* StreamsRepo).deleteConsumer(consumer.id)
   return HttpServerResponse.empty({ status: 200 })
 })
 
