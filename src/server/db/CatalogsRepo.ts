@@ -1,6 +1,6 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { Context, Effect, Layer, Schema } from "effect"
-import { findAll, findOne, run, single, write } from "./Database.ts"
+import { findAll, findOne, run, single } from "./Database.ts"
 
 export const CatalogRow = Schema.Struct({
   hrn: Schema.String,
@@ -37,7 +37,8 @@ const CatalogAndLayer = Schema.Struct({ catalogHrn: Schema.String, layerId: Sche
  * stored for it along (in the caller's transaction) and leaves what the interface still reports.
  */
 export class CatalogsRepo extends Context.Tag("catalog-export/server/CatalogsRepo")<CatalogsRepo, {
-  readonly insertCatalog: (row: typeof NewCatalog.Type) => Effect.Effect<void>
+  /** Inserts a catalog; false when one with its HRN exists already. */
+  readonly insertCatalog: (row: typeof NewCatalog.Type) => Effect.Effect<boolean>
   readonly updateCatalogConfig: (hrn: string, config: string) => Effect.Effect<void>
   readonly catalog: (hrn: string) => Effect.Effect<CatalogRow | undefined>
   readonly catalogById: (id: string) => Effect.Effect<CatalogRow | undefined>
@@ -120,6 +121,11 @@ export class CatalogsRepo extends Context.Tag("catalog-export/server/CatalogsRep
         Result: Schema.Struct({ deleted_at: Schema.Number }),
         execute: ({ catalogHrn, layerId }) => sql`SELECT deleted_at FROM layer_deletions WHERE catalog_hrn = ${catalogHrn} AND layer_id = ${layerId}`
       })
+      const insertCatalog = findAll({
+        Request: NewCatalog,
+        Result: Schema.Struct({ hrn: Schema.String }),
+        execute: (row) => sql`INSERT INTO catalogs ${sql.insert(row)} ON CONFLICT (hrn) DO NOTHING RETURNING hrn`
+      })
       const grantOf = findOne({
         Request: CatalogAndApp,
         Result: Grant,
@@ -137,7 +143,7 @@ export class CatalogsRepo extends Context.Tag("catalog-export/server/CatalogsRep
       })
 
       return CatalogsRepo.of({
-        insertCatalog: write({ Request: NewCatalog, execute: (row) => sql`INSERT INTO catalogs ${sql.insert(row)}` }),
+        insertCatalog: (row) => Effect.map(insertCatalog(row), (inserted) => inserted.length > 0),
         updateCatalogConfig: (hrn, config) => run(sql`UPDATE catalogs SET config = ${config} WHERE hrn = ${hrn}`),
         catalog: findOne({ Request: Schema.String, Result: CatalogRow, execute: (hrn) => sql`SELECT * FROM catalogs WHERE hrn = ${hrn}` }),
         catalogById: findOne({

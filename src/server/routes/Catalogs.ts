@@ -59,16 +59,16 @@ const create = Effect.gen(function*() {
   }
   const created = new Date().toISOString()
   yield* transaction(Effect.gen(function*() {
-    yield* catalogs.insertCatalog({ hrn, id: body.id, owner_app: appId, config: JSON.stringify(config), created })
+    // Two creations of the same id racing: the second finds the first's row.
+    if (!(yield* catalogs.insertCatalog({ hrn, id: body.id, owner_app: appId, config: JSON.stringify(config), created }))) {
+      return yield* conflict("id", `a catalog with the id '${body.id}' already exists or is being created`)
+    }
     for (const layer of layers) {
       const stored = storedLayerConfig(layer)
       if (layer.layerType === "interactivemap" && stored.contentType === undefined) stored.contentType = INTERACTIVE_MAP_CONTENT_TYPE
       yield* catalogs.insertLayer({ catalog_hrn: hrn, id: layer.id, layer_type: layer.layerType, config: JSON.stringify(stored), created })
     }
-  })).pipe(
-    // Two creations of the same id racing: the second insert fails on the primary key.
-    Effect.catchAll(() => conflict("id", `a catalog with the id '${body.id}' already exists or is being created`))
-  )
+  }))
   const warnings = yield* recreateWarnings(hrn, layers.map((l) => l.id))
   return withWarnings(warnings)(yield* accepted("create", hrn, "Catalog Creation"))
 })
