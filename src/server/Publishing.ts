@@ -3,7 +3,7 @@ import { Effect } from "effect"
 import { PARTITION_ID } from "../domain/Publish.ts"
 import { BlobFiles } from "./BlobFiles.ts"
 import { badRequest, conflict, notFound } from "./Reply.ts"
-import { applyAutomaticDeletion, collect } from "./Versions.ts"
+import { applyAutomaticDeletion, Collector } from "./Versions.ts"
 import { contentEncodingOf } from "./Views.ts"
 import { type CatalogRow, CatalogsRepo, type LayerRow } from "./db/CatalogsRepo.ts"
 import { VersionsRepo } from "./db/VersionsRepo.ts"
@@ -148,7 +148,7 @@ export const submitPublication = (publication: PublicationRow) =>
         return { version, raised: yield* applyAutomaticDeletion(catalog.hrn), written: [] }
       })
     ).pipe(Effect.orDie)
-    if (committed.raised) yield* Effect.forkDaemon(collect(publication.catalog_hrn))
+    if (committed.raised) yield* (yield* Collector).start(publication.catalog_hrn)
     return { version: committed.version, written: committed.written }
   })
 

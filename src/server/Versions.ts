@@ -1,15 +1,16 @@
-import { Effect } from "effect"
+import type * as SqlClient from "@effect/sql/SqlClient"
+import { Context, Effect, FiberSet, Layer } from "effect"
 import { BlobFiles } from "./BlobFiles.ts"
-import { badRequest } from "./Reply.ts"
 import { CatalogsRepo } from "./db/CatalogsRepo.ts"
-import { VersionsRepo } from "./db/VersionsRepo.ts"
 import { transaction } from "./db/Database.ts"
+import { VersionsRepo } from "./db/VersionsRepo.ts"
+import { badRequest } from "./Reply.ts"
 
 export const MAX_VERSIONS_TO_KEEP = 50_000
 
 /**
  * Raises the minimum version: versions below it stop being readable at once; their partition
- * metadata and the blobs no surviving version uses are removed afterwards by `collect`.
+ * metadata and the blobs no surviving version uses are removed afterwards by `Collector`.
  * The latest version always stays readable. Checked and written in one transaction on a fresh read
  * of the catalog, so a version committed meanwhile is never overwritten by a stale `latest_version`.
  */
@@ -45,7 +46,7 @@ export const raiseMinimum = (catalogHrn: string, version: number) =>
  * refers to any more is forgotten in the same transaction, so an upload of identical bytes committed
  * after it stores them again instead of pointing at removed content.
  */
-export const collect = (catalogHrn: string) =>
+const collect = (catalogHrn: string) =>
   Effect.gen(function*() {
     const catalogs = yield* CatalogsRepo
     const versions = yield* VersionsRepo
@@ -59,6 +60,26 @@ export const collect = (catalogHrn: string) =>
       })
     )
   }).pipe(Effect.orDie)
+
+/**
+ * Runs `collect` in the background after the minimum version was raised: the request that raised
+ * it answers without waiting. Collections still running when the service stops are interrupted
+ * (each is one transaction, so it rolls back and the next raise collects again).
+ */
+export class Collector extends Context.Tag("catalog-export/server/Collector")<Collector, {
+  readonly start: (catalogHrn: string) => Effect.Effect<void>
+}>() {
+  static readonly layer: Layer.Layer<Collector, never, CatalogsRepo | VersionsRepo | BlobFiles | SqlClient.SqlClient> = Layer.scoped(
+    Collector,
+    Effect.gen(function*() {
+      const fibers = yield* FiberSet.make()
+      const context = yield* Effect.context<CatalogsRepo | VersionsRepo | BlobFiles | SqlClient.SqlClient>()
+      return Collector.of({
+        start: (catalogHrn) => Effect.asVoid(FiberSet.run(fibers, Effect.provide(collect(catalogHrn), context)))
+      })
+    })
+  )
+}
 
 /**
  * After a commit: keep only `numberOfVersionsToKeep` versions when automatic deletion is on. Meant

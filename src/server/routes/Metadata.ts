@@ -10,7 +10,7 @@ import { type ReadsShape, Reads, type Selection } from "../Reads.ts"
 import { versionedWritesBlockedBy, versionedWritesRefused } from "../Regions.ts"
 import { Replicas } from "../Replicas.ts"
 import { badRequest, json, notFound, orFail, Reply, type Result } from "../Reply.ts"
-import { collect, raiseMinimum } from "../Versions.ts"
+import { Collector, raiseMinimum } from "../Versions.ts"
 import { originOf } from "../Views.ts"
 import { type VersionRow, VersionsRepo } from "../db/VersionsRepo.ts"
 import type { CatalogRow, LayerRow } from "../db/CatalogsRepo.ts"
@@ -298,7 +298,7 @@ const setMinimum = Effect.gen(function*() {
   const request = yield* HttpServerRequest.HttpServerRequest
   const body = yield* request.json.pipe(Effect.catchAll(() => badRequest("body", "the request body is not valid JSON")))
   const { version } = yield* Schema.decodeUnknown(SetMinimum)(body).pipe(Effect.catchAll(() => badRequest("version", "a body {\"version\": <integer>} is required")))
-  if (yield* raiseMinimum(catalog.hrn, version)) yield* Effect.forkDaemon(collect(catalog.hrn))
+  if (yield* raiseMinimum(catalog.hrn, version)) yield* (yield* Collector).start(catalog.hrn)
   return HttpServerResponse.empty({ status: 204 })
 })
 
