@@ -2,7 +2,7 @@ import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { randomInt, randomUUID } from "node:crypto"
-import { Effect } from "effect"
+import { Effect, Predicate } from "effect"
 import { routeLayer, ServedRegion } from "../Access.ts"
 import { Caller, withCaller } from "../Auth.ts"
 import { regionPrefix } from "../Regions.ts"
@@ -70,13 +70,13 @@ const consumerProperties = Effect.gen(function*() {
   const request = yield* HttpServerRequest.HttpServerRequest
   const text = yield* request.text.pipe(Effect.orElseSucceed(() => ""))
   if (text.trim() === "") return {} as Record<string, unknown>
-  let body: any
+  let body: unknown
   try {
     body = JSON.parse(text)
   } catch {
     return yield* streamError(400, "Invalid request body", "E213001", "The request body is not valid JSON", "Send {kafkaConsumerProperties: {...}} or no body")
   }
-  const props = body?.kafkaConsumerProperties ?? {}
+  const props = (Predicate.hasProperty(body, "kafkaConsumerProperties") ? body.kafkaConsumerProperties : undefined) ?? {}
   if (typeof props !== "object" || props === null) {
     return yield* streamError(400, "Invalid request body", "E213001", "kafkaConsumerProperties must be an object", "Send {kafkaConsumerProperties: {...}} or no body")
   }
@@ -157,20 +157,22 @@ const read = Effect.gen(function*() {
 const offsetsBody = (layer: LayerRow, allowEnd: boolean) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
-    const body = (yield* request.json.pipe(Effect.orElseSucceed(() => undefined))) as any
-    const offsets = body?.offsets
+    const body: unknown = yield* request.json.pipe(Effect.orElseSucceed(() => undefined))
+    const offsets: unknown = Predicate.hasProperty(body, "offsets") ? body.offsets : undefined
     const bad = (cause: string) => streamError(400, "Invalid offsets", "E213006", cause, "Send {offsets: [{partition, offset}]} with offsets of messages read")
     if (!Array.isArray(offsets) || offsets.length === 0) return yield* bad("offsets must be a non-empty array of {partition, offset}")
     const bounds = yield* (yield* StreamsRepo).messageBounds(layer.pk)
-    let last: number | undefined
-    for (const o of offsets) {
-      if (o?.partition !== STREAM_PARTITION) return yield* bad(`partition ${JSON.stringify(o?.partition)} does not exist; layer ${layer.id} has stream partition ${STREAM_PARTITION}`)
-      if (!Number.isInteger(o.offset) || o.offset < 0 || o.offset > bounds.next || (o.offset === bounds.next && !allowEnd)) {
-        return yield* bad(`offset ${JSON.stringify(o.offset)} is not the offset of a message in partition ${STREAM_PARTITION} (0..${bounds.next - 1})`)
+    let last = 0
+    for (const o of offsets as ReadonlyArray<unknown>) {
+      const partition = Predicate.hasProperty(o, "partition") ? o.partition : undefined
+      const offset = Predicate.hasProperty(o, "offset") ? o.offset : undefined
+      if (partition !== STREAM_PARTITION) return yield* bad(`partition ${JSON.stringify(partition)} does not exist; layer ${layer.id} has stream partition ${STREAM_PARTITION}`)
+      if (typeof offset !== "number" || !Number.isInteger(offset) || offset < 0 || offset > bounds.next || (offset === bounds.next && !allowEnd)) {
+        return yield* bad(`offset ${JSON.stringify(offset)} is not the offset of a message in partition ${STREAM_PARTITION} (0..${bounds.next - 1})`)
       }
-      last = o.offset
+      last = offset
     }
-    return last!
+    return last
   })
 
 const commit = Effect.gen(function*() {
