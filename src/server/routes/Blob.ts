@@ -11,6 +11,7 @@ import { type ReadsShape, Reads } from "../Reads.ts"
 import { versionedWritesBlockedBy, versionedWritesRefused } from "../Regions.ts"
 import { Replicas } from "../Replicas.ts"
 import { badRequest, conflict, forbidden, notFound, orFail, type PlainResponse, Reply, type Result, toServerResponse } from "../Reply.ts"
+import * as RequestBody from "../RequestBody.ts"
 import { contentEncodingOf, layerConfigOf } from "../Views.ts"
 import { BlobsRepo } from "../db/BlobsRepo.ts"
 import type { CatalogRow, LayerRow } from "../db/CatalogsRepo.ts"
@@ -150,7 +151,7 @@ const write = Effect.gen(function*() {
   if (existing !== undefined && !isVolatile(layer)) {
     return yield* conflict("dataHandle", `data handle '${handle}' already exists; blobs are immutable, upload under a new handle`)
   }
-  const bytes = new Uint8Array(yield* request.arrayBuffer.pipe(Effect.catchAll(() => badRequest("body", "the request body could not be read"))))
+  const bytes = yield* RequestBody.bytes
   const digest = /^(MD5|SHA1|SHA256):([0-9a-f]+)$/i.exec(request.headers["x-here-digest"]?.trim() ?? "")
   if (digest && createHash(digest[1]!.toLowerCase()).update(bytes).digest("hex") !== digest[2]!.toLowerCase()) {
     return yield* badRequest("X-HERE-Digest", "the body does not match X-HERE-Digest")

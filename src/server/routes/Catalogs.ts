@@ -1,5 +1,4 @@
 import * as HttpRouter from "@effect/platform/HttpRouter"
-import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { Effect } from "effect"
 import { catalogHrn } from "../../domain/Hrn.ts"
 import { configCatalogFor, decodeSegment } from "../Access.ts"
@@ -8,7 +7,8 @@ import { BlobFiles } from "../BlobFiles.ts"
 import { checkCatalog, storedCatalogConfig, storedLayerConfig } from "../CatalogConfig.ts"
 import { deleteWarnings, recreateWarnings, withWarnings } from "../Operations.ts"
 import { checkLayerTypes, replicationOfCreate } from "../Regions.ts"
-import { badRequest, catalogForbidden, conflict, notFound } from "../Reply.ts"
+import { catalogForbidden, conflict, notFound } from "../Reply.ts"
+import * as RequestBody from "../RequestBody.ts"
 import { accepted } from "./Config.ts"
 import { CatalogsRepo } from "../db/CatalogsRepo.ts"
 import { BlobsRepo } from "../db/BlobsRepo.ts"
@@ -23,10 +23,7 @@ const ORGANISATION = "olp-local"
 /** Interactive map layers store GeoJSON (the config API's default content type for them). */
 const INTERACTIVE_MAP_CONTENT_TYPE = "application/geo+json"
 
-const jsonBody = Effect.gen(function*() {
-  const request = yield* HttpServerRequest.HttpServerRequest
-  return (yield* request.json.pipe(Effect.catchAll(() => badRequest("body", "the request body is not valid JSON")))) as Record<string, any>
-})
+const jsonBody = Effect.map(RequestBody.json, (body) => body as Record<string, any>)
 
 /** Removes blob contents no blob row refers to any more (after a deletion committed). */
 export const collectContents = (digests: ReadonlyArray<string>) =>

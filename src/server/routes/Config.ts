@@ -1,13 +1,15 @@
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { randomBytes } from "node:crypto"
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
 import { configCatalogFor, decodeSegment } from "../Access.ts"
 import { Caller, withCaller } from "../Auth.ts"
 import { checkCatalog, storedCatalogConfig, storedLayerConfig } from "../CatalogConfig.ts"
 import { operationProgress, recreateWarnings, withWarnings } from "../Operations.ts"
 import { checkUpdate } from "../Regions.ts"
 import { badRequest, json, notFound } from "../Reply.ts"
+import * as RequestBody from "../RequestBody.ts"
+import * as SearchParams from "../SearchParams.ts"
 import { catalogView, originOf } from "../Views.ts"
 import { CatalogsRepo } from "../db/CatalogsRepo.ts"
 import { type OperationRow, OperationsRepo } from "../db/OperationsRepo.ts"
@@ -53,14 +55,16 @@ const listPage = (context: PageContext | undefined, verbose: boolean) =>
     return json(200, { results: { items, ...next, ...previous }, ...(verbose ? { verbose: true } : {}) })
   })
 
+const ListParams = Schema.Struct({
+  verbose: Schema.optional(SearchParams.Param),
+  limit: Schema.optional(SearchParams.IntegerParam.pipe(Schema.greaterThanOrEqualTo(1)))
+})
+
 const list = Effect.gen(function*() {
-  const params = yield* HttpServerRequest.ParsedSearchParams
+  const params = yield* SearchParams.decode(ListParams, () => badRequest("limit", "limit must be an integer of at least 1"))
   const verbose = params.verbose === "true"
-  const limitParam = params.limit
-  if (limitParam === undefined) return yield* listPage(undefined, verbose)
-  const limit = Number(limitParam)
-  if (!Number.isInteger(limit) || limit < 1) return yield* badRequest("limit", "limit must be an integer of at least 1")
-  return yield* listPage({ offset: 0, limit, verbose }, verbose)
+  if (params.limit === undefined) return yield* listPage(undefined, verbose)
+  return yield* listPage({ offset: 0, limit: params.limit, verbose }, verbose)
 })
 
 const listContext = Effect.gen(function*() {
@@ -88,10 +92,7 @@ export const accepted = (kind: OperationRow["kind"], catalogHrn: string, title: 
     return json(202, { href: `${originOf(request.headers)}/config/v1/status/${token}`, configToken: token, title, type: "urn:olp-types:status" })
   })
 
-const jsonBody = Effect.gen(function*() {
-  const request = yield* HttpServerRequest.HttpServerRequest
-  return (yield* request.json.pipe(Effect.catchAll(() => badRequest("body", "the request body is not valid JSON")))) as Record<string, any>
-})
+const jsonBody = Effect.map(RequestBody.json, (body) => body as Record<string, any>)
 
 /** `PUT /catalogs/{hrn}`: the full configuration; layers named in it are added or updated, never dropped. */
 const update = Effect.gen(function*() {
@@ -139,11 +140,13 @@ const disableAutomaticDeletion = Effect.gen(function*() {
   return yield* accepted("update", catalog.hrn, "Catalog Update")
 })
 
+const StatusParams = Schema.Struct({ flags: Schema.optional(SearchParams.Param) })
+
 /** `GET /status/{token}`: 202 while pending; on success 303 to the catalog, or 200/201 with `flags=noRedirects`. */
 const status = Effect.gen(function*() {
   const request = yield* HttpServerRequest.HttpServerRequest
   const params = yield* HttpRouter.params
-  const search = yield* HttpServerRequest.ParsedSearchParams
+  const search = yield* SearchParams.decode(StatusParams, () => badRequest("flags", "flags must be a comma-separated list"))
   const operation = yield* (yield* OperationsRepo).byToken(decodeSegment(params.token))
   if (operation === undefined) return yield* notFound("token", "unknown status token")
   const progress = yield* operationProgress(operation)
@@ -153,7 +156,7 @@ const status = Effect.gen(function*() {
   const origin = originOf(request.headers)
   const href = `${origin}/config/v1/catalogs/${operation.catalog_hrn}`
   const item = { href, hrn: operation.catalog_hrn, title: operation.title, type: "urn:olp-types:catalog" }
-  const noRedirects = String(search.flags ?? "").split(",").includes("noRedirects")
+  const noRedirects = (search.flags ?? "").split(",").includes("noRedirects")
   if (operation.kind === "delete" || operation.kind === "layer-delete") return json(200, { status: "success" })
   if (noRedirects) return json(operation.kind === "create" ? 201 : 200, { status: "success", item })
   return json(303, { status: "success", item }, { location: href })

@@ -1,11 +1,11 @@
 import * as HttpRouter from "@effect/platform/HttpRouter"
-import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { Effect } from "effect"
 import { type Feature, featureCollection } from "../../domain/Notification.ts"
 import { decodeSegment, routeLayer } from "../Access.ts"
 import { Caller, withCaller } from "../Auth.ts"
 import { deliver } from "../Notifications.ts"
 import { badRequest, conflict, json, notFound } from "../Reply.ts"
+import * as RequestBody from "../RequestBody.ts"
 import { FeaturesRepo } from "../db/FeaturesRepo.ts"
 import { transaction } from "../db/Database.ts"
 import type { LayerRow } from "../db/CatalogsRepo.ts"
@@ -72,8 +72,7 @@ const arrayField = (body: Json, name: string) =>
 const featureTransaction = Effect.gen(function*() {
   const { catalog, layer } = yield* interactiveLayer("write")
   const { appId } = yield* Caller
-  const request = yield* HttpServerRequest.HttpServerRequest
-  const body = (yield* request.json.pipe(Effect.catchAll(() => badRequest("body", "the request body is not valid JSON")))) as Json
+  const body = (yield* RequestBody.json) as Json
   if (typeof body !== "object" || body === null || Array.isArray(body)) return yield* badRequest("body", "a JSON object {insert, update, delete} is required")
   const insertRaw = yield* arrayField(body, "insert")
   const updateRaw = yield* arrayField(body, "update")

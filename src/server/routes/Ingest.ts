@@ -6,6 +6,7 @@ import { routeLayer, servedIn } from "../Access.ts"
 import { withCaller } from "../Auth.ts"
 import { Replicas } from "../Replicas.ts"
 import { badRequest, json } from "../Reply.ts"
+import * as RequestBody from "../RequestBody.ts"
 import { StreamsRepo } from "../db/StreamsRepo.ts"
 import { transaction } from "../db/Database.ts"
 
@@ -23,7 +24,7 @@ const ingest = Effect.gen(function*() {
     return yield* badRequest("layer", `Layer '${layer.id}' is a ${layer.layer_type} layer; the ingest API writes stream layers.`)
   }
   const request = yield* HttpServerRequest.HttpServerRequest
-  const data = new Uint8Array(yield* request.arrayBuffer.pipe(Effect.catchAll(() => badRequest("body", "the request body could not be read"))))
+  const data = yield* RequestBody.bytes
   if (data.byteLength === 0) return yield* badRequest("body", "a message needs a non-empty body")
   const traceId = request.headers["x-here-traceid"] ?? randomUUID()
   const message = {

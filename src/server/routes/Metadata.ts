@@ -10,6 +10,7 @@ import { type ReadsShape, Reads, type Selection } from "../Reads.ts"
 import { versionedWritesBlockedBy, versionedWritesRefused } from "../Regions.ts"
 import { Replicas } from "../Replicas.ts"
 import { badRequest, json, notFound, orFail, Reply, type Result } from "../Reply.ts"
+import * as RequestBody from "../RequestBody.ts"
 import { Collector, raiseMinimum } from "../Versions.ts"
 import { originOf } from "../Views.ts"
 import { type VersionRow, VersionsRepo } from "../db/VersionsRepo.ts"
@@ -295,9 +296,7 @@ const setMinimum = Effect.gen(function*() {
   // Deleting versions is a write to versioned data: both regions of a multi-region catalog must be up.
   const blockedBy = versionedWritesBlockedBy((yield* servedIn(catalog)).placement, (yield* Replicas).down)
   if (blockedBy !== undefined) return yield* versionedWritesRefused(blockedBy)
-  const request = yield* HttpServerRequest.HttpServerRequest
-  const body = yield* request.json.pipe(Effect.catchAll(() => badRequest("body", "the request body is not valid JSON")))
-  const { version } = yield* Schema.decodeUnknown(SetMinimum)(body).pipe(Effect.catchAll(() => badRequest("version", "a body {\"version\": <integer>} is required")))
+  const { version } = yield* RequestBody.decodeJson(SetMinimum, () => badRequest("version", "a body {\"version\": <integer>} is required"))
   if (yield* raiseMinimum(catalog.hrn, version)) yield* (yield* Collector).start(catalog.hrn)
   return HttpServerResponse.empty({ status: 204 })
 })

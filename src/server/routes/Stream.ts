@@ -2,11 +2,12 @@ import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { randomInt, randomUUID } from "node:crypto"
-import { Effect, Predicate } from "effect"
+import { Effect, Option, Predicate, Schema } from "effect"
 import { routeLayer, ServedRegion } from "../Access.ts"
 import { Caller, withCaller } from "../Auth.ts"
 import { regionPrefix } from "../Regions.ts"
 import { json, Reply } from "../Reply.ts"
+import * as SearchParams from "../SearchParams.ts"
 import { originOf } from "../Views.ts"
 import { type StreamConsumerRow, StreamsRepo } from "../db/StreamsRepo.ts"
 import type { CatalogRow, LayerRow } from "../db/CatalogsRepo.ts"
@@ -33,11 +34,6 @@ const streamError = (status: number, title: string, code: string, cause: string,
   })
 }
 
-type Params = Readonly<Record<string, string | ReadonlyArray<string> | undefined>>
-const one = (params: Params, name: string): string | undefined => {
-  const v = params[name]
-  return typeof v === "string" ? v : v?.[0]
-}
 
 const streamLayer = Effect.gen(function*() {
   const { catalog, layer } = yield* routeLayer("read").pipe(
@@ -52,14 +48,17 @@ const streamLayer = Effect.gen(function*() {
   return { catalog, layer }
 })
 
-const modeOf = (params: Params) =>
-  Effect.gen(function*() {
-    const mode = one(params, "mode") ?? "serial"
-    if (mode !== "serial" && mode !== "parallel") {
-      return yield* streamError(400, "Subscription mode not supported", "E213002", `Subscription mode '${mode}' not supported`, "Retry with valid subscription mode 'serial' or 'parallel'")
-    }
-    return mode
-  })
+/** The query of subscribe and unsubscribe; `mode` is the only one that can be wrong. */
+const SubscriptionParams = Schema.Struct({
+  mode: Schema.optionalWith(SearchParams.Param.pipe(Schema.compose(Schema.Literal("serial", "parallel"))), { default: () => "serial" as const }),
+  subscriptionId: Schema.optional(SearchParams.Param),
+  consumerId: Schema.optional(SearchParams.Param)
+})
+
+const subscriptionParams = SearchParams.decode(SubscriptionParams, (_, params) => {
+  const mode = Schema.decodeUnknownOption(SearchParams.Param)(params.mode).pipe(Option.getOrElse(() => ""))
+  return streamError(400, "Subscription mode not supported", "E213002", `Subscription mode '${mode}' not supported`, "Retry with valid subscription mode 'serial' or 'parallel'")
+})
 
 /** The node of a subscription, in the region it was made in: its consumer reads that region's replica. */
 const nodeBaseUrl = (request: HttpServerRequest.HttpServerRequest, catalog: CatalogRow) =>
@@ -87,10 +86,10 @@ const subscribe = Effect.gen(function*() {
   const { catalog, layer } = yield* streamLayer
   const { appId } = yield* Caller
   const request = yield* HttpServerRequest.HttpServerRequest
-  const params = yield* HttpServerRequest.ParsedSearchParams
-  const mode = yield* modeOf(params)
+  const params = yield* subscriptionParams
+  const mode = params.mode
   const streams = yield* StreamsRepo
-  const existingId = one(params, "subscriptionId")
+  const existingId = params.subscriptionId
   if (existingId !== undefined) {
     const consumer = yield* streams.consumer(existingId)
     if (consumer === undefined || consumer.layer_pk !== layer.pk || consumer.app_id !== appId) return yield* subscriptionNotFound(existingId)
@@ -110,7 +109,7 @@ const subscribe = Effect.gen(function*() {
   const committed = yield* streams.committedOffset(layer.pk, appId, group)
   const position = committed ?? (reset === "latest" ? bounds.next : bounds.low)
   const serial = `-${randomInt(1_000_000_000, 2_147_483_647)}`
-  const id = mode === "serial" ? serial : `${serial}.${one(params, "consumerId") ?? randomUUID()}`
+  const id = mode === "serial" ? serial : `${serial}.${params.consumerId ?? randomUUID()}`
   const row: StreamConsumerRow = { id, layer_pk: layer.pk, app_id: appId, group_id: group, mode, position, max_records: maxRecords, created: Date.now() }
   yield* streams.insertConsumer(row)
   return json(201, { nodeBaseURL: yield* nodeBaseUrl(request, catalog), subscriptionId: id }, { "x-correlation-id": randomUUID() })
@@ -123,10 +122,9 @@ const subscriptionNotFound = (id: string) =>
 const routeConsumer = Effect.gen(function*() {
   const { catalog, layer } = yield* streamLayer
   const { appId } = yield* Caller
-  const params = yield* HttpServerRequest.ParsedSearchParams
-  const mode = yield* modeOf(params)
+  const { mode, subscriptionId } = yield* subscriptionParams
   const streams = yield* StreamsRepo
-  const id = one(params, "subscriptionId")
+  const id = subscriptionId
   if (id === undefined && mode === "parallel") {
     return yield* streamError(400, "SubscriptionId not provided", "E213013", "SubscriptionId is mandatory for 'parallel' mode", "Retry with valid subscriptionId")
   }

@@ -1,14 +1,16 @@
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { randomBytes, randomUUID } from "node:crypto"
-import { Effect, Either } from "effect"
+import { Effect, Either, ParseResult, Schema } from "effect"
 import * as Hrn from "../../domain/Hrn.ts"
 import { SUBSCRIPTION_TYPES } from "../../domain/Subscription.ts"
 import { decodeSegment } from "../Access.ts"
 import { Caller, withCaller } from "../Auth.ts"
 import { gatewayError } from "../../domain/ErrorBody.ts"
 import { badRequest, conflict, json, notFound, Reply } from "../Reply.ts"
+import * as RequestBody from "../RequestBody.ts"
 import { Reads } from "../Reads.ts"
+import * as SearchParams from "../SearchParams.ts"
 import { type SubscriptionRow, SubscriptionsRepo } from "../db/SubscriptionsRepo.ts"
 import { transaction } from "../db/Database.ts"
 
@@ -107,8 +109,7 @@ const subscriptionHrnFor = (sourceCatalog: string, name: string) => {
 const create = Effect.gen(function*() {
   const { appId } = yield* Caller
   const key = yield* idempotencyKey
-  const request = yield* HttpServerRequest.HttpServerRequest
-  const body = (yield* request.json.pipe(Effect.catchAll(() => badRequest("body", "the request body is not valid JSON")))) as Json
+  const body = (yield* RequestBody.json) as Json
   const wanted = yield* createRequest(body)
   const fingerprint = JSON.stringify(wanted)
   const subscriptions = yield* SubscriptionsRepo
@@ -176,20 +177,28 @@ const ownSubscription = (includeDeleted: boolean) =>
 
 const get = Effect.map(ownSubscription(false), (row) => json(200, subscriptionView(row)))
 
+/** A page token is the last row's `seq`, base64url-encoded. */
+const PageToken = Schema.transformOrFail(SearchParams.Param, Schema.Number, {
+  strict: true,
+  decode: (token, _, ast) => {
+    const seq = Number(Buffer.from(token, "base64url").toString("utf8"))
+    return Number.isInteger(seq) && seq >= 0 ? ParseResult.succeed(seq) : ParseResult.fail(new ParseResult.Type(ast, token))
+  },
+  encode: (seq) => ParseResult.succeed(Buffer.from(String(seq)).toString("base64url"))
+})
+
+const ListParams = Schema.Struct({
+  limit: Schema.optionalWith(SearchParams.IntegerParam.pipe(Schema.between(1, MAX_LIMIT)), { default: () => DEFAULT_LIMIT }),
+  pageToken: Schema.optionalWith(PageToken, { default: () => 0 })
+})
+
 const list = Effect.gen(function*() {
   const { appId } = yield* Caller
-  const params = yield* HttpServerRequest.ParsedSearchParams
-  const limitRaw = typeof params.limit === "string" ? params.limit : undefined
-  const limit = limitRaw === undefined ? DEFAULT_LIMIT : Number(limitRaw)
-  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) return yield* badRequest("limit", `limit must be an integer within 1..${MAX_LIMIT}`)
-  let after = 0
-  if (typeof params.pageToken === "string") {
-    after = Number(Buffer.from(params.pageToken, "base64url").toString("utf8"))
-    if (!Number.isInteger(after) || after < 0) return yield* badRequest("pageToken", "unknown or malformed pageToken")
-  }
+  const { limit, pageToken: after } = yield* SearchParams.decode(ListParams, (name) =>
+    name === "limit" ? badRequest("limit", `limit must be an integer within 1..${MAX_LIMIT}`) : badRequest("pageToken", "unknown or malformed pageToken"))
   const rows = yield* (yield* SubscriptionsRepo).ownedBy(appId, after, limit + 1)
   const page = rows.slice(0, limit)
-  const next = rows.length > limit ? { nextPageToken: Buffer.from(String(page[page.length - 1]!.seq)).toString("base64url") } : {}
+  const next = rows.length > limit ? { nextPageToken: Schema.encodeSync(PageToken)(page[page.length - 1]!.seq) } : {}
   return json(200, { limit, items: page.map(subscriptionView), ...next })
 })
 
