@@ -147,7 +147,7 @@ export const submitPublication = (publication: PublicationRow) =>
         // In the commit's transaction: no POST versions/minimum can interleave and be lowered again.
         return { version, raised: yield* applyAutomaticDeletion(catalog.hrn), written: [] }
       })
-    ).pipe(Effect.orDie)
+    )
     if (committed.raised) yield* (yield* Collector).start(publication.catalog_hrn)
     return { version: committed.version, written: committed.written }
   })

@@ -59,7 +59,7 @@ const collect = (catalogHrn: string) =>
         for (const sha256 of orphaned) yield* files.remove(sha256)
       })
     )
-  }).pipe(Effect.orDie)
+  })
 
 /**
  * Runs `collect` in the background after the minimum version was raised: the request that raised

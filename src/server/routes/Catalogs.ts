@@ -77,7 +77,7 @@ const remove = Effect.gen(function*() {
   const catalog = yield* configCatalogFor(decodeSegment(params.catalog), "write")
   if (catalog.owner_app !== appId) return yield* Effect.fail(catalogForbidden())
   const catalogs = yield* CatalogsRepo
-  const contents = yield* transaction(catalogs.deleteCatalog(catalog.hrn, Date.now())).pipe(Effect.orDie)
+  const contents = yield* transaction(catalogs.deleteCatalog(catalog.hrn, Date.now()))
   yield* collectContents(contents)
   return yield* accepted("delete", catalog.hrn, "Catalog Deletion")
 })
@@ -90,7 +90,7 @@ const removeLayer = Effect.gen(function*() {
   const layer = yield* (yield* CatalogsRepo).layer(catalog.hrn, layerId)
   if (layer === undefined) return yield* notFound("layerId", `catalog ${catalog.hrn} has no layer '${layerId}'`)
   const catalogs = yield* CatalogsRepo
-  const contents = yield* transaction(catalogs.deleteLayer(catalog.hrn, layer.pk, layer.id, Date.now())).pipe(Effect.orDie)
+  const contents = yield* transaction(catalogs.deleteLayer(catalog.hrn, layer.pk, layer.id, Date.now()))
   yield* collectContents(contents)
   const response = yield* accepted("layer-delete", catalog.hrn, "Layer Deletion")
   return withWarnings(deleteWarnings(layer.id, layer.created))(response)

@@ -126,7 +126,7 @@ const update = Effect.gen(function*() {
       if (current === undefined) yield* catalogs.insertLayer({ catalog_hrn: catalog.hrn, id: layer.id, layer_type: layer.layerType, config, created })
       else yield* catalogs.updateLayerConfig(current.pk, config)
     }
-  })).pipe(Effect.orDie)
+  }))
   const added = ((body.layers ?? []) as Array<Record<string, any>>).map((l) => l.id as string).filter((id) => !existing.has(id))
   const warnings = yield* recreateWarnings(catalog.hrn, added)
   return withWarnings(warnings)(yield* accepted("update", catalog.hrn, "Catalog Update"))

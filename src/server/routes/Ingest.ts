@@ -34,7 +34,7 @@ const ingest = Effect.gen(function*() {
     timestamp: Date.now()
   }
   const streams = yield* StreamsRepo
-  yield* transaction(streams.appendMessages(layer.pk, [message])).pipe(Effect.orDie)
+  yield* transaction(streams.appendMessages(layer.pk, [message]))
   const { placement, region } = yield* servedIn(catalog)
   yield* (yield* Replicas).streamWritten({ placement, region, key: layer.pk, messages: [message] })
   return json(200, { TraceID: traceId })
