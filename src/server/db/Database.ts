@@ -32,41 +32,28 @@ export const transaction = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effec
       Effect.catchIf((e): e is SqlError => e instanceof SqlError, (e) => Effect.die(e))
     ))
 
+interface Query<IA, II, A, AI, E> {
+  readonly Request: Schema.Schema<IA, II>
+  readonly Result: Schema.Schema<A, AI>
+  readonly execute: (request: II) => Effect.Effect<ReadonlyArray<unknown>, E>
+}
+
+const dying = <I, A, E>(query: (request: I) => Effect.Effect<A, E>) => (request: I): Effect.Effect<A> => Effect.orDie(query(request))
+
 /** `SqlSchema.findOne` answering `undefined` when no row matches. */
-export const findOne = <IA, II, A, AI, E>(options: {
-  readonly Request: Schema.Schema<IA, II>
-  readonly Result: Schema.Schema<A, AI>
-  readonly execute: (request: II) => Effect.Effect<ReadonlyArray<unknown>, E>
-}) => {
-  const find = SqlSchema.findOne(options)
-  return (request: IA): Effect.Effect<A | undefined> => find(request).pipe(Effect.map(Option.getOrUndefined), Effect.orDie)
+export const findOne = <IA, II, A, AI, E>(options: Query<IA, II, A, AI, E>) => {
+  const find = dying(SqlSchema.findOne(options))
+  return (request: IA): Effect.Effect<A | undefined> => Effect.map(find(request), Option.getOrUndefined)
 }
 
-export const findAll = <IA, II, A, AI, E>(options: {
-  readonly Request: Schema.Schema<IA, II>
-  readonly Result: Schema.Schema<A, AI>
-  readonly execute: (request: II) => Effect.Effect<ReadonlyArray<unknown>, E>
-}) => {
-  const find = SqlSchema.findAll(options)
-  return (request: IA): Effect.Effect<ReadonlyArray<A>> => Effect.orDie(find(request))
-}
+export const findAll = <IA, II, A, AI, E>(options: Query<IA, II, A, AI, E>) => dying(SqlSchema.findAll(options))
 
-export const single = <IA, II, A, AI, E>(options: {
-  readonly Request: Schema.Schema<IA, II>
-  readonly Result: Schema.Schema<A, AI>
-  readonly execute: (request: II) => Effect.Effect<ReadonlyArray<unknown>, E>
-}) => {
-  const find = SqlSchema.single(options)
-  return (request: IA): Effect.Effect<A> => Effect.orDie(find(request))
-}
+export const single = <IA, II, A, AI, E>(options: Query<IA, II, A, AI, E>) => dying(SqlSchema.single(options))
 
 export const write = <IA, II, E>(options: {
   readonly Request: Schema.Schema<IA, II>
   readonly execute: (request: II) => Effect.Effect<unknown, E>
-}) => {
-  const run = SqlSchema.void(options)
-  return (request: IA): Effect.Effect<void> => Effect.orDie(run(request))
-}
+}) => dying(SqlSchema.void(options))
 
 /** A statement whose outcome the caller does not decode (updates, deletes, bulk inserts). */
 export const run = <A, E>(statement: Effect.Effect<A, E>): Effect.Effect<void> => Effect.orDie(Effect.asVoid(statement))
