@@ -1,7 +1,6 @@
 import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as fs from "node:fs"
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
@@ -14,7 +13,7 @@ import * as Database from "./db/Database.ts"
 import * as Repositories from "./db/Repositories.ts"
 import * as FastPath from "./FastPath.ts"
 import * as Faults from "./Faults.ts"
-import { json, unexpectedFailure } from "./Reply.ts"
+import { json, respond } from "./Reply.ts"
 import { SELECTABLE_REGIONS } from "../domain/Region.ts"
 import { ServedRegion } from "./Access.ts"
 import { regionInUrl, regionPrefix, regionUnavailable } from "./Regions.ts"
@@ -102,16 +101,7 @@ const app = (maxBodyBytes: number) =>
     const region = regionInUrl(request.url)
     if (region !== undefined && (yield* Replicas).down.has(region)) return yield* regionUnavailable(region)
     return yield* HttpRouter.withRouterConfig(router, ROUTER_CONFIG)
-  }).pipe(
-    Effect.catchTags({
-      Reply: (e) => Effect.succeed(e.response),
-      RouteNotFound: () => Effect.succeed(json(404, { title: "Not Found", status: 404, detail: [{ name: "path", error: "no such endpoint" }] }))
-    }),
-    Effect.catchAllDefect((defect) => unexpectedFailure(defect)),
-    Effect.catchAll((error) =>
-      Effect.succeed(HttpServerResponse.unsafeJson({ title: "Bad Request", status: 400, detail: [{ name: "request", error: String(error) }] }, { status: 400 }))
-    )
-  )
+  }).pipe(respond)
 
 const dataDirectory = (dataDir: string | undefined) =>
   dataDir !== undefined

@@ -10,7 +10,18 @@ import { DATA_HANDLE } from "../Publishing.ts"
 import { type ReadsShape, Reads } from "../Reads.ts"
 import { versionedWritesBlockedBy, versionedWritesRefused } from "../Regions.ts"
 import { Replicas } from "../Replicas.ts"
-import { badRequest, conflict, forbidden, notFound, orFail, type PlainResponse, Reply, type Result, toServerResponse } from "../Reply.ts"
+import {
+  badRequest,
+  conflict,
+  forbidden,
+  notFound,
+  orFail,
+  type PlainResponse,
+  rangeNotSatisfiable,
+  Reply,
+  type Result,
+  toServerResponse
+} from "../Reply.ts"
 import * as RequestBody from "../RequestBody.ts"
 import { contentEncodingOf, layerConfigOf } from "../Views.ts"
 import { BlobsRepo } from "../db/BlobsRepo.ts"
@@ -24,19 +35,14 @@ const handleOf = (raw: string): Result<string> =>
 
 const handleParam = Effect.flatMap(HttpRouter.params, (params) => orFail(handleOf(decodeSegment(params.handle))))
 
-const rangeNotSatisfiable = (size: number, raw: string) =>
-  new Reply({
-    response: HttpServerResponse.unsafeJson(
-      { title: "Range Not Satisfiable", status: 416, detail: [{ name: "range", error: `cannot serve '${raw}' of a ${size}-byte blob` }] },
-      { status: 416, headers: { "content-range": `bytes */${size}` } }
-    )
-  })
+const blobRangeNotSatisfiable = (size: number, raw: string) =>
+  rangeNotSatisfiable(`cannot serve '${raw}' of a ${size}-byte blob`, { "content-range": `bytes */${size}` })
 
 /** A single byte range (`bytes=a-b`, `bytes=a-`, `bytes=-n`), clipped to the blob; undefined for none. */
 const parseRange = (raw: string | undefined, size: number): Result<{ readonly start: number; readonly end: number } | undefined> => {
   if (raw === undefined) return undefined
   const m = /^bytes=(\d*)-(\d*)$/.exec(raw.trim())
-  if (!m || (m[1] === "" && m[2] === "")) return rangeNotSatisfiable(size, raw)
+  if (!m || (m[1] === "" && m[2] === "")) return blobRangeNotSatisfiable(size, raw)
   let start: number
   let end: number
   if (m[1] === "") {
@@ -46,7 +52,7 @@ const parseRange = (raw: string | undefined, size: number): Result<{ readonly st
     start = Number(m[1])
     end = m[2] === "" ? size - 1 : Math.min(Number(m[2]), size - 1)
   }
-  if (start >= size || end < start) return rangeNotSatisfiable(size, raw)
+  if (start >= size || end < start) return blobRangeNotSatisfiable(size, raw)
   return { start, end }
 }
 

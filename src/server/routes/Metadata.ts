@@ -9,7 +9,7 @@ import * as Listing from "../Listing.ts"
 import { type ReadsShape, Reads, type Selection } from "../Reads.ts"
 import { versionedWritesBlockedBy, versionedWritesRefused } from "../Regions.ts"
 import { Replicas } from "../Replicas.ts"
-import { badRequest, json, notFound, orFail, Reply, type Result } from "../Reply.ts"
+import { badRequest, json, notFound, orFail, rangeNotSatisfiable, Reply, type Result } from "../Reply.ts"
 import * as RequestBody from "../RequestBody.ts"
 import { Collector, raiseMinimum } from "../Versions.ts"
 import { originOf } from "../Views.ts"
@@ -181,9 +181,6 @@ const listingRequestOf = (layer: LayerRow, selection: Selection, params: Params,
     }
   }
 }
-
-const rangeNotSatisfiable = (error: string) =>
-  new Reply({ response: json(416, { title: "Range Not Satisfiable", status: 416, detail: [{ name: "range", error }] }) })
 
 const rangeStartOf = (headers: Headers, params: Params): Result<number | undefined> => {
   const raw = headers["range"] ?? one(params, "range")

@@ -6,7 +6,7 @@ import { Effect, Option, Predicate, Schema } from "effect"
 import { routeLayer, ServedRegion } from "../Access.ts"
 import { Caller, withCaller } from "../Auth.ts"
 import { regionPrefix } from "../Regions.ts"
-import { json, Reply } from "../Reply.ts"
+import { json, Reply, streamError } from "../Reply.ts"
 import * as SearchParams from "../SearchParams.ts"
 import { originOf } from "../Views.ts"
 import { type StreamConsumerRow, StreamsRepo } from "../db/StreamsRepo.ts"
@@ -26,13 +26,6 @@ const MAX_RECORDS = 10_000
 /** The only stream partition of a local stream layer. */
 export const STREAM_PARTITION = 0
 
-/** The stream API's error body `{title, status, code, cause, action, correlationId}`. */
-const streamError = (status: number, title: string, code: string, cause: string, action: string) => {
-  const correlationId = randomUUID()
-  return new Reply({
-    response: json(status, { title, status, code, cause, action, correlationId }, { "x-correlation-id": correlationId })
-  })
-}
 
 
 const streamLayer = Effect.gen(function*() {

@@ -6,8 +6,7 @@ import * as Hrn from "../../domain/Hrn.ts"
 import { SUBSCRIPTION_TYPES } from "../../domain/Subscription.ts"
 import { decodeSegment } from "../Access.ts"
 import { Caller, withCaller } from "../Auth.ts"
-import { gatewayError } from "../../domain/ErrorBody.ts"
-import { badRequest, conflict, json, notFound, Reply } from "../Reply.ts"
+import { badRequest, conflict, forbidden, json, notFound } from "../Reply.ts"
 import * as RequestBody from "../RequestBody.ts"
 import { Reads } from "../Reads.ts"
 import * as SearchParams from "../SearchParams.ts"
@@ -130,9 +129,9 @@ const create = Effect.gen(function*() {
       return yield* badRequest("destinationLayer", `layer '${wanted.destinationLayer}' is a ${destination.layer_type} layer; the destination must be a stream layer`)
     }
     if (!(destination.owns === 1 || (destination.can_read === 1 && destination.can_write === 1))) {
-      return yield* Effect.fail(new Reply({
-        response: json(403, gatewayError("Forbidden", `The destination layer ${destination.hrn}:${wanted.destinationLayer} needs READ and WRITE permission for these credentials, or must have been created by them.`))
-      }))
+      return yield* forbidden(
+        `The destination layer ${destination.hrn}:${wanted.destinationLayer} needs READ and WRITE permission for these credentials, or must have been created by them.`
+      )
     }
     const duplicate = yield* subscriptions.activeDuplicate(appId, source.hrn, wanted.sourceLayer, destination.hrn, wanted.destinationLayer, wanted.type)
     if (duplicate !== undefined) {
