@@ -12,8 +12,8 @@ import {
 import { placementOf, replicaKey } from "./Regions.ts"
 import { Replicas } from "./Replicas.ts"
 import { CatalogsRepo } from "./db/CatalogsRepo.ts"
-import { SubscriptionsRepo } from "./db/SubscriptionsRepo.ts"
 import { type NewStreamMessage, StreamsRepo } from "./db/StreamsRepo.ts"
+import { SubscriptionsRepo } from "./db/SubscriptionsRepo.ts"
 
 /** One committed transaction of an interactive map layer. */
 export interface CommittedTransaction {

@@ -5,11 +5,11 @@ import { BlobFiles } from "./BlobFiles.ts"
 import { badRequest, conflict, notFound } from "./Reply.ts"
 import { applyAutomaticDeletion, Collector } from "./Versions.ts"
 import { contentEncodingOf } from "./Views.ts"
-import { type CatalogRow, CatalogsRepo, type LayerRow } from "./db/CatalogsRepo.ts"
-import { VersionsRepo } from "./db/VersionsRepo.ts"
-import { type PublicationRow, PublicationsRepo, type StagedPartition } from "./db/PublicationsRepo.ts"
 import { BlobsRepo } from "./db/BlobsRepo.ts"
+import { type CatalogRow, CatalogsRepo, type LayerRow } from "./db/CatalogsRepo.ts"
 import { transaction } from "./db/Database.ts"
+import { type PublicationRow, PublicationsRepo, type StagedPartition } from "./db/PublicationsRepo.ts"
+import { VersionsRepo } from "./db/VersionsRepo.ts"
 
 export { PARTITION_ID }
 

@@ -9,10 +9,10 @@ import { prng } from "./Faults.ts"
 import { initPublication, STAGE_BATCH, submitPublication } from "./Publishing.ts"
 import { contentEncodingOf } from "./Views.ts"
 import { type AppRow, AppsRepo } from "./db/AppsRepo.ts"
-import { CatalogsRepo, type LayerRow } from "./db/CatalogsRepo.ts"
-import { PublicationsRepo, type StagedPartition } from "./db/PublicationsRepo.ts"
 import { BlobsRepo } from "./db/BlobsRepo.ts"
+import { CatalogsRepo, type LayerRow } from "./db/CatalogsRepo.ts"
 import { transaction } from "./db/Database.ts"
+import { PublicationsRepo, type StagedPartition } from "./db/PublicationsRepo.ts"
 
 /**
  * The demo seed: deterministic data (a seeded PRNG) that looks like a real catalog. Application keys

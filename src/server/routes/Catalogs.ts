@@ -10,8 +10,8 @@ import { checkLayerTypes, replicationOfCreate } from "../Regions.ts"
 import { catalogForbidden, conflict, notFound } from "../Reply.ts"
 import * as RequestBody from "../RequestBody.ts"
 import { accepted } from "./Config.ts"
-import { CatalogsRepo } from "../db/CatalogsRepo.ts"
 import { BlobsRepo } from "../db/BlobsRepo.ts"
+import { CatalogsRepo } from "../db/CatalogsRepo.ts"
 import { transaction } from "../db/Database.ts"
 
 /** Config API v1 writes the export does not use: create a catalog, delete a catalog, delete a layer. */

@@ -12,8 +12,8 @@ import * as RequestBody from "../RequestBody.ts"
 import * as SearchParams from "../SearchParams.ts"
 import { catalogView, originOf } from "../Views.ts"
 import { CatalogsRepo } from "../db/CatalogsRepo.ts"
-import { type OperationRow, OperationsRepo } from "../db/OperationsRepo.ts"
 import { transaction } from "../db/Database.ts"
+import { type OperationRow, OperationsRepo } from "../db/OperationsRepo.ts"
 
 interface PageContext {
   readonly offset: number

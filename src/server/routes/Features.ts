@@ -6,9 +6,9 @@ import { Caller, withCaller } from "../Auth.ts"
 import { deliver } from "../Notifications.ts"
 import { badRequest, conflict, json, notFound } from "../Reply.ts"
 import * as RequestBody from "../RequestBody.ts"
-import { FeaturesRepo } from "../db/FeaturesRepo.ts"
-import { transaction } from "../db/Database.ts"
 import type { LayerRow } from "../db/CatalogsRepo.ts"
+import { transaction } from "../db/Database.ts"
+import { FeaturesRepo } from "../db/FeaturesRepo.ts"
 
 /**
  * The local service's own feature API for interactive map layers (the platform's interactive API is

@@ -7,8 +7,8 @@ import { withCaller } from "../Auth.ts"
 import { Replicas } from "../Replicas.ts"
 import { badRequest, json } from "../Reply.ts"
 import * as RequestBody from "../RequestBody.ts"
-import { StreamsRepo } from "../db/StreamsRepo.ts"
 import { transaction } from "../db/Database.ts"
+import { StreamsRepo } from "../db/StreamsRepo.ts"
 
 /**
  * Ingest API v1, its generic endpoint: `POST /layers/{layerId}` with one message as the body writes it

@@ -13,8 +13,8 @@ import { badRequest, json, notFound, orFail, rangeNotSatisfiable, Reply, type Re
 import * as RequestBody from "../RequestBody.ts"
 import { Collector, raiseMinimum } from "../Versions.ts"
 import { originOf } from "../Views.ts"
-import { type VersionRow, VersionsRepo } from "../db/VersionsRepo.ts"
 import type { CatalogRow, LayerRow } from "../db/CatalogsRepo.ts"
+import { type VersionRow, VersionsRepo } from "../db/VersionsRepo.ts"
 
 const MAX_VERSIONS_PER_CALL = 1000
 const MAX_PARTS = 10_000

@@ -11,8 +11,8 @@ import { Replicas } from "../Replicas.ts"
 import { badRequest, conflict, json } from "../Reply.ts"
 import * as RequestBody from "../RequestBody.ts"
 import { originOf } from "../Views.ts"
-import { PublicationsRepo } from "../db/PublicationsRepo.ts"
 import type { CatalogRow } from "../db/CatalogsRepo.ts"
+import { PublicationsRepo } from "../db/PublicationsRepo.ts"
 
 const MAX_PARTITIONS_PER_REQUEST = 10_000
 

@@ -9,8 +9,8 @@ import { regionPrefix } from "../Regions.ts"
 import { json, Reply, streamError } from "../Reply.ts"
 import * as SearchParams from "../SearchParams.ts"
 import { originOf } from "../Views.ts"
-import { type StreamConsumerRow, StreamsRepo } from "../db/StreamsRepo.ts"
 import type { CatalogRow, LayerRow } from "../db/CatalogsRepo.ts"
+import { type StreamConsumerRow, StreamsRepo } from "../db/StreamsRepo.ts"
 
 /**
  * Stream API v2, enough to consume a stream layer: subscribe, read (`GET .../partitions`), commit

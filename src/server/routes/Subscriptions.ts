@@ -10,8 +10,8 @@ import { badRequest, conflict, forbidden, json, notFound } from "../Reply.ts"
 import * as RequestBody from "../RequestBody.ts"
 import { Reads } from "../Reads.ts"
 import * as SearchParams from "../SearchParams.ts"
-import { type SubscriptionRow, SubscriptionsRepo } from "../db/SubscriptionsRepo.ts"
 import { transaction } from "../db/Database.ts"
+import { type SubscriptionRow, SubscriptionsRepo } from "../db/SubscriptionsRepo.ts"
 
 /**
  * Config API v1 notification subscriptions on interactive map layers. Create and delete answer 202
