@@ -48,7 +48,7 @@ const expectCommitted = async (prefix: string) => {
   const keys = await store.keys(`${prefix}/`)
   const local = await store.download(prefix)
   const manifest = readJson(path.join(local, "demo", "places", "version=0", "_manifest.json"))
-  expect(readJson(path.join(local, "_run.json"))).toMatchObject({ exitCode: 0 })
+  expect(readJson(path.join(local, "_run.json"))).toMatchObject({ job: "export", exitCode: 0, partitions: manifest.partitions })
   expect(keys).toEqual([
     `${prefix}/_run.json`,
     `${prefix}/demo/places/_state.json`,
