@@ -7,7 +7,8 @@ import { destination } from "../sinks/Destination.ts"
 import { isObjectStore } from "../sinks/ObjectStore.ts"
 import { planExport } from "../export/Incremental.ts"
 import { decodeModes, onDecodeErrors } from "../decode/Shared.ts"
-import { Compression, decodeRequest, defaults, OutputFormat } from "../export/JobConfig.ts"
+import { Compression, decodeRequest, defaults } from "../export/JobConfig.ts"
+import { OutputFormat } from "../sinks/WrittenFile.ts"
 import { exportedVersions, exportLayer, raiseToExported } from "../../pipelines/nightly-export.ts"
 import {
   choiceOption,

@@ -1,7 +1,8 @@
 import { Effect, Option, Schema } from "effect"
 import type { Destination, Entry } from "../sinks/Destination.ts"
 import { sameDecoding } from "./Decoding.ts"
-import { type DecodeIdentity, DecodeSummary, readJsonOption, RecordedFile } from "./Manifest.ts"
+import { type DecodeIdentity, DecodeSummary, readJsonOption } from "./Manifest.ts"
+import { RecordedFile } from "../sinks/WrittenFile.ts"
 
 /**
  * The parts of one export and what they leave in `_parts/` of its directory: per finished part a

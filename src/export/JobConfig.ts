@@ -1,6 +1,7 @@
 import * as fs from "node:fs"
 import { Effect, Either, ParseResult, Schema } from "effect"
 import { decodeModes, onDecodeErrors } from "../decode/Shared.ts"
+import { OutputFormat } from "../sinks/WrittenFile.ts"
 import type { DecodeRequest } from "./Decoding.ts"
 
 /** A job config file that cannot be used: the message names the file and the field. */
@@ -8,7 +9,7 @@ export class JobConfigError extends Schema.TaggedError<JobConfigError>()("JobCon
 
 export const PositiveInt = Schema.Int.pipe(Schema.positive())
 
-export const OutputFormat = Schema.Literal("parquet", "arrow", "both")
+// Spelled out, not imported from ParquetCodecs: that module loads the native codecs, which command start-up does not need.
 export const Compression = Schema.Literal("zstd", "snappy", "gzip", "none")
 
 /** Decoding (`--decode` and its companions): job-wide, and per layer in a nightly job's `layers`. */

@@ -1,23 +1,12 @@
 import { Effect, Option, Schema } from "effect"
 import type { Destination } from "../sinks/Destination.ts"
 import type { SinkError } from "../sinks/SinkError.ts"
+import { WrittenFile } from "../sinks/WrittenFile.ts"
 import { OutputConflict } from "./Errors.ts"
 
 export const MANIFEST = "_manifest.json"
 export const STATE = "_state.json"
 
-export const WrittenFile = Schema.Struct({
-  path: Schema.String,
-  format: Schema.Literal("parquet", "arrow"),
-  rows: Schema.Number,
-  bytes: Schema.Number,
-  sha256: Schema.String
-})
-export type WrittenFile = typeof WrittenFile.Type
-
-/** A data file as a checkpoint or shard manifest records it: on an object store with its ETag, which commit checks. */
-export const RecordedFile = Schema.Struct({ ...WrittenFile.fields, etag: Schema.optional(Schema.String) })
-export type RecordedFile = typeof RecordedFile.Type
 
 /** A part of a multi-region catalog's export and the region that served it. */
 export const PartRegion = Schema.Struct({ part: Schema.Number, region: Schema.String })

@@ -1,7 +1,8 @@
 import { Effect, Option, Schema } from "effect"
 import type { Destination } from "../sinks/Destination.ts"
 import { OutputConflict } from "./Errors.ts"
-import { DecodeSummary, PartRegion, readJson, readJsonOption, RecordedFile, writeJson } from "./Manifest.ts"
+import { DecodeSummary, PartRegion, readJson, readJsonOption, writeJson } from "./Manifest.ts"
+import { RecordedFile } from "../sinks/WrittenFile.ts"
 import { partsDir } from "./Checkpoints.ts"
 import { exportDir, PLAN, Plan, shardsOf } from "./Plan.ts"
 
