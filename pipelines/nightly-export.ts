@@ -11,7 +11,7 @@ import { planExport, type Planned } from "../src/export/Incremental.ts"
 import { DecodeConfig, decodeRequest, defaults, ExportSettings, PositiveInt } from "../src/export/JobConfig.ts"
 import type { DecodeRequest } from "../src/export/Decoding.ts"
 import { runExport } from "../src/export/Lazy.ts"
-import { parseCatalogHrn, versionBounds } from "../src/export/Plan.ts"
+import { versionBounds } from "../src/export/Plan.ts"
 import { Counters, tracking } from "../src/export/Progress.ts"
 import { pruneSnapshots } from "../src/export/Snapshots.ts"
 import { exportLocation } from "../src/retention/ExportLocation.ts"
@@ -91,7 +91,7 @@ export const exportLayer = (
     let pruned: ReadonlyArray<string> = []
     let failover: Failover | undefined
     const result = yield* Effect.gen(function*() {
-      const hrn = Hrn.format(yield* parseCatalogHrn(target.catalog))
+      const hrn = yield* Hrn.canonicalCatalog(target.catalog)
       if (!Hrn.isLayerId(target.layer)) return yield* new InvalidLayerId({ layerId: target.layer })
       const regions = yield* regionsFor(hrn, settings.region, settings.failover ?? true)
       // Planned in the first region that answers; after a failover the export resumes that plan.

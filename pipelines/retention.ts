@@ -3,7 +3,7 @@ import { ConfigApi } from "../src/client/ConfigApi.ts"
 import { MetadataApi } from "../src/client/MetadataApi.ts"
 import * as Hrn from "../src/domain/Hrn.ts"
 import { JobConfigError, PositiveInt } from "../src/export/JobConfig.ts"
-import { parseCatalogHrn, versionBounds } from "../src/export/Plan.ts"
+import { versionBounds } from "../src/export/Plan.ts"
 import { type ExportLocation, exportLocation } from "../src/retention/ExportLocation.ts"
 import { firstUncovered } from "../src/retention/Guard.ts"
 import { type SharedHandle, sharedHandles } from "../src/retention/HandleReuse.ts"
@@ -152,7 +152,7 @@ const checkExplicitMinimum = (catalogHrn: string, version: number, bounds: { rea
  */
 export const planRetention = (request: RetentionRequest) =>
   Effect.gen(function*() {
-    const catalogHrn = Hrn.format(yield* parseCatalogHrn(request.catalog))
+    const catalogHrn = yield* Hrn.canonicalCatalog(request.catalog)
     const metadata = yield* MetadataApi
     const bounds = yield* versionBounds(catalogHrn)
     const versions = yield* metadata.versions(catalogHrn, { startVersion: bounds.minimum - 1, endVersion: bounds.latest }).pipe(Stream.runCollect)
@@ -197,7 +197,7 @@ export const applyRetention = (plan: RetentionPlan) =>
  */
 export const setAutomaticDeletion = (catalog: string, keep: number | "disable") =>
   Effect.gen(function*() {
-    const catalogHrn = Hrn.format(yield* parseCatalogHrn(catalog))
+    const catalogHrn = yield* Hrn.canonicalCatalog(catalog)
     const config = yield* ConfigApi
     let link
     if (keep === "disable") link = yield* config.disableAutomaticVersionDeletion(catalogHrn)

@@ -9,7 +9,6 @@ import type { OperationStatus } from "../domain/Catalog.ts"
 import * as Hrn from "../domain/Hrn.ts"
 import type { StreamMessage } from "../domain/Stream.ts"
 import { SUBSCRIPTION_TYPES, type Subscription, type SubscriptionRequest } from "../domain/Subscription.ts"
-import { parseCatalogHrn } from "../export/Plan.ts"
 import { globalOptions, withClient } from "./common.ts"
 import { UsageError } from "./Exit.ts"
 
@@ -31,7 +30,6 @@ const idempotencyKey = Options.text("idempotency-key").pipe(
 /** How often `--wait` polls a status link. */
 const POLL = "200 millis"
 
-const catalogHrnOf = (raw: string) => Effect.map(parseCatalogHrn(raw), Hrn.format)
 
 const readJsonFile = (path: string) =>
   Effect.gen(function*() {
@@ -79,7 +77,7 @@ const catalogsCreate = Command.make("create", { ...globalOptions, json, file, wa
 
 const catalogsUpdate = Command.make("update", { ...globalOptions, json, catalog, file, wait }, (o) =>
   withClient(o, o.catalog, Effect.gen(function*() {
-    const hrn = yield* catalogHrnOf(o.catalog)
+    const hrn = yield* Hrn.canonicalCatalog(o.catalog)
     const configuration = yield* readJsonFile(o.file)
     const admin = yield* AdminApi
     const accepted = yield* admin.updateCatalog(hrn, configuration)
@@ -90,7 +88,7 @@ const catalogsUpdate = Command.make("update", { ...globalOptions, json, catalog,
 
 const catalogsDelete = Command.make("delete", { ...globalOptions, json, catalog, wait }, (o) =>
   withClient(o, o.catalog, Effect.gen(function*() {
-    const hrn = yield* catalogHrnOf(o.catalog)
+    const hrn = yield* Hrn.canonicalCatalog(o.catalog)
     const admin = yield* AdminApi
     const accepted = yield* admin.deleteCatalog(hrn)
     yield* printWarnings(accepted)
@@ -119,7 +117,7 @@ const stepPrinter = (asJson: boolean) => {
 
 const layersDelete = Command.make("delete", { ...globalOptions, json, catalog, layer, wait }, (o) =>
   withClient(o, o.catalog, Effect.gen(function*() {
-    const hrn = yield* catalogHrnOf(o.catalog)
+    const hrn = yield* Hrn.canonicalCatalog(o.catalog)
     const admin = yield* AdminApi
     const accepted = yield* admin.deleteLayer(hrn, o.layer)
     yield* printWarnings(accepted)
@@ -242,7 +240,7 @@ const streamRead = Command.make(
   },
   (o) =>
     withClient(o, o.catalog, Effect.gen(function*() {
-      const hrn = yield* catalogHrnOf(o.catalog)
+      const hrn = yield* Hrn.canonicalCatalog(o.catalog)
       const limit = Option.getOrUndefined(o.limit)
       if (limit !== undefined && limit < 1) return yield* new UsageError({ message: `--limit must be at least 1, got ${limit}.` })
       const stream = yield* StreamApi
