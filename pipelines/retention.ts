@@ -1,13 +1,14 @@
 import { Effect, Schedule, Schema, Stream } from "effect"
 import { ConfigApi } from "../src/client/ConfigApi.ts"
 import { MetadataApi } from "../src/client/MetadataApi.ts"
+import { DurationString } from "../src/domain/DurationString.ts"
 import * as Hrn from "../src/domain/Hrn.ts"
 import { JobConfigError, PositiveInt } from "../src/export/JobConfig.ts"
 import { versionBounds } from "../src/export/Plan.ts"
 import { type ExportLocation, exportLocation } from "../src/retention/ExportLocation.ts"
 import { firstUncovered } from "../src/retention/Guard.ts"
 import { type SharedHandle, sharedHandles } from "../src/retention/HandleReuse.ts"
-import { describePolicy, parseAge, type Policy, RetentionRefused, targetMinimum } from "../src/retention/Policy.ts"
+import { describePolicy, type Policy, RetentionRefused, targetMinimum } from "../src/retention/Policy.ts"
 
 /**
  * A retention job config: one of keepLast, olderThan, minimum; and `requireExported` (where the
@@ -20,7 +21,7 @@ export const RetentionJob = Schema.Struct({
   region: Schema.optional(Schema.String),
   catalog: Schema.String,
   keepLast: Schema.optional(PositiveInt),
-  olderThan: Schema.optional(Schema.String),
+  olderThan: Schema.optional(DurationString),
   minimum: Schema.optional(Schema.Int.pipe(Schema.nonNegative())),
   requireExported: Schema.optional(Schema.String),
   skipExportCheck: Schema.optional(Schema.Boolean),
@@ -36,10 +37,7 @@ export const policyOfJob = (job: RetentionJob, file: string): Effect.Effect<Poli
   }
   if (job.keepLast !== undefined) return Effect.succeed({ _tag: "KeepLast", count: job.keepLast })
   if (job.minimum !== undefined) return Effect.succeed({ _tag: "Minimum", version: job.minimum })
-  const age = parseAge(job.olderThan!)
-  return age === undefined
-    ? Effect.fail(new JobConfigError({ message: `Job config ${file}: olderThan '${job.olderThan}' is not a duration (for example 30d, 12h, "7 days").` }))
-    : Effect.succeed({ _tag: "OlderThan", age })
+  return Effect.succeed({ _tag: "OlderThan", age: job.olderThan! })
 }
 
 /**

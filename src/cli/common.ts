@@ -1,10 +1,11 @@
 import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
-import { Duration, Effect, Either, Layer, Logger, LogLevel, Option } from "effect"
+import { Duration, Effect, Either, Layer, Logger, LogLevel, Option, Schema } from "effect"
 import * as DataClient from "../client/DataClient.ts"
 import type { CredentialsError } from "../client/Errors.ts"
 import type { RetryPolicyShape } from "../client/Http.ts"
+import { DurationString } from "../domain/DurationString.ts"
 import * as Hrn from "../domain/Hrn.ts"
 import { UsageError } from "./Exit.ts"
 
@@ -33,16 +34,18 @@ export const choiceOption = <const A extends string>(name: string, choices: Read
     )
   )
 
-const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }
-
-/** `90s`, `10m`, `1h`, `500ms`, `2 minutes`; undefined when it is none of these. */
-export const parseDuration = (raw: string): Duration.Duration | undefined => {
-  const m = /^(\d+(?:\.\d+)?)\s*(ms|millis|s|sec|seconds?|m|min|minutes?|h|hours?)$/i.exec(raw.trim())
-  if (m === null) return undefined
-  const unit = m[2]!.toLowerCase()
-  const factor = unit === "ms" || unit === "millis" ? DURATION_UNITS.ms! : unit.startsWith("s") ? DURATION_UNITS.s! : unit.startsWith("m") ? DURATION_UNITS.m! : DURATION_UNITS.h!
-  return Duration.millis(Number(m[1]) * factor)
-}
+/**
+ * A duration flag (`90s`, `10m`, `1h`, `30d`, `"7 days"`: the DurationString schema job configs use
+ * too); `valid` bounds it, and the error names the flag and what it `takes`.
+ */
+export const durationOption = (name: string, takes: string, valid: (d: Duration.Duration) => boolean = () => true) =>
+  Options.text(name).pipe(
+    Options.withPseudoName("DURATION"),
+    Options.withSchema(DurationString.pipe(
+      Schema.filter(valid),
+      Schema.annotations({ message: (issue) => ({ message: `--${name} takes ${takes}, got ${JSON.stringify(issue.actual)}.`, override: true }) })
+    ))
+  )
 
 /**
  * How long transient failures (429, 5xx, cut connections) are retried, for commands that move data
@@ -50,14 +53,7 @@ export const parseDuration = (raw: string): Duration.Duration | undefined => {
  * with exit code 5: safe to run again.
  */
 export const retryOptions = {
-  retryBudget: Options.text("retry-budget").pipe(
-    Options.withPseudoName("DURATION"),
-    Options.mapEffect((raw) => {
-      const d = parseDuration(raw)
-      return d !== undefined && Duration.toMillis(d) > 0
-        ? Effect.succeed(d)
-        : Effect.fail(invalidValue(`--retry-budget takes a positive duration such as 90s, 10m or 1h, got '${raw}'.`))
-    }),
+  retryBudget: durationOption("retry-budget", "a positive duration such as 90s, 10m or 1h", Duration.greaterThan(Duration.zero)).pipe(
     Options.optional,
     Options.withDescription("Longest time one request keeps retrying transient failures (429, 5xx, cut connections), Retry-After waits included; then the run stops with exit code 5. Default 10m.")
   ),

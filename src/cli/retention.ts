@@ -1,10 +1,10 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Console, Effect, Option } from "effect"
-import { type Policy, parseAge } from "../retention/Policy.ts"
+import type { Policy } from "../retention/Policy.ts"
 import { applyRetention, exportCheckOf, planRetention, policyOfJob, type RetentionJob, type RetentionPlan, setAutomaticDeletion } from "../../pipelines/retention.ts"
 import type { SharedHandle } from "../retention/HandleReuse.ts"
-import { clientLayer, type GlobalOptions, globalOptions, loggerLayer, resolveLookupUrl } from "./common.ts"
+import { clientLayer, durationOption, type GlobalOptions, globalOptions, loggerLayer, resolveLookupUrl } from "./common.ts"
 import { UsageError } from "./Exit.ts"
 
 const date = (ms: number) => new Date(ms).toISOString()
@@ -141,7 +141,7 @@ export const retentionCommand = Command.make(
     // required options even when a subcommand runs); checked below.
     catalog: catalog.pipe(Options.optional),
     keepLast: Options.integer("keep-last").pipe(Options.optional, Options.withDescription("Keep the newest N versions.")),
-    olderThan: Options.text("older-than").pipe(Options.optional, Options.withDescription("Delete versions created longer ago than this (30d, 12h, \"7 days\").")),
+    olderThan: durationOption("older-than", 'a duration such as 30d, 12h or "7 days"').pipe(Options.optional, Options.withDescription("Delete versions created longer ago than this (30d, 12h, \"7 days\").")),
     minimum: Options.integer("minimum").pipe(Options.optional, Options.withDescription("Raise the minimum version to exactly V.")),
     requireExported: Options.text("require-exported").pipe(
       Options.withPseudoName("LOCATION"),
@@ -166,9 +166,7 @@ export const retentionCommand = Command.make(
         if (o.minimum.value < 0) return yield* new UsageError({ message: `--minimum must be a version (>= 0), got ${o.minimum.value}.` })
         policy = { _tag: "Minimum", version: o.minimum.value }
       } else {
-        const age = parseAge(Option.getOrThrow(o.olderThan))
-        if (age === undefined) return yield* new UsageError({ message: `--older-than '${Option.getOrThrow(o.olderThan)}' is not a duration; use for example 30d, 12h or "7 days".` })
-        policy = { _tag: "OlderThan", age }
+        policy = { _tag: "OlderThan", age: Option.getOrThrow(o.olderThan) }
       }
       yield* retention({
         catalog: o.catalog.value,
