@@ -1,4 +1,4 @@
-import { Effect, Option, Schema } from "effect"
+import { Effect, Option } from "effect"
 import { MetadataApi } from "../client/MetadataApi.ts"
 import { Manifest, MANIFEST } from "../export/Manifest.ts"
 import type { ExportLocation } from "./ExportLocation.ts"
@@ -16,8 +16,6 @@ export interface Damaged {
   readonly version: number
   readonly reason: string
 }
-
-const decodeManifest = Schema.decodeUnknownOption(Manifest)
 
 /** Every file the manifest names is in the location with the size it records; else why not. */
 const damage = (location: ExportLocation, dir: string, manifest: Manifest) =>
@@ -46,7 +44,7 @@ export const committedVersions = (location: ExportLocation, catalogHrn: string, 
       if (m === null) continue
       const version = Number(m[1])
       const dir = `${layerDir}/${entry}`
-      const manifest = Option.flatMap(yield* location.readJson(`${dir}/${MANIFEST}`), decodeManifest)
+      const manifest = yield* location.readJson(`${dir}/${MANIFEST}`, Manifest)
       if (Option.isNone(manifest) || manifest.value.catalogHrn !== catalogHrn || manifest.value.layerId !== layerId || manifest.value.version !== version) continue
       const reason = yield* damage(location, dir, manifest.value)
       if (reason !== undefined) {
