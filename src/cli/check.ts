@@ -19,7 +19,7 @@ import { isObjectStore } from "../sinks/ObjectStore.ts"
 import { BackfillJob } from "../../pipelines/backfill.ts"
 import { NightlyJob } from "../../pipelines/nightly-export.ts"
 import { RetentionJob } from "../../pipelines/retention.ts"
-import { clientLayer, globalOptions, loggerLayer, resolveLookupUrl, retryOptions, retryPolicyOf, summaryJson } from "./common.ts"
+import { clientLayer, connectionOf, globalOptions, loggerLayer, lookupUrlFor, retryOptions, retryPolicyOf, summaryJson } from "./common.ts"
 import { ExitCode, exitCodeOf, exitMeaning, JobFailed, sentenceOf } from "./Exit.ts"
 
 /**
@@ -179,7 +179,7 @@ export const runChecks = (targets: CheckTargets, retry: Parameters<typeof retryP
       // One client per lookup service, as a job builds them.
       const groups = new Map<string, Array<CheckTargets["layers"][number]>>()
       for (const t of targets.layers.length > 0 ? targets.layers : [undefined]) {
-        const url = resolveLookupUrl(Option.fromNullable(targets.lookupUrl), undefined, t?.catalog)
+        const url = lookupUrlFor(targets.lookupUrl, t?.catalog)
         groups.set(url, [...(groups.get(url) ?? []), ...(t === undefined ? [] : [t])])
       }
       for (const [lookupUrl, layers] of groups) {
@@ -254,9 +254,7 @@ export const checkCommand = Command.make(
         layers: flagged.length > 0 ? flagged : fromConfig.layers,
         out: Option.getOrElse(o.out, () => fromConfig.out),
         exportLocation: Option.getOrElse(o.requireExported, () => fromConfig.exportLocation),
-        lookupUrl: Option.getOrElse(o.lookupUrl, () => fromConfig.lookupUrl),
-        credentials: Option.getOrElse(o.credentials, () => fromConfig.credentials),
-        region: Option.getOrElse(o.region, () => fromConfig.region)
+        ...connectionOf(o, fromConfig)
       }
       const results = yield* runChecks(targets, o, (r) => (o.json ? Effect.void : Console.log(describeCheck(r))))
       const failure = results.find((r) => r.status === "fail")

@@ -1,7 +1,7 @@
 import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
-import { Duration, Effect, Either, Layer, Logger, LogLevel, Option, Schema } from "effect"
+import { Config, Duration, Effect, Either, Layer, Logger, LogLevel, Option, Schema } from "effect"
 import * as DataClient from "../client/DataClient.ts"
 import type { CredentialsError } from "../client/Errors.ts"
 import type { RetryPolicyShape } from "../client/Http.ts"
@@ -88,6 +88,7 @@ export const summaryJson = Options.boolean("json").pipe(
 /** Options every command that talks to a catalog service takes (DESIGN.md "CLI"). */
 export const globalOptions = {
   lookupUrl: Options.text("lookup-url").pipe(
+    Options.withFallbackConfig(Config.nonEmptyString("CATALOG_LOOKUP_URL")),
     Options.optional,
     Options.withDescription("Lookup API base URL (env CATALOG_LOOKUP_URL). Default: derived from the catalog HRN's partition (hrn:here → the HERE platform, hrn:local → http://localhost:31005/lookup/v1).")
   ),
@@ -125,15 +126,29 @@ const LOOKUP_BY_PARTITION: Record<string, string> = {
   local: "http://localhost:31005/lookup/v1"
 }
 
-/** The flag, else `CATALOG_LOOKUP_URL`, else the job config's, else the one the catalog's HRN partition implies. */
-export const resolveLookupUrl = (flag: Option.Option<string>, fromConfig: string | undefined, catalog: string | undefined): string => {
-  if (Option.isSome(flag)) return flag.value
-  const env = process.env.CATALOG_LOOKUP_URL
-  if (env !== undefined && env !== "") return env
-  if (fromConfig !== undefined) return fromConfig
+/** The lookup URL given (flag, `CATALOG_LOOKUP_URL` or job config), else the one the catalog's HRN partition implies. */
+export const lookupUrlFor = (given: string | undefined, catalog: string | undefined): string => {
+  if (given !== undefined) return given
   const partition = catalog === undefined ? undefined : Either.getOrUndefined(Hrn.parse(catalog))?.partition
   return LOOKUP_BY_PARTITION[partition ?? "here"] ?? LOOKUP_BY_PARTITION.here!
 }
+
+/** How a job config reaches the service (lookupUrl, credentials, region); flags override it. */
+export interface Connection {
+  readonly lookupUrl?: string | undefined
+  readonly credentials?: string | undefined
+  readonly region?: string | undefined
+}
+
+/**
+ * Where flags and a job config meet, field by field: the flag (or its environment variable, read by
+ * Options.withFallbackConfig), else the job config's value; the defaults come after (`clientFor`).
+ */
+export const connectionOf = (flags: GlobalOptions, file: Connection = {}): { readonly [K in keyof Connection]-?: Connection[K] } => ({
+  lookupUrl: Option.getOrElse(flags.lookupUrl, () => file.lookupUrl),
+  credentials: Option.getOrElse(flags.credentials, () => file.credentials),
+  region: Option.getOrElse(flags.region, () => file.region)
+})
 
 const defaultLogFormat = (): "text" | "json" => (process.stderr.isTTY ? "text" : "json")
 
@@ -195,15 +210,23 @@ export const clientLayer = (settings: ClientSettings): Layer.Layer<DataClient.Da
       })
     )
 
+/** The Data API client for a catalog (its HRN implies the lookup service unless one is given). */
+export const clientFor = (
+  connection: Connection,
+  catalog: string | undefined,
+  options: { readonly concurrency: number; readonly retry?: Partial<RetryPolicyShape> }
+) =>
+  clientLayer({
+    lookupUrl: lookupUrlFor(connection.lookupUrl, catalog),
+    credentials: connection.credentials,
+    concurrency: options.concurrency,
+    ...(options.retry === undefined ? {} : { retry: options.retry }),
+    region: connection.region
+  })
+
 /** Runs a command's effect with the client (lookup derived from the catalog HRN unless given) and the logger. */
 export const withClient = <A, E, R>(o: GlobalOptions, catalogHrn: string | undefined, effect: Effect.Effect<A, E, R>) =>
   effect.pipe(
-    Effect.provide(clientLayer({
-      lookupUrl: resolveLookupUrl(o.lookupUrl, undefined, catalogHrn),
-      credentials: Option.getOrUndefined(o.credentials),
-      concurrency: 4,
-      retry: retryPolicyOf(o),
-      region: Option.getOrUndefined(o.region)
-    })),
+    Effect.provide(clientFor(connectionOf(o), catalogHrn, { concurrency: 4, retry: retryPolicyOf(o) })),
     Effect.provide(loggerLayer(o))
   )

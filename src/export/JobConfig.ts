@@ -59,6 +59,31 @@ export const decodeRequest = (fields: DecodeConfig, over: DecodeConfig = {}): De
 /** The jobs a job config can run: its `job` field. */
 export const JobKind = Schema.Struct({ job: Schema.Literal("nightly-export", "backfill", "retention") })
 
+/** How an export writes, every knob decided: the flags' values (their defaults are `defaults`), or a job config's by `writeSettingsOf`. */
+export interface WriteSettings {
+  readonly format: typeof OutputFormat.Type
+  readonly compression: typeof Compression.Type
+  readonly concurrency: number
+  readonly listConcurrency: number
+  readonly parts: number
+  readonly maxFileBytes: number | undefined
+  readonly decode: DecodeRequest
+}
+
+/** A job config's write settings (`over`: a nightly layer's own decoding), with the defaults for what it leaves out. */
+export const writeSettingsOf = (
+  job: Partial<Omit<Schema.Struct.Type<typeof ExportSettings>, "out">>,
+  over: DecodeConfig = {}
+): WriteSettings => ({
+  format: job.format ?? defaults.format,
+  compression: job.compression ?? defaults.compression,
+  concurrency: job.concurrency ?? defaults.concurrency,
+  listConcurrency: job.listConcurrency ?? defaults.listConcurrency,
+  parts: job.parts ?? defaults.parts,
+  maxFileBytes: job.maxFileBytes,
+  decode: decodeRequest(job, over)
+})
+
 const strict = { onExcessProperty: "error", errors: "all" } as const
 
 /** The words for a job config that cannot be used: the message names the file and the field. */
