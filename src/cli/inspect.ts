@@ -13,6 +13,7 @@ import * as Hrn from "../domain/Hrn.ts"
 import { globalOptions, withClient } from "./common.ts"
 import { catalogAdminCommands, layerAdminCommands } from "./admin.ts"
 import { UsageError } from "./Exit.ts"
+import { fromCause } from "../sinks/SinkError.ts"
 
 const json = Options.boolean("json").pipe(Options.withDescription("Print JSON (one document, or one line per item for listings)."))
 const catalog = Options.text("catalog").pipe(Options.withDescription("Catalog HRN."))
@@ -167,7 +168,10 @@ const blobGet = Command.make(
       const hrn = yield* Hrn.canonicalCatalog(o.catalog)
       const api = o.volatile ? yield* VolatileBlobApi : yield* BlobApi
       const bytes = yield* api.get(hrn, o.layer, o.handle)
-      if (Option.isSome(o.output)) fs.writeFileSync(o.output.value, bytes)
+      if (Option.isSome(o.output)) {
+        const file = o.output.value
+        yield* Effect.try({ try: () => fs.writeFileSync(file, bytes), catch: (e) => fromCause(file, "write", e) })
+      }
       else yield* Effect.async<void>((resume) => void process.stdout.write(bytes, () => resume(Effect.void)))
     }))
 ).pipe(Command.withDescription("Download one blob by its data handle."))
