@@ -17,7 +17,7 @@ export { PARTITION_ID }
  * Data handles: `[0-9a-zA-Z.-]`, at most 600 characters (blob API v1.0.8), but not `.` or `..`: as a
  * path segment those are dot segments that every URL parser resolves away, so no client could fetch them.
  */
-export const DATA_HANDLE = /^(?!\.\.?$)[0-9A-Za-z.\-]{1,600}$/
+export const DATA_HANDLE = /^(?!\.\.?$)[0-9A-Za-z.-]{1,600}$/
 
 const PUBLICATION_LIFETIME_MS = 48 * 3600_000
 /** Rows per multi-row INSERT: well under SQLite's bound-variable limit. */

@@ -8,10 +8,10 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Effect } from "effect"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { lastOffsets, StreamApi } from "../../src/client/StreamApi.ts"
 import { SubscriptionConflict, SubscriptionNotFound, SubscriptionsApi } from "../../src/client/SubscriptionsApi.ts"
-import { clientLayerFor, runWith } from "../support/client.ts"
+import { provideClient } from "../support/client.ts"
 import { startService, type TestService } from "../support/service.ts"
 import { DEMO, expectDataError, expectJson, expectStatus } from "../server/helpers.ts"
 import { catalogBody, createCatalog, del, grant, layer, OTHER, pollStatus, post, put } from "./helpers.ts"
@@ -425,11 +425,10 @@ describe("stream API", () => {
 })
 
 describe("client SubscriptionsApi and StreamApi", () => {
-  it("creates idempotently, lists, reads the notifications with commits, and deletes", async () => {
-    const client = await clientLayerFor(svc)
-    const source = await createCatalog(svc, catalogBody("client-subs", [layer("map", "interactivemap"), layer("out", "stream")]))
-    const request = { subscriptionName: "client-sub", sourceCatalog: source, sourceLayer: "map", destinationCatalog: source, destinationLayer: "out", interactiveMapSubscription: { type: "perFeature" as const } }
-    const result = await runWith(client, Effect.gen(function*() {
+  it.live("creates idempotently, lists, reads the notifications with commits, and deletes", () =>
+    Effect.gen(function*() {
+      const source = yield* Effect.promise(() => createCatalog(svc, catalogBody("client-subs", [layer("map", "interactivemap"), layer("out", "stream")])))
+      const request = { subscriptionName: "client-sub", sourceCatalog: source, sourceLayer: "map", destinationCatalog: source, destinationLayer: "out", interactiveMapSubscription: { type: "perFeature" as const } }
       const subs = yield* SubscriptionsApi
       const stream = yield* StreamApi
       const one = yield* subs.create(request, { idempotencyKey: "client-key-0001" })
@@ -444,14 +443,12 @@ describe("client SubscriptionsApi and StreamApi", () => {
       yield* stream.unsubscribe(consumer)
       const deleted = yield* subs.delete(one.subscriptionHrn)
       const gone = yield* Effect.flip(subs.get(one.subscriptionHrn))
-      return { one, two, conflict, all, batch, empty, deleted, gone }
-    }))
-    expect(result.two.subscriptionHrn).toBe(result.one.subscriptionHrn)
-    expect(result.conflict).toBeInstanceOf(SubscriptionConflict)
-    expect(result.all.filter((s) => s.subscriptionName === "client-sub")).toHaveLength(1)
-    expect(result.batch.map((m) => JSON.parse(Buffer.from(m.metaData.data!, "base64").toString()).feature.id)).toEqual(["m1", "m2"])
-    expect(result.empty).toEqual([])
-    expect(result.deleted).toEqual({ status: "deleted", subscriptionHrn: result.one.subscriptionHrn })
-    expect(result.gone).toBeInstanceOf(SubscriptionNotFound)
-  })
+      expect(two.subscriptionHrn).toBe(one.subscriptionHrn)
+      expect(conflict).toBeInstanceOf(SubscriptionConflict)
+      expect(all.filter((s) => s.subscriptionName === "client-sub")).toHaveLength(1)
+      expect(batch.map((m) => JSON.parse(Buffer.from(m.metaData.data!, "base64").toString()).feature.id)).toEqual(["m1", "m2"])
+      expect(empty).toEqual([])
+      expect(deleted).toEqual({ status: "deleted", subscriptionHrn: one.subscriptionHrn })
+      expect(gone).toBeInstanceOf(SubscriptionNotFound)
+    }).pipe(provideClient(svc)))
 })

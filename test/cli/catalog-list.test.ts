@@ -1,8 +1,9 @@
 import { beforeAll, describe, expect, it } from "vitest"
 import { PARTIAL_LIST_SECONDS } from "../../src/client/ConfigApi.ts"
-import { cleanups, type Proxy, startProxy } from "../reliability/support.ts"
-import { startService, type TestService } from "../support/service.ts"
-import { cli, DEMO } from "../versions/support.ts"
+import { type Proxy, startProxy } from "../reliability/support.ts"
+import { DEMO, startService, type TestService } from "../support/service.ts"
+import { cleanups } from "../support/files.ts"
+import { cli } from "../support/cli.ts"
 
 /**
  * The interface: a catalog list whose generation takes over 50 seconds may be partial. A list that

@@ -6,9 +6,11 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { beforeAll, describe, expect, it } from "vitest"
-import { cleanups, cli, DEMO, startProxy } from "../reliability/support.ts"
-import { startService, type TestService } from "../support/service.ts"
+import { startProxy } from "../reliability/support.ts"
+import { DEMO, startService, type TestService } from "../support/service.ts"
 import { startStore, type TestStore } from "../support/s3.ts"
+import { cleanups } from "../support/files.ts"
+import { cli } from "../support/cli.ts"
 
 const { cleanup, tempDir } = cleanups()
 let svc: TestService

@@ -4,16 +4,15 @@
  * util-linux `script`), and `--help` on every command.
  */
 import { execFile } from "node:child_process"
-import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { promisify } from "node:util"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { BIN, cliFor } from "../support/cli.ts"
-import { startService, type TestService } from "../support/service.ts"
+import { sha1 } from "../support/files.ts"
+import { DEMO, startService, type TestService } from "../support/service.ts"
 
 const run = promisify(execFile)
-const DEMO = "hrn:local:data:::demo"
 
 let svc: TestService
 let credentials: string
@@ -86,10 +85,10 @@ describe.concurrent("inspection commands", () => {
       `/metadata/v1/catalogs/${DEMO}/layers/places/partitions?version=3&additionalFields=checksum`
     )).partitions
     const out = await cli("blob", "get", "--catalog", DEMO, "--layer", "places", "--data-handle", p!.dataHandle)
-    expect(createHash("sha1").update(out.stdout).digest("hex")).toBe(p!.checksum)
+    expect(sha1(out.stdout)).toBe(p!.checksum)
     const file = path.join(svc.dir, "blob.bin")
     await cli("blob", "get", "--catalog", DEMO, "--layer", "places", "--data-handle", p!.dataHandle, "--output", file)
-    expect(createHash("sha1").update(fs.readFileSync(file)).digest("hex")).toBe(p!.checksum)
+    expect(sha1(fs.readFileSync(file))).toBe(p!.checksum)
     const volatile = await cli("blob", "get", "--catalog", DEMO, "--layer", "traffic", "--data-handle", "traffic-3-0", "--volatile")
     expect(JSON.parse(volatile.stdout).segment).toBe("segment-3")
   })

@@ -3,9 +3,11 @@ import * as path from "node:path"
 import { beforeAll, describe, expect, it } from "vitest"
 import * as HereTile from "../../src/domain/HereTile.ts"
 import { literal, query, withDuckDB } from "../support/duckdb.ts"
-import { cleanups, type Proxy, startProxy } from "../reliability/support.ts"
-import { startService, type TestService } from "../support/service.ts"
-import { cli, DEMO, expectedRows, latestVersion, listing, manifestOf, publish, readExport } from "../versions/support.ts"
+import { type Proxy, startProxy } from "../reliability/support.ts"
+import { DEMO, startService, type TestService } from "../support/service.ts"
+import { expectedRows, latestVersion, listing, manifestOf, publish, readExport } from "../versions/support.ts"
+import { cleanups } from "../support/files.ts"
+import { cli } from "../support/cli.ts"
 
 /**
  * The interface document's own wording, through the real CLI: the forms it shows are accepted beside

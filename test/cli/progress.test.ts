@@ -9,8 +9,10 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { beforeAll, describe, expect, it } from "vitest"
 import { noFaults } from "../../src/server/Faults.ts"
-import { cleanups, cli, DEMO, readJson, readParquet, ROOT } from "../reliability/support.ts"
-import { startService, type TestService } from "../support/service.ts"
+import { cleanups, readJson } from "../support/files.ts"
+import { cli, ROOT } from "../support/cli.ts"
+import { readParquet } from "../support/duckdb.ts"
+import { DEMO, startService, type TestService } from "../support/service.ts"
 
 const { cleanup, tempDir } = cleanups()
 let svc: TestService

@@ -2,16 +2,15 @@
  * `schemas publish|get|list` and `publish` through the real CLI against the local service, checked
  * over plain HTTP: what was published is what the service serves, and bad input changes nothing.
  */
-import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { gunzipSync } from "node:zlib"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { buildBundle } from "../../src/decode/Bundle.ts"
 import { cliFor } from "../support/cli.ts"
-import { startService, type TestService } from "../support/service.ts"
+import { sha1 } from "../support/files.ts"
+import { DEMO, startService, type TestService } from "../support/service.ts"
 
-const DEMO = "hrn:local:data:::demo"
 const SCHEMA = "hrn:local:schema:::com.example.cli:thing_v1:1.0.0"
 const DEMO_SCHEMA = "hrn:local:schema:::com.here.catalogexport.demo:road-tile_v1:1.0.0"
 
@@ -21,7 +20,6 @@ let credentials: string
 const cli = (...args: Array<string>) => cliFor(svc, credentials)(...args)
 
 const http = async <A>(p: string): Promise<A> => (await (await svc.get(p)).json()) as A
-const sha1 = (bytes: Uint8Array | string) => createHash("sha1").update(bytes).digest("hex")
 const latest = async () => (await http<{ version: number }>(`/metadata/v1/catalogs/${DEMO}/versions/latest`)).version
 
 interface Entry {

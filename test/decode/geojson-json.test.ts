@@ -23,7 +23,7 @@ afterAll(() => fs.rmSync(dir, { recursive: true, force: true }))
 const bytes = (value: unknown) => new TextEncoder().encode(typeof value === "string" ? value : JSON.stringify(value))
 
 const features = [
-  { type: "Feature", id: 7, geometry: { type: "Point", coordinates: [13.4, 52.5] }, properties: { kind: "cafe", big: 12345678901234567890 } },
+  { type: "Feature", id: 7, geometry: { type: "Point", coordinates: [13.4, 52.5] }, properties: { kind: "cafe", big: 12345678901234567000 } },
   { type: "Feature", id: "road-1", geometry: { type: "LineString", coordinates: [[13.0, 52.0], [13.5, 52.25], [14.0, 52.5]] }, properties: null },
   {
     type: "Feature",

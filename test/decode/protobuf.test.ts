@@ -6,12 +6,12 @@
 import { createFileRegistry, fromBinary } from "@bufbuild/protobuf"
 import { FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt"
 import { tableFromIPC } from "apache-arrow"
-import { Effect, Either } from "effect"
+import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import protobuf from "protobufjs"
 import { strToU8, unzipSync, zipSync } from "fflate"
-import { afterAll, describe, expect, it } from "vitest"
+import { afterAll, describe, expect, it } from "@effect/vitest"
 import { buildBundle, DESCRIPTOR_SET_PATH, readBundle } from "../../src/decode/Bundle.ts"
 import { arrowSchema } from "../../src/decode/ArrowColumns.ts"
 import { parquetSchema } from "../../src/decode/Columns.ts"
@@ -226,24 +226,23 @@ describe("schema bundles", () => {
     expect(decoded.links[0].globalId).toBe(U64_MAX - 1n)
   })
 
-  it("refuses bundles that cannot be used, naming what is missing", async () => {
-    const fail = async (bytes: Uint8Array) =>
-      Either.getLeft(await Effect.runPromise(Effect.either(makeDecoder({ layerId: "roads", contentType: "application/x-protobuf", heretile: false, schemaBundle: bytes }, { mode: "protobuf", onError: "fail" }))))
-    expect(Option_value(await fail(new Uint8Array([1, 2, 3])))).toMatch(/not a ZIP/)
-    expect(Option_value(await fail(zipSync({ "a.proto": strToU8(COMMON) })))).toMatch(/no META-INF\/layer\.manifest\.json/)
-    expect(Option_value(await fail(zipSync({ "META-INF/layer.manifest.json": strToU8(`{"main":{"message":"test.roads.v1.Nope"}}`), "test/roads/v1/common.proto": strToU8(COMMON) })))).toMatch(/no message test\.roads\.v1\.Nope/)
-    const noSchema = await Effect.runPromise(Effect.either(makeDecoder({ layerId: "roads", contentType: "application/x-protobuf", heretile: false }, { mode: "protobuf", onError: "fail" })))
-    expect(Either.isLeft(noSchema) && noSchema.left._tag).toBe("DecodeSetupError")
-    expect(Either.isLeft(noSchema) && noSchema.left.message).toMatch(/--schema-bundle/)
-    const explodeMeta = await Effect.runPromise(Effect.either(makeDecoder(
-      { layerId: "roads", contentType: "application/x-protobuf", heretile: false, schemaBundle: bundle },
-      { mode: "auto", onError: "fail", explode: "meta" }
-    )))
-    expect(Either.isLeft(explodeMeta) && explodeMeta.left.message).toMatch(/--explode meta: test\.roads\.v1\.Tile has no repeated field of that name \(repeated fields: links, samples\)/)
-  })
+  it.effect("refuses bundles that cannot be used, naming what is missing", () =>
+    Effect.gen(function*() {
+      const refusal = (bytes: Uint8Array) =>
+        Effect.flip(makeDecoder({ layerId: "roads", contentType: "application/x-protobuf", heretile: false, schemaBundle: bytes }, { mode: "protobuf", onError: "fail" }))
+      expect((yield* refusal(new Uint8Array([1, 2, 3]))).message).toMatch(/not a ZIP/)
+      expect((yield* refusal(zipSync({ "a.proto": strToU8(COMMON) }))).message).toMatch(/no META-INF\/layer\.manifest\.json/)
+      expect((yield* refusal(zipSync({ "META-INF/layer.manifest.json": strToU8(`{"main":{"message":"test.roads.v1.Nope"}}`), "test/roads/v1/common.proto": strToU8(COMMON) }))).message).toMatch(/no message test\.roads\.v1\.Nope/)
+      const noSchema = yield* Effect.flip(makeDecoder({ layerId: "roads", contentType: "application/x-protobuf", heretile: false }, { mode: "protobuf", onError: "fail" }))
+      expect(noSchema._tag).toBe("DecodeSetupError")
+      expect(noSchema.message).toMatch(/--schema-bundle/)
+      const explodeMeta = yield* Effect.flip(makeDecoder(
+        { layerId: "roads", contentType: "application/x-protobuf", heretile: false, schemaBundle: bundle },
+        { mode: "auto", onError: "fail", explode: "meta" }
+      ))
+      expect(explodeMeta.message).toMatch(/--explode meta: test\.roads\.v1\.Tile has no repeated field of that name \(repeated fields: links, samples\)/)
+    }))
 })
-
-const Option_value = (o: { _tag: string; value?: unknown }) => (o._tag === "Some" ? (o.value as Error).message : "")
 
 describe("protobuf decoding", () => {
   it("writes one column per field, nested and repeated, 64-bit exact, read back by DuckDB field by field", async () => {

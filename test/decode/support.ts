@@ -6,16 +6,10 @@ import { DecodedParquetWriter } from "../../src/decode/DecodedParquet.ts"
 import type { DecodedBatch, DecodeFailure, Decoder } from "../../src/decode/Decoder.ts"
 import { parquetCodec } from "../../src/sinks/ParquetCodecs.ts"
 import { batchOf } from "../../src/sinks/RowBatch.ts"
+import type { TestRow } from "../sinks/support.ts"
 
 /** A row as the export collects it (blob decompressed, null for a deletion). */
-export interface PartitionInput {
-  readonly partition: string
-  readonly partitionVersion: bigint | number
-  readonly dataHandle: string
-  readonly dataSize: bigint | number | null
-  readonly checksum: string | null
-  readonly data: Uint8Array | null
-}
+export type PartitionInput = TestRow
 
 export const tempDir = () => fs.mkdtempSync(path.join(os.tmpdir(), "decode-test-"))
 

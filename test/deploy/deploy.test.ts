@@ -13,9 +13,11 @@ import { ConfigMap } from "kubernetes-models/v1/ConfigMap"
 import { Job } from "kubernetes-models/batch/v1/Job"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { parseAllDocuments } from "yaml"
-import { cleanups, cli, type CliResult, DEMO, readJson, readParquet, ROOT } from "../reliability/support.ts"
+import { cleanups, readJson } from "../support/files.ts"
+import { cli, type CliResult, ROOT } from "../support/cli.ts"
+import { readParquet } from "../support/duckdb.ts"
 import { startStore, type TestStore } from "../support/s3.ts"
-import { startService, type TestService } from "../support/service.ts"
+import { DEMO, startService, type TestService } from "../support/service.ts"
 
 const PARTITIONS = 20_000
 const K8S = path.join(ROOT, "deploy", "kubernetes")

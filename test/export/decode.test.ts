@@ -7,11 +7,11 @@
  * the decoding writers behind RollingWriter on both encoders (row groups, rolling, a failure).
  */
 import { tableFromIPC } from "apache-arrow"
-import { Cause, Effect, Exit } from "effect"
+import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import protobuf from "protobufjs"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { buildBundle } from "../../src/decode/Bundle.ts"
 import { DecodeError } from "../../src/decode/Errors.ts"
 import * as HereTile from "../../src/domain/HereTile.ts"
@@ -21,7 +21,7 @@ import { batchOf } from "../../src/sinks/RowBatch.ts"
 import { readWkb } from "../decode/support.ts"
 import { literal, query, withDuckDB } from "../support/duckdb.ts"
 import { startService, type TestService } from "../support/service.ts"
-import { cli, type CliResult } from "../reliability/support.ts"
+import { cli, type CliResult } from "../support/cli.ts"
 
 const CATALOG = "hrn:local:data:::decoding"
 const SCHEMA = "hrn:local:schema:::com.example.decoding:tile_v1:1.0.0"
@@ -457,49 +457,51 @@ describe("the decoding writers behind RollingWriter", () => {
     options: { mode: "geojson" as const, onError }
   })
 
-  it.each([["inline", Encoder.inline], ["thread", Encoder.thread]] as const)(
+  it.effect.each([["inline", Encoder.inline], ["thread", Encoder.thread]] as const)(
     "%s: row groups and rolled files of decoded rows; each file's GeoParquet bbox covers all its row groups",
-    async (_name, encoder) => {
-      const dir = path.join(work, `writers-${_name}`)
-      const written = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-        const writer = yield* RollingWriter.make({ dir, format: "parquet", metadata: {}, rowGroupBytes: 2000, maxFileBytes: 3000, decode: decode("fail") })
-        for (let i = 0; i < rows.length; i += 7) yield* writer.write(batchOf(rows.slice(i, i + 7)))
-        const files = yield* writer.finish
-        return { files, decoded: writer.decoded() }
-      })).pipe(Effect.provide(encoder)))
-      expect(written.decoded).toEqual({ rows: 60, failed: 0, failures: [] })
-      expect(written.files.length).toBeGreaterThan(1)
-      let seen = 0
-      const rowGroups: Array<number> = []
-      await withDuckDB(async (db) => {
-        for (const f of written.files) {
-          const file = literal(path.join(dir, f.path))
-          const [groups] = await query(db, `SELECT count(DISTINCT row_group_id) AS n FROM parquet_metadata(${file})`)
-          rowGroups.push(Number(groups!.n))
-          const [kv] = await query(db, `SELECT decode(value) AS value FROM parquet_kv_metadata(${file}) WHERE decode(key) = 'geo'`)
-          const ids = (await query(db, `SELECT feature_id FROM read_parquet(${file})`)).map((r) => Number(r.feature_id))
-          expect(ids.length).toBe(f.rows)
-          seen += ids.length
-          expect(JSON.parse(kv!.value as string).columns.geometry.bbox).toEqual([Math.min(...ids), Math.min(...ids) / 2 - 30, Math.max(...ids), Math.max(...ids) / 2 - 30])
-        }
-      })
-      expect(seen).toBe(60)
-      expect(Math.max(...rowGroups)).toBeGreaterThan(1)
-    }
+    ([name, encoder]) =>
+      Effect.gen(function*() {
+        const dir = path.join(work, `writers-${name}`)
+        const { decoded, files } = yield* Effect.scoped(Effect.gen(function*() {
+          const writer = yield* RollingWriter.make({ dir, format: "parquet", metadata: {}, rowGroupBytes: 2000, maxFileBytes: 3000, decode: decode("fail") })
+          for (let i = 0; i < rows.length; i += 7) yield* writer.write(batchOf(rows.slice(i, i + 7)))
+          const files = yield* writer.finish
+          return { files, decoded: writer.decoded() }
+        }))
+        expect(decoded).toEqual({ rows: 60, failed: 0, failures: [] })
+        expect(files.length).toBeGreaterThan(1)
+        let seen = 0
+        const rowGroups: Array<number> = []
+        yield* Effect.promise(() =>
+          withDuckDB(async (db) => {
+            for (const f of files) {
+              const file = literal(path.join(dir, f.path))
+              const [groups] = await query(db, `SELECT count(DISTINCT row_group_id) AS n FROM parquet_metadata(${file})`)
+              rowGroups.push(Number(groups!.n))
+              const [kv] = await query(db, `SELECT decode(value) AS value FROM parquet_kv_metadata(${file}) WHERE decode(key) = 'geo'`)
+              const ids = (await query(db, `SELECT feature_id FROM read_parquet(${file})`)).map((r) => Number(r.feature_id))
+              expect(ids.length).toBe(f.rows)
+              seen += ids.length
+              expect(JSON.parse(kv!.value as string).columns.geometry.bbox).toEqual([Math.min(...ids), Math.min(...ids) / 2 - 30, Math.max(...ids), Math.max(...ids) / 2 - 30])
+            }
+          })
+        )
+        expect(seen).toBe(60)
+        expect(Math.max(...rowGroups)).toBeGreaterThan(1)
+      }).pipe(Effect.provide(encoder))
   )
 
-  it.each([["inline", Encoder.inline], ["thread", Encoder.thread]] as const)("%s: a blob that does not decode fails the writer with a DecodeError; files stay .partial", async (_name, encoder) => {
-    const dir = path.join(work, `writers-fail-${_name}`)
-    const bad = [...rows.slice(0, 5), { ...rows[5]!, partition: "broken", dataHandle: "h-broken", data: json({ type: "Nothing" }) }]
-    const exit = await Effect.runPromiseExit(Effect.scoped(Effect.gen(function*() {
-      const writer = yield* RollingWriter.make({ dir, format: "both", metadata: {}, decode: decode("fail") })
-      yield* writer.write(batchOf(bad))
-      return yield* writer.finish
-    })).pipe(Effect.provide(encoder)))
-    if (Exit.isSuccess(exit)) throw new Error("expected a failure")
-    const error = Cause.failureOption(exit.cause)
-    expect(error._tag === "Some" && error.value).toBeInstanceOf(DecodeError)
-    expect(error._tag === "Some" && error.value).toMatchObject({ layer: "geo", partition: "broken", dataHandle: "h-broken" })
-    expect(fs.readdirSync(dir).every((f) => f.endsWith(".partial"))).toBe(true)
-  })
+  it.effect.each([["inline", Encoder.inline], ["thread", Encoder.thread]] as const)("%s: a blob that does not decode fails the writer with a DecodeError; files stay .partial", ([name, encoder]) =>
+    Effect.gen(function*() {
+      const dir = path.join(work, `writers-fail-${name}`)
+      const bad = [...rows.slice(0, 5), { ...rows[5]!, partition: "broken", dataHandle: "h-broken", data: json({ type: "Nothing" }) }]
+      const error = yield* Effect.flip(Effect.scoped(Effect.gen(function*() {
+        const writer = yield* RollingWriter.make({ dir, format: "both", metadata: {}, decode: decode("fail") })
+        yield* writer.write(batchOf(bad))
+        return yield* writer.finish
+      })))
+      expect(error).toBeInstanceOf(DecodeError)
+      expect(error).toMatchObject({ layer: "geo", partition: "broken", dataHandle: "h-broken" })
+      expect(fs.readdirSync(dir).every((f) => f.endsWith(".partial"))).toBe(true)
+    }).pipe(Effect.provide(encoder)))
 })

@@ -1,28 +1,16 @@
 import { tableFromIPC } from "apache-arrow"
 import { spawn } from "node:child_process"
-import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { gunzipSync } from "node:zlib"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { runExport, type ExportOptions } from "../../src/export/Export.ts"
 import { makePlan, type PlanRequest } from "../../src/export/Plan.ts"
 import { type ClientLayer, clientLayerFor, runWith } from "../support/client.ts"
-import { literal, query, withDuckDB } from "../support/duckdb.ts"
-import { startService, type TestService } from "../support/service.ts"
-
-const sha1 = (bytes: Uint8Array) => createHash("sha1").update(bytes).digest("hex")
-const sha256File = (file: string) => createHash("sha256").update(fs.readFileSync(file)).digest("hex")
-const DEMO = "hrn:local:data:::demo"
-
-interface Expected {
-  readonly version: number
-  readonly dataHandle: string
-  readonly checksum: string | undefined
-  /** sha1 of the blob as the service serves it, decoded when gzip. */
-  readonly dataSha1: string
-}
+import { literal, query, readParquet as readParquetFiles, withDuckDB } from "../support/duckdb.ts"
+import { sha1, sha256File } from "../support/files.ts"
+import { DEMO, startService, type TestService } from "../support/service.ts"
+import { type Expected, expectMatchesService, serviceState } from "../reliability/support.ts"
 
 let svc: TestService
 let client: ClientLayer
@@ -41,38 +29,8 @@ const options = (overrides: Partial<ExportOptions> = {}): ExportOptions => ({
 const exportLayer = (request: Partial<PlanRequest> & { layer: string }, overrides: Partial<ExportOptions> = {}) =>
   runWith(client, Effect.flatMap(makePlan({ catalog: DEMO, version: "latest", parts: 3, ...request }), (plan) => runExport(plan, options(overrides))))
 
-/** What the service holds for a layer at a version: its own listing plus every blob fetched directly. */
-const serviceState = async (layer: string, version?: number): Promise<Map<string, Expected>> => {
-  const query = version === undefined ? "" : `version=${version}&`
-  const listing = (await (await svc.get(`/metadata/v1/catalogs/${DEMO}/layers/${layer}/partitions?${query}additionalFields=checksum`)).json()) as {
-    partitions: Array<{ partition: string; version: number; dataHandle: string; checksum?: string }>
-  }
-  const state = new Map<string, Expected>()
-  for (const p of listing.partitions) {
-    const res = await svc.get(`/blobstore/v1/catalogs/${DEMO}/layers/${layer}/data/${p.dataHandle}`)
-    let bytes = new Uint8Array(await res.arrayBuffer())
-    if (bytes[0] === 0x1f && bytes[1] === 0x8b) bytes = new Uint8Array(gunzipSync(bytes))
-    state.set(p.partition, { version: p.version, dataHandle: p.dataHandle, checksum: p.checksum, dataSha1: sha1(bytes) })
-  }
-  return state
-}
-
-interface ReadRow {
-  readonly partition: string
-  readonly partition_version: bigint
-  readonly data_handle: string
-  readonly checksum: string | null
-  readonly data_sha1: string | null
-  readonly [column: string]: unknown
-}
-
-const readParquet = (dir: string) =>
-  withDuckDB((c) =>
-    query(
-      c,
-      `SELECT *, sha1(data) AS data_sha1 FROM read_parquet(${literal(path.join(dir, "*.parquet"))}, hive_partitioning = false) ORDER BY partition`
-    )
-  ) as Promise<Array<ReadRow>>
+/** Every column of an export directory's Parquet files (with the tile columns), read by DuckDB. */
+const readParquet = (dir: string) => readParquetFiles(dir, "*")
 
 const readArrow = (dir: string) =>
   fs.readdirSync(dir).filter((f) => f.endsWith(".arrow")).flatMap((f) =>
@@ -81,20 +39,6 @@ const readArrow = (dir: string) =>
       return { partition: row.partition as string, data: row.data as Uint8Array | null, data_handle: row.data_handle as string }
     })
   ).sort((a, b) => (a.partition < b.partition ? -1 : 1))
-
-/** Row for row, the files hold what the service holds. */
-const expectMatches = (rows: ReadonlyArray<ReadRow>, expected: Map<string, Expected>, versionColumn = true) => {
-  expect(rows.length).toBe(expected.size)
-  expect(new Set(rows.map((r) => r.partition)).size).toBe(rows.length)
-  for (const row of rows) {
-    const want = expected.get(row.partition)
-    expect(want, `unexpected partition ${row.partition}`).toBeDefined()
-    expect(row.data_handle).toBe(want!.dataHandle)
-    if (versionColumn) expect(Number(row.partition_version)).toBe(want!.version)
-    expect(row.data_sha1).toBe(want!.dataSha1)
-    if (want!.checksum !== undefined) expect(row.checksum).toBe(want!.checksum)
-  }
-}
 
 beforeAll(async () => {
   svc = await startService({ seed: { partitions: 400, versions: 8 } })
@@ -110,9 +54,9 @@ describe("export of a versioned layer", () => {
     const latest = ((await (await svc.get(`/metadata/v1/catalogs/${DEMO}/versions/latest`)).json()) as { version: number }).version
     expect(latest).toBe(7)
     expect(result.dir).toBe(path.join(out, "demo", "places", `version=${latest}`))
-    const expected = await serviceState("places", latest)
+    const expected = await serviceState(svc, "places", latest)
     const rows = await readParquet(result.dir)
-    expectMatches(rows, expected)
+    expectMatchesService(rows, expected)
     const arrow = readArrow(result.dir)
     expect(arrow.map((r) => r.partition)).toEqual(rows.map((r) => r.partition))
     for (const r of arrow) expect(r.data === null ? null : sha1(r.data)).toBe(expected.get(r.partition)!.dataSha1)
@@ -129,9 +73,9 @@ describe("export of a versioned layer", () => {
   it("writes an older version, which differs from the latest", async () => {
     const result = await exportLayer({ layer: "places", version: 3 })
     expect(result.dir.endsWith("version=3")).toBe(true)
-    const expected = await serviceState("places", 3)
+    const expected = await serviceState(svc, "places", 3)
     const rows = await readParquet(result.dir)
-    expectMatches(rows, expected)
+    expectMatchesService(rows, expected)
     const latestRows = await readParquet(path.join(out, "demo", "places", "version=7"))
     expect(latestRows.map((r) => r.data_handle)).not.toEqual(rows.map((r) => r.data_handle))
     // The incremental cursor never moves back.
@@ -153,9 +97,9 @@ describe("export of a versioned layer", () => {
 
   it("decodes the gzip heretile layer and fills the tile columns", async () => {
     const result = await exportLayer({ layer: "tiles" }, { format: "parquet" })
-    const expected = await serviceState("tiles", result.manifest.version)
+    const expected = await serviceState(svc, "tiles", result.manifest.version)
     const rows = await readParquet(result.dir)
-    expectMatches(rows, expected)
+    expectMatchesService(rows, expected)
     for (const row of rows) {
       // The checksum is of the uncompressed data, so this also proves the data was stored decoded.
       expect(row.data_sha1).toBe(row.checksum)
@@ -191,7 +135,7 @@ describe("export of a volatile layer", () => {
     const result = await exportLayer({ layer: "traffic" }, { format: "parquet" })
     expect(path.basename(result.dir)).toMatch(/^snapshot=\d{8}T\d{6}Z$/)
     const rows = await readParquet(result.dir)
-    expectMatches(rows, await serviceState("traffic"))
+    expectMatchesService(rows, await serviceState(svc, "traffic", undefined))
     expect(rows.length).toBe(100)
     expect(fs.existsSync(path.join(out, "demo", "traffic", "_state.json"))).toBe(false)
   })
@@ -270,8 +214,8 @@ describe("a killed export", () => {
       const listing = (await (await slow.get(`/metadata/v1/catalogs/${DEMO}/layers/places/partitions?version=1&additionalFields=checksum`)).json()) as {
         partitions: Array<{ partition: string; version: number; dataHandle: string; checksum: string }>
       }
-      for (const p of listing.partitions) expected.set(p.partition, { version: p.version, dataHandle: p.dataHandle, checksum: p.checksum, dataSha1: p.checksum })
-      expectMatches(await readParquet(dir), expected)
+      for (const p of listing.partitions) expected.set(p.partition, { version: p.version, dataHandle: p.dataHandle, checksum: p.checksum, dataSize: null, dataSha1: p.checksum })
+      expectMatchesService(await readParquet(dir), expected)
     } finally {
       await slow.close()
     }

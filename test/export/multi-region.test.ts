@@ -6,7 +6,6 @@
  * part; `--no-failover` keeps to the selected region; a volatile snapshot is read whole from one region.
  */
 import { spawn } from "node:child_process"
-import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -14,6 +13,7 @@ import { noFaults } from "../../src/server/Faults.ts"
 import { catalogBody, createCatalog, layer, post, put } from "../admin/helpers.ts"
 import { BIN, cliFor, type CliResult } from "../support/cli.ts"
 import { literal, query, withDuckDB } from "../support/duckdb.ts"
+import { sha1 } from "../support/files.ts"
 import { startService, type TestService } from "../support/service.ts"
 import { expectJson, expectStatus, sleep } from "../server/helpers.ts"
 
@@ -26,7 +26,6 @@ let credentials: string
 let hrn: string
 
 const cli = (...args: Array<string>) => cliFor(svc, credentials)(...args)
-const sha1 = (bytes: Uint8Array | string) => createHash("sha1").update(bytes).digest("hex")
 const setRegion = async (region: string, state: "up" | "down") => expectStatus(await put(svc, `/local/v1/regions/${region}`, { state }), 200)
 
 /** Starts the CLI and returns its running process's result; `started` resolves once it runs. */
@@ -36,7 +35,7 @@ const spawnCli = (args: Array<string>) => {
   let stderr = ""
   child.stdout.on("data", (d) => (stdout += d))
   child.stderr.on("data", (d) => (stderr += d))
-  return new Promise<CliResult>((resolve) => child.on("close", (code) => resolve({ code: code ?? -1, stdout, stderr })))
+  return new Promise<CliResult>((resolve) => child.on("close", (code) => resolve({ code, signal: null, stdout, stderr })))
 }
 
 /** What a region serves for a layer: partition -> sha1 of its blob. */

@@ -6,14 +6,16 @@
 import { Effect, Layer } from "effect"
 import type { ChildProcess } from "node:child_process"
 import * as path from "node:path"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { Encoder } from "../../src/sinks/Encoder.ts"
 import * as RollingWriter from "../../src/sinks/RollingWriter.ts"
 import { RowBatchBuilder } from "../../src/sinks/RowBatch.ts"
-import { cli, DEMO, expectMatchesService, failureLines, readJson, readParquet, serviceState } from "../reliability/support.ts"
-import { literal, query, withDuckDB } from "../support/duckdb.ts"
+import { expectMatchesService, serviceState } from "../reliability/support.ts"
+import { literal, query, readParquet, withDuckDB } from "../support/duckdb.ts"
 import { startStore, type TestStore } from "../support/s3.ts"
-import { startService, type TestService } from "../support/service.ts"
+import { DEMO, startService, type TestService } from "../support/service.ts"
+import { cli, failureLines } from "../support/cli.ts"
+import { readJson } from "../support/files.ts"
 
 const PARTITIONS = 600
 
@@ -152,24 +154,25 @@ describe("bad output locations", () => {
 })
 
 describe("the file writers on a store", () => {
-  it.each([["inline", Encoder.inline], ["thread", Encoder.thread]] as const)("stream a file of several parts with the %s encoder", async (_, encoder) => {
-    Object.assign(process.env, store.env)
-    const rows = 1200
-    const blob = new Uint8Array(8 * 1024).fill(7)
-    const files = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-      const writer = yield* RollingWriter.make({ dir: `s3://${store.bucket}/writers/${_}`, format: "parquet", compression: "none", metadata: {}, rowGroupBytes: 1024 * 1024 })
-      for (let start = 0; start < rows; start += 100) {
-        const batch = new RowBatchBuilder(1024 * 1024)
-        for (let i = start; i < start + 100; i++) batch.add(`p${i}`, 1, `h${i}`, blob.byteLength, null, blob)
-        yield* writer.write(batch.take())
-      }
-      return yield* writer.finish
-    })).pipe(Effect.provide(Layer.fresh(encoder))))
-    expect(files).toHaveLength(1)
-    expect(files[0]!.bytes).toBeGreaterThan(8 * 1024 * 1024)
-    const local = await store.download(`writers/${_}`)
-    const read = await withDuckDB((c) => query(c, `SELECT count(*) AS n, count(DISTINCT partition) AS ids, min(octet_length(data)) AS size FROM read_parquet(${literal(path.join(local, files[0]!.path))})`))
-    expect(read).toEqual([{ n: BigInt(rows), ids: BigInt(rows), size: BigInt(blob.byteLength) }])
-    expect(store.openUploads()).toEqual([])
-  })
+  it.live.each([["inline", Encoder.inline], ["thread", Encoder.thread]] as const)("stream a file of several parts with the %s encoder", ([name, encoder]) =>
+    Effect.gen(function*() {
+      Object.assign(process.env, store.env)
+      const rows = 1200
+      const blob = new Uint8Array(8 * 1024).fill(7)
+      const files = yield* Effect.scoped(Effect.gen(function*() {
+        const writer = yield* RollingWriter.make({ dir: `s3://${store.bucket}/writers/${name}`, format: "parquet", compression: "none", metadata: {}, rowGroupBytes: 1024 * 1024 })
+        for (let start = 0; start < rows; start += 100) {
+          const batch = new RowBatchBuilder(1024 * 1024)
+          for (let i = start; i < start + 100; i++) batch.add(`p${i}`, 1, `h${i}`, blob.byteLength, null, blob)
+          yield* writer.write(batch.take())
+        }
+        return yield* writer.finish
+      })).pipe(Effect.provide(Layer.fresh(encoder)))
+      expect(files).toHaveLength(1)
+      expect(files[0]!.bytes).toBeGreaterThan(8 * 1024 * 1024)
+      const local = yield* Effect.promise(() => store.download(`writers/${name}`))
+      const read = yield* Effect.promise(() => withDuckDB((c) => query(c, `SELECT count(*) AS n, count(DISTINCT partition) AS ids, min(octet_length(data)) AS size FROM read_parquet(${literal(path.join(local, files[0]!.path))})`)))
+      expect(read).toEqual([{ n: BigInt(rows), ids: BigInt(rows), size: BigInt(blob.byteLength) }])
+      expect(store.openUploads()).toEqual([])
+    }))
 })

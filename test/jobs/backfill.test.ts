@@ -1,9 +1,11 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { beforeAll, describe, expect, it } from "vitest"
-import { cleanups, isListing, type Proxy, startProxy } from "../reliability/support.ts"
-import { startService, type TestService } from "../support/service.ts"
-import { cli, DEMO, expectedRows, latestVersion, listing, manifestOf, publish, readExport } from "../versions/support.ts"
+import { isListing, type Proxy, startProxy } from "../reliability/support.ts"
+import { DEMO, startService, type TestService } from "../support/service.ts"
+import { expectedRows, latestVersion, listing, manifestOf, publish, readExport } from "../versions/support.ts"
+import { cleanups } from "../support/files.ts"
+import { cli } from "../support/cli.ts"
 
 /**
  * Backfill through the real CLI: volatile layers refused, versions in which the layer did not change

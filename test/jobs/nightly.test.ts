@@ -3,9 +3,11 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { beforeAll, describe, expect, it } from "vitest"
 import { noFaults } from "../../src/server/Faults.ts"
-import { cleanups, type Exchange, isBlobRequest, type Proxy, startProxy } from "../reliability/support.ts"
-import { startService, type TestService } from "../support/service.ts"
-import { cli, DEMO, manifestOf, readExport, ROOT } from "../versions/support.ts"
+import { type Exchange, isBlobRequest, type Proxy, startProxy } from "../reliability/support.ts"
+import { DEMO, startService, type TestService } from "../support/service.ts"
+import { manifestOf, readExport } from "../versions/support.ts"
+import { cleanups } from "../support/files.ts"
+import { cli, ROOT } from "../support/cli.ts"
 
 /**
  * The nightly job as cron runs it, through the real CLI: what reaches stdout and stderr, the exit
@@ -30,7 +32,7 @@ const nightly = (fields: Record<string, unknown>) => {
 const lines = (text: string) => text.split("\n").filter((l) => l.trim() !== "")
 
 /** What the summary on stdout may hold: one line per layer outcome, its note and hint lines, raised minimums. */
-const SUMMARY_LINE = /^(Exported |Already exported |Up to date: |Failed |Raised the minimum |hrn:\S+ \S+: |  query it: |  removed )/
+const SUMMARY_LINE = /^(Exported |Already exported |Up to date: |Failed |Raised the minimum |hrn:\S+ \S+: | {2}query it: | {2}removed )/
 
 beforeAll(async () => {
   svc = await startService({ seed: { partitions: 30, versions: 4 }, faults: { ...noFaults, latencyMs: [3, 6] } })

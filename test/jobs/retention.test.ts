@@ -1,9 +1,10 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { beforeAll, describe, expect, it } from "vitest"
-import { cleanups } from "../reliability/support.ts"
-import { startService, type TestService } from "../support/service.ts"
-import { blobStatus, cli, DEMO, latestVersion, listing, minimumVersion, publish, serviceFlags } from "../versions/support.ts"
+import { cleanups } from "../support/files.ts"
+import { cli, serviceFlags } from "../support/cli.ts"
+import { DEMO, startService, type TestService } from "../support/service.ts"
+import { blobStatus, latestVersion, listing, minimumVersion, publish } from "../versions/support.ts"
 
 /**
  * The retention guard's defaults through the real CLI: files a manifest names must be there with their

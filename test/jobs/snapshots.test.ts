@@ -1,9 +1,10 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { beforeAll, describe, expect, it } from "vitest"
-import { cleanups } from "../reliability/support.ts"
-import { startService, type TestService } from "../support/service.ts"
-import { cli, DEMO, expectedRows, listing, readExport, serviceFlags } from "../versions/support.ts"
+import { cleanups } from "../support/files.ts"
+import { cli, serviceFlags } from "../support/cli.ts"
+import { DEMO, startService, type TestService } from "../support/service.ts"
+import { expectedRows, listing, readExport } from "../versions/support.ts"
 
 /** Keep-last-N for the snapshot directories of a volatile layer, through `export` and the nightly job. */
 

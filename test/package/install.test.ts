@@ -14,11 +14,10 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { beforeAll, describe, expect, it } from "vitest"
 import { literal, query, withDuckDB } from "../support/duckdb.ts"
-import { parseCredentials, requestToken } from "../support/service.ts"
-import { cleanups, filesBelow, ROOT } from "../reliability/support.ts"
-import { cli } from "../versions/support.ts"
+import { DEMO, parseCredentials, requestToken } from "../support/service.ts"
+import { cleanups, filesBelow } from "../support/files.ts"
+import { cli, ROOT } from "../support/cli.ts"
 
-const DEMO = "hrn:local:data:::demo"
 const NATIVE = ["better-sqlite3", "zstd-napi"]
 /** Root can write anywhere: the installed CLI runs as nobody, for whom `chmod a-w` holds. */
 const RUN_AS = process.getuid?.() === 0 ? 65534 : undefined
@@ -61,7 +60,7 @@ const snapshot = (dir: string) => filesBelow(dir).map((f) => {
 
 const readOnly = (dir: string) => execFileSync("chmod", ["-R", "a-w", dir])
 
-const run = (bin: string, args: ReadonlyArray<string>, cwd: string) => cli(args, { bin, cwd, env: { HOME: cwd }, uid: RUN_AS })
+const run = (bin: string, args: ReadonlyArray<string>, cwd: string) => cli(args, { entry: bin, cwd, env: { HOME: cwd }, uid: RUN_AS })
 
 /** `serve` from the installed package, until the test ends. */
 const serveFrom = async (bin: string) => {

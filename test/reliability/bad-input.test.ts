@@ -9,8 +9,9 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, it } from "vitest"
-import { startService, type TestService } from "../support/service.ts"
-import { cli, type CliResult, DEMO, filesBelow, RESTRICTED, ROOT } from "./support.ts"
+import { DEMO, RESTRICTED, startService, type TestService } from "../support/service.ts"
+import { cli, type CliResult, ROOT } from "../support/cli.ts"
+import { filesBelow } from "../support/files.ts"
 
 const NOBODY = 65534
 

@@ -8,21 +8,11 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { describe, expect, it } from "vitest"
 import { noFaults } from "../../src/server/Faults.ts"
-import { startService } from "../support/service.ts"
-import {
-  cli,
-  DEMO,
-  expectMatchesService,
-  filesBelow,
-  handleOf,
-  isBlobRequest,
-  isListing,
-  readJson,
-  readParquet,
-  serviceState,
-  startProxy,
-  cleanups
-} from "./support.ts"
+import { DEMO, startService } from "../support/service.ts"
+import { expectMatchesService, handleOf, isBlobRequest, isListing, serviceState, startProxy } from "./support.ts"
+import { cli } from "../support/cli.ts"
+import { cleanups, filesBelow, readJson } from "../support/files.ts"
+import { readParquet } from "../support/duckdb.ts"
 
 const { cleanup, tempDir } = cleanups()
 

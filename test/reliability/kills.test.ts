@@ -10,9 +10,11 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { literal, query, withDuckDB } from "../support/duckdb.ts"
-import { startService, type TestService } from "../support/service.ts"
-import { cli, DEMO, expectMatchesService, filesBelow, handleOf, isBlobRequest, type Proxy, readJson, readParquet, serviceState, startProxy } from "./support.ts"
+import { literal, query, readParquet, withDuckDB } from "../support/duckdb.ts"
+import { DEMO, startService, type TestService } from "../support/service.ts"
+import { expectMatchesService, handleOf, isBlobRequest, type Proxy, serviceState, startProxy } from "./support.ts"
+import { cli } from "../support/cli.ts"
+import { filesBelow, readJson } from "../support/files.ts"
 
 const PARTITIONS = 800
 

@@ -13,18 +13,11 @@ import type { AddressInfo } from "node:net"
 import * as path from "node:path"
 import { createProxy } from "proxy"
 import { beforeAll, describe, expect, it } from "vitest"
-import { startService, type TestService } from "../support/service.ts"
-import {
-  authorizedGetter,
-  cleanups,
-  cli,
-  DEMO,
-  expectMatchesService,
-  isBlobRequest,
-  readParquet,
-  serviceState,
-  startProxy
-} from "./support.ts"
+import { DEMO, startService, type TestService } from "../support/service.ts"
+import { authorizedGetter, expectMatchesService, isBlobRequest, serviceState, startProxy } from "./support.ts"
+import { cleanups } from "../support/files.ts"
+import { cli } from "../support/cli.ts"
+import { readParquet } from "../support/duckdb.ts"
 
 const { cleanup, tempDir } = cleanups()
 let svc: TestService

@@ -15,24 +15,11 @@ import { BlobApi } from "../../src/client/BlobApi.ts"
 import { noFaults } from "../../src/server/Faults.ts"
 import { router } from "../../src/server/Server.ts"
 import { clientLayerFor, runWith } from "../support/client.ts"
-import { startService, type TestService } from "../support/service.ts"
-import {
-  authorizedGetter,
-  cli,
-  DEMO,
-  expectMatchesService,
-  filesBelow,
-  handleOf,
-  isBlobRequest,
-  readJson,
-  readParquet,
-  RESTRICTED,
-  serviceState,
-  sha1,
-  sleep,
-  startProxy,
-  cleanups
-} from "./support.ts"
+import { DEMO, RESTRICTED, startService, type TestService } from "../support/service.ts"
+import { authorizedGetter, expectMatchesService, handleOf, isBlobRequest, serviceState, sleep, startProxy } from "./support.ts"
+import { cli } from "../support/cli.ts"
+import { cleanups, filesBelow, readJson, sha1 } from "../support/files.ts"
+import { readParquet } from "../support/duckdb.ts"
 
 const { cleanup, tempDir } = cleanups()
 
@@ -110,7 +97,7 @@ describe("secrets", () => {
     expect(places.some(([, bytes]) => bytes.includes(Buffer.from(blobBytes)))).toBe(true)
     const leaks = places.flatMap(([where, bytes]) => secrets.filter((s) => bytes.includes(s)).map((s) => `${where} holds ${s.slice(0, 8)}…`))
     expect(leaks).toEqual([])
-  })
+  }, 180_000) // ten runs of the CLI one after another, one against a closed port until its retry budget ends
 })
 
 // --- redirects -----------------------------------------------------------------------------------

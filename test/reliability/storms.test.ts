@@ -9,21 +9,11 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type FaultOptions, noFaults } from "../../src/server/Faults.ts"
-import { startService, type TestService } from "../support/service.ts"
-import {
-  cli,
-  DEMO,
-  type Exchange,
-  expectMatchesService,
-  type Expected,
-  failureLines,
-  filesBelow,
-  isBlobRequest,
-  type Proxy,
-  readParquet,
-  serviceState,
-  startProxy
-} from "./support.ts"
+import { DEMO, startService, type TestService } from "../support/service.ts"
+import { type Exchange, expectMatchesService, type Expected, isBlobRequest, type Proxy, serviceState, startProxy } from "./support.ts"
+import { cli, failureLines } from "../support/cli.ts"
+import { filesBelow } from "../support/files.ts"
+import { readParquet } from "../support/duckdb.ts"
 
 type Storm = { -readonly [K in keyof FaultOptions]: FaultOptions[K] }
 

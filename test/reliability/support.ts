@@ -1,74 +1,17 @@
 /**
- * Helpers of the reliability tests: the real CLI as a child process, a recording (and misbehaving)
- * HTTP proxy in front of the local service, and what the service holds, computed independently of
- * the exporter (its own listing and every blob fetched directly, hashed here).
+ * Helpers of the reliability tests: a recording (and misbehaving) HTTP proxy in front of the local
+ * service, and what the service holds, computed independently of the exporter (its own listing and
+ * every blob fetched directly, hashed here).
  */
-import { type ChildProcess, spawn } from "node:child_process"
-import { createHash } from "node:crypto"
-import * as fs from "node:fs"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
-import * as path from "node:path"
 import { gunzipSync } from "node:zlib"
-import * as os from "node:os"
-import { afterAll, expect } from "vitest"
-import { literal, query, withDuckDB } from "../support/duckdb.ts"
-import type { TestService } from "../support/service.ts"
+import { expect } from "vitest"
+import { sha1 } from "../support/files.ts"
+import type { ReadRow } from "../support/duckdb.ts"
+import { DEMO, type TestService } from "../support/service.ts"
 
-export const DEMO = "hrn:local:data:::demo"
-export const RESTRICTED = "hrn:local:data:::restricted"
-export const ROOT = path.resolve(import.meta.dirname, "..", "..")
-
-export const sha1 = (bytes: Uint8Array | string) => createHash("sha1").update(bytes).digest("hex")
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-
-// --- the CLI -------------------------------------------------------------------------------------
-
-export interface CliResult {
-  readonly code: number | null
-  readonly signal: NodeJS.Signals | null
-  readonly stdout: string
-  readonly stderr: string
-}
-
-/**
- * Runs `catalog-export <args>` (the bin every user runs) to its end; `entry` runs another copy of the
- * CLI (a copy of the bundle an unprivileged user can read), from its own directory.
- */
-export const cli = (
-  args: ReadonlyArray<string>,
-  options: { env?: Record<string, string | undefined>; timeoutMs?: number; uid?: number; gid?: number; entry?: string; onSpawn?: (child: ChildProcess) => void } = {}
-) =>
-  new Promise<CliResult>((resolve, reject) => {
-    const env: Record<string, string> = {}
-    for (const [k, v] of Object.entries({ ...process.env, ...options.env })) if (v !== undefined) env[k] = v
-    // Never pick up a developer's real lookup URL or credentials.
-    if (options.env?.CATALOG_LOOKUP_URL === undefined) delete env.CATALOG_LOOKUP_URL
-    if (options.env?.HERE_CREDENTIALS_FILE === undefined) delete env.HERE_CREDENTIALS_FILE
-    const child = spawn(process.execPath, [options.entry ?? path.join(ROOT, "src/cli/bin.mjs"), ...args], {
-      cwd: options.entry === undefined ? ROOT : path.dirname(options.entry),
-      env,
-      stdio: ["ignore", "pipe", "pipe"],
-      ...(options.uid === undefined ? {} : { uid: options.uid, gid: options.gid ?? options.uid })
-    })
-    options.onSpawn?.(child)
-    let stdout = ""
-    let stderr = ""
-    child.stdout.on("data", (c: Buffer) => (stdout += c.toString("utf8")))
-    child.stderr.on("data", (c: Buffer) => (stderr += c.toString("utf8")))
-    const timer = setTimeout(() => {
-      child.kill("SIGKILL")
-      reject(new Error(`catalog-export ${args.join(" ")} did not finish within ${options.timeoutMs ?? 120_000} ms\n${stderr}`))
-    }, options.timeoutMs ?? 120_000)
-    child.on("error", reject)
-    child.on("close", (code, signal) => {
-      clearTimeout(timer)
-      resolve({ code, signal, stdout, stderr })
-    })
-  })
-
-/** The `catalog-export: <sentence>` lines a failed run printed. */
-export const failureLines = (r: CliResult) => r.stderr.split("\n").filter((l) => l.startsWith("catalog-export: "))
 
 // --- a recording proxy ---------------------------------------------------------------------------
 
@@ -302,25 +245,6 @@ export const serviceState = async (svc: TestService, layer: string, version: num
   return state
 }
 
-export interface ReadRow {
-  readonly partition: string
-  readonly partition_version: bigint
-  readonly data_handle: string
-  readonly data_size: bigint | null
-  readonly checksum: string | null
-  readonly data_sha1: string | null
-}
-
-/** Every Parquet row of an export directory, read by DuckDB (an independent reader), sorted by partition. */
-export const readParquet = (dir: string): Promise<Array<ReadRow>> =>
-  withDuckDB((c) =>
-    query(
-      c,
-      `SELECT partition, partition_version, data_handle, data_size, checksum, sha1(data) AS data_sha1
-       FROM read_parquet(${literal(path.join(dir, "*.parquet"))}, hive_partitioning = false) ORDER BY partition`
-    )
-  ) as unknown as Promise<Array<ReadRow>>
-
 /** Row for row, the files hold what the service holds: each partition exactly once, data equal by sha1. */
 export const expectMatchesService = (rows: ReadonlyArray<ReadRow>, expected: ReadonlyMap<string, Expected>) => {
   const seen = new Set<string>()
@@ -341,38 +265,4 @@ export const expectMatchesService = (rows: ReadonlyArray<ReadRow>, expected: Rea
   for (const id of expected.keys()) if (!seen.has(id)) problems.push(`${id} is missing`)
   expect(problems.slice(0, 20), `${problems.length} differences`).toEqual([])
   expect(rows.length).toBe(expected.size)
-}
-
-// --- files ---------------------------------------------------------------------------------------
-
-/** Every file below `dir`, relative, sorted. */
-export const filesBelow = (dir: string): Array<string> => {
-  if (!fs.existsSync(dir)) return []
-  if (!fs.statSync(dir).isDirectory()) return ["(a file)"]
-  const out: Array<string> = []
-  const walk = (d: string) => {
-    for (const entry of fs.readdirSync(d, { withFileTypes: true })) {
-      const full = path.join(d, entry.name)
-      if (entry.isDirectory()) walk(full)
-      else out.push(path.relative(dir, full))
-    }
-  }
-  walk(dir)
-  return out.sort()
-}
-
-export const readJson = <T = any>(file: string): T => JSON.parse(fs.readFileSync(file, "utf8")) as T
-
-/** Undo actions run after the file's tests, newest first, and a temporary directory maker that registers its removal. */
-export const cleanups = () => {
-  const cleanup: Array<() => Promise<void> | void> = []
-  afterAll(async () => {
-    for (const f of cleanup.reverse()) await f()
-  })
-  const tempDir = (prefix: string) => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), prefix))
-    cleanup.push(() => fs.rmSync(dir, { recursive: true, force: true }))
-    return dir
-  }
-  return { cleanup, tempDir }
 }

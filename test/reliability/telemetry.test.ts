@@ -9,8 +9,9 @@ import * as path from "node:path"
 import { beforeAll, describe, expect, it } from "vitest"
 import { noFaults } from "../../src/server/Faults.ts"
 import { lastPoints, type OtlpReceiver, type ReceivedSpan, startOtlpReceiver } from "../support/otlp.ts"
-import { startService, type TestService } from "../support/service.ts"
-import { cleanups, cli, DEMO, readJson } from "./support.ts"
+import { DEMO, startService, type TestService } from "../support/service.ts"
+import { cleanups, readJson } from "../support/files.ts"
+import { cli } from "../support/cli.ts"
 
 const { cleanup, tempDir } = cleanups()
 let svc: TestService

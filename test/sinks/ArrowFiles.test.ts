@@ -1,19 +1,11 @@
 import { tableFromIPC, type Table } from "apache-arrow"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { afterEach, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { columnNames } from "../../src/sinks/Row.ts"
-import { ABOVE_2_53, expectedRecord, INT64_MAX, makeRows, metadata, sha1, tempDir, writeAll } from "./support.ts"
+import { ABOVE_2_53, expectedRecord, INT64_MAX, makeRows, metadata, sha1, tempDirs, writeAll } from "./support.ts"
 
-const dirs: Array<string> = []
-const newDir = () => {
-  const dir = tempDir()
-  dirs.push(dir)
-  return dir
-}
-afterEach(() => {
-  for (const dir of dirs.splice(0)) fs.rmSync(dir, { recursive: true, force: true })
-})
+const newDir = tempDirs()
 
 const readTable = (file: string): Table => tableFromIPC(fs.readFileSync(file))
 

@@ -1,20 +1,12 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { afterEach, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { parquetCompressions } from "../../src/sinks/ParquetCodecs.ts"
 import { columnNames } from "../../src/sinks/Row.ts"
 import { batchOf, rowBytes } from "../../src/sinks/RowBatch.ts"
-import { ABOVE_2_53, expectedRecord, INT64_MAX, makeRows, metadata, query, tempDir, type TestRow, withDuckDB, writeAll } from "./support.ts"
+import { ABOVE_2_53, expectedRecord, INT64_MAX, makeRows, metadata, query, tempDirs, type TestRow, withDuckDB, writeAll } from "./support.ts"
 
-const dirs: Array<string> = []
-const newDir = () => {
-  const dir = tempDir()
-  dirs.push(dir)
-  return dir
-}
-afterEach(() => {
-  for (const dir of dirs.splice(0)) fs.rmSync(dir, { recursive: true, force: true })
-})
+const newDir = tempDirs()
 
 /** Rows per group when a group is cut as soon as its rows reach `groupBytes`. */
 const expectedGroupSizes = (rows: ReadonlyArray<TestRow>, groupBytes: number): Array<number> => {

@@ -1,8 +1,8 @@
 import { Effect, type Layer } from "effect"
-import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import { afterEach } from "vitest"
 import * as HereTile from "../../src/domain/HereTile.ts"
 import { Encoder } from "../../src/sinks/Encoder.ts"
 import * as RollingWriter from "../../src/sinks/RollingWriter.ts"
@@ -18,9 +18,9 @@ export const metadata = {
   tool_version: "0.1.0"
 }
 
-export const sha1 = (bytes: Uint8Array): string => createHash("sha1").update(bytes).digest("hex")
+import { sha1 } from "../support/files.ts"
 
-export const sha256File = (file: string): string => createHash("sha256").update(fs.readFileSync(file)).digest("hex")
+export { sha1, sha256File } from "../support/files.ts"
 
 /** Deterministic bytes (xorshift), so a failing test can be rerun on the same data. */
 export const bytes = (size: number, seed: number): Uint8Array => {
@@ -72,17 +72,32 @@ export const makeRows = (count: number, options: { readonly dataBytes?: number; 
 
 export const tempDir = (): string => fs.mkdtempSync(path.join(os.tmpdir(), "sinks-test-"))
 
-/** Opens a writer, writes `rows` in batches and finishes, all in one scope, encoding on the encoder thread. */
-export const writeAll = (options: RollingWriter.Options, rows: ReadonlyArray<TestRow>, batchSize = 100, encoder: Layer.Layer<Encoder> = Encoder.thread) =>
-  Effect.runPromise(
-    Effect.scoped(
-      Effect.gen(function* () {
-        const writer = yield* RollingWriter.make(options)
-        for (let i = 0; i < rows.length; i += batchSize) yield* writer.write(batchOf(rows.slice(i, i + batchSize)))
-        return yield* writer.finish
-      })
-    ).pipe(Effect.provide(encoder))
+/** Opens a writer, writes `rows` in batches and finishes, all in one scope. */
+export const writeRows = (options: RollingWriter.Options, rows: ReadonlyArray<TestRow>, batchSize = 100) =>
+  Effect.scoped(
+    Effect.gen(function*() {
+      const writer = yield* RollingWriter.make(options)
+      for (let i = 0; i < rows.length; i += batchSize) yield* writer.write(batchOf(rows.slice(i, i + batchSize)))
+      return yield* writer.finish
+    })
   )
+
+/** `writeRows` run to its end, encoding on the encoder thread (or `encoder`), for tests that read the files back. */
+export const writeAll = (options: RollingWriter.Options, rows: ReadonlyArray<TestRow>, batchSize = 100, encoder: Layer.Layer<Encoder> = Encoder.thread) =>
+  Effect.runPromise(writeRows(options, rows, batchSize).pipe(Effect.provide(encoder)))
+
+/** A new temporary directory for each call, all removed after each test. */
+export const tempDirs = (): () => string => {
+  const dirs: Array<string> = []
+  afterEach(() => {
+    for (const dir of dirs.splice(0)) fs.rmSync(dir, { recursive: true, force: true })
+  })
+  return () => {
+    const dir = tempDir()
+    dirs.push(dir)
+    return dir
+  }
+}
 
 export { query, withDuckDB } from "../support/duckdb.ts"
 

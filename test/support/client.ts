@@ -1,7 +1,7 @@
 import { Effect, Layer } from "effect"
 import * as DataClient from "../../src/client/DataClient.ts"
 import { Encoder } from "../../src/sinks/Encoder.ts"
-import type { TestService } from "./service.ts"
+import { Service, type TestService } from "./service.ts"
 
 /** What the product's commands run with: the Data API client and the encoder thread of the export. */
 export type ClientLayer = Layer.Layer<DataClient.DataClient | Encoder, unknown>
@@ -20,6 +20,15 @@ export const clientLayerFor = async (
     }),
     Encoder.auto
   )
+
+/** `clientLayerFor` the test service in the environment (`Service.layer`), for tests written with @effect/vitest's `layer(...)`. */
+export const clientLayer = (options: Parameters<typeof clientLayerFor>[1] = {}): Layer.Layer<DataClient.DataClient | Encoder, unknown, Service> =>
+  Layer.unwrapEffect(Effect.flatMap(Service, (svc) => Effect.promise(() => clientLayerFor(svc, options))))
+
+/** Provides the product's Data API client for a running test service (and the encoder) to an Effect: `it.live(..., () => program.pipe(provideClient(svc)))` (live: the client's retries and polls wait real time). */
+export const provideClient = (svc: TestService, options: Parameters<typeof clientLayerFor>[1] = {}) =>
+  <A, E>(effect: Effect.Effect<A, E, DataClient.DataClient | Encoder>): Effect.Effect<A, unknown> =>
+    Effect.provide(effect, Layer.unwrapEffect(Effect.promise(() => clientLayerFor(svc, options))))
 
 export const runWith = <A, E>(layer: ClientLayer, effect: Effect.Effect<A, E, DataClient.DataClient | Encoder>) =>
   Effect.runPromise(effect.pipe(Effect.provide(layer)) as Effect.Effect<A, unknown>)

@@ -1,12 +1,16 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Effect, Exit, Scope } from "effect"
+import { Context, Effect, Exit, Layer, Scope } from "effect"
 import { signRequest } from "../../src/domain/OAuth1.ts"
 import * as LocalService from "../../src/server/LocalService.ts"
 import { DEMO_APP } from "../../src/server/Seed.ts"
 import { defaultServiceOptions, type ServiceOptions } from "../../src/server/Server.ts"
 import { defaultSeed, noSeed } from "../../src/server/Seed.ts"
+
+/** The catalogs of the demo seed: one the demo application reads and writes, one it may not read. */
+export const DEMO = "hrn:local:data:::demo"
+export const RESTRICTED = "hrn:local:data:::restricted"
 
 export interface Credentials {
   readonly userId: string
@@ -103,4 +107,11 @@ export const startService = async (options: TestServiceOptions = {}): Promise<Te
       fs.rmSync(dir, { recursive: true, force: true })
     }
   }
+}
+
+/** The running test service, for tests written with @effect/vitest's `layer(...)`. */
+export class Service extends Context.Tag("test/Service")<Service, TestService>() {
+  /** Starts the service when the layer is built and closes it when the layer's scope closes. */
+  static readonly layer = (options: TestServiceOptions = {}) =>
+    Layer.scoped(Service, Effect.acquireRelease(Effect.promise(() => startService(options)), (svc) => Effect.promise(() => svc.close())))
 }

@@ -7,8 +7,9 @@ import { BackfillJob, runBackfill, type VersionOutcome } from "../../pipelines/b
 import { MetadataApi } from "../../src/client/MetadataApi.ts"
 import { load } from "../../src/export/JobConfig.ts"
 import { clientLayerFor, runWith } from "../support/client.ts"
-import { startService, type TestService } from "../support/service.ts"
-import { cli, DEMO, expectedRows, latestVersion, listing, manifestOf, readExport, ROOT, serviceFlags, setMinimum } from "./support.ts"
+import { DEMO, startService, type TestService } from "../support/service.ts"
+import { expectedRows, latestVersion, listing, manifestOf, readExport, setMinimum } from "./support.ts"
+import { cli, ROOT, serviceFlags } from "../support/cli.ts"
 
 /** `catalog-export backfill` through the real CLI against the local service (versions 0..9). */
 

@@ -6,21 +6,9 @@ import { runExport } from "../../src/export/Export.ts"
 import { makePlan } from "../../src/export/Plan.ts"
 import { clientLayerFor, runWith } from "../support/client.ts"
 import { query, withDuckDB } from "../support/duckdb.ts"
-import { startService, type TestService } from "../support/service.ts"
-import {
-  changes,
-  cli,
-  DEMO,
-  type ExportedRow,
-  expectedRows,
-  listing,
-  manifestOf,
-  publish,
-  readExport,
-  ROOT,
-  serviceFlags,
-  setMinimum
-} from "./support.ts"
+import { DEMO, startService, type TestService } from "../support/service.ts"
+import { changes, type ExportedRow, expectedRows, listing, manifestOf, publish, readExport, setMinimum } from "./support.ts"
+import { cli, ROOT, serviceFlags } from "../support/cli.ts"
 
 /**
  * Incremental exports (`--mode changes`, `incremental: true`): a full export at 3, deltas to 5 and 7,

@@ -10,8 +10,9 @@ import { runExport } from "../../src/export/Export.ts"
 import { load } from "../../src/export/JobConfig.ts"
 import { makePlan } from "../../src/export/Plan.ts"
 import { type ClientLayer, clientLayerFor, runWith } from "../support/client.ts"
-import { startService, type TestService } from "../support/service.ts"
-import { cli, DEMO, latestVersion, listing, manifestOf, minimumVersion, publish, ROOT, serviceFlags } from "./support.ts"
+import { DEMO, startService, type TestService } from "../support/service.ts"
+import { latestVersion, listing, manifestOf, minimumVersion, publish } from "./support.ts"
+import { cli, ROOT, serviceFlags } from "../support/cli.ts"
 
 /**
  * Retention housekeeping through the real CLI: every refusal, the export guard, dry runs, policies,

@@ -1,7 +1,8 @@
 import { gunzipSync } from "node:zlib"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { startService, type TestService } from "../support/service.ts"
-import { blobStatus, DEMO, eventually, latestVersion, listing, type ListedPartition, minimumVersion, publish, setMinimum, sha1 } from "./support.ts"
+import { DEMO, startService, type TestService } from "../support/service.ts"
+import { blobStatus, eventually, latestVersion, listing, type ListedPartition, minimumVersion, publish, setMinimum } from "./support.ts"
+import { sha1 } from "../support/files.ts"
 
 /**
  * The local service's catalog-version rules (data-catalog-interface.md "Catalog versions"), over

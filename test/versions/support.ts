@@ -1,17 +1,8 @@
-import { spawn } from "node:child_process"
-import { createHash } from "node:crypto"
-import * as fs from "node:fs"
 import * as path from "node:path"
-import { fileURLToPath } from "node:url"
 import { expect } from "vitest"
-import { literal, query, withDuckDB } from "../support/duckdb.ts"
-import type { TestService } from "../support/service.ts"
-
-export const DEMO = "hrn:local:data:::demo"
-export const ROOT = fileURLToPath(new URL("../..", import.meta.url))
-const BIN = path.join(ROOT, "src", "cli", "bin.mjs")
-
-export const sha1 = (bytes: Uint8Array | string) => createHash("sha1").update(bytes).digest("hex")
+import { readParquet } from "../support/duckdb.ts"
+import { readJson, sha1 } from "../support/files.ts"
+import { DEMO, type TestService } from "../support/service.ts"
 
 export interface ListedPartition {
   readonly partition: string
@@ -120,38 +111,6 @@ export const eventually = async (check: () => Promise<boolean>, what: string, ti
   }
 }
 
-export interface CliResult {
-  readonly code: number | null
-  readonly stdout: string
-  readonly stderr: string
-}
-
-/**
- * Runs the real CLI (`node src/cli/bin.mjs ...`, or another `bin` such as an installed one) and
- * collects its output; `uid` runs it as that user.
- */
-export const cli = (
-  args: ReadonlyArray<string>,
-  options: { cwd?: string; env?: Record<string, string>; bin?: string; uid?: number | undefined } = {}
-): Promise<CliResult> =>
-  new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [options.bin ?? BIN, ...args], {
-      cwd: options.cwd ?? ROOT,
-      env: { ...process.env, CATALOG_LOOKUP_URL: "", ...options.env },
-      stdio: ["ignore", "pipe", "pipe"],
-      ...(options.uid === undefined ? {} : { uid: options.uid, gid: options.uid })
-    })
-    let stdout = ""
-    let stderr = ""
-    child.stdout.on("data", (d) => (stdout += d))
-    child.stderr.on("data", (d) => (stderr += d))
-    child.on("error", reject)
-    child.on("close", (code) => resolve({ code, stdout, stderr }))
-  })
-
-/** The flags that point the CLI at a test service. */
-export const serviceFlags = async (svc: TestService) => ["--lookup-url", svc.lookupUrl, "--credentials", await svc.credentialsFile(), "--log-format", "json"]
-
 export interface ExportedRow {
   readonly partition: string
   readonly partition_version: number
@@ -160,15 +119,15 @@ export interface ExportedRow {
   readonly data_sha1: string | null
 }
 
-/** What one export directory holds, read by DuckDB (not by our code). */
-export const readExport = (dir: string): Promise<Array<ExportedRow>> =>
-  withDuckDB((c) =>
-    query(
-      c,
-      `SELECT partition, partition_version, data_handle, checksum, sha1(data) AS data_sha1
-       FROM read_parquet(${literal(path.join(dir, "*.parquet"))}, hive_partitioning = false) ORDER BY partition`
-    )
-  ).then((rows) => rows.map((r) => ({ ...r, partition_version: Number(r.partition_version) }) as ExportedRow))
+/** What one export directory holds, read by DuckDB (not by our code), in the shape of `expectedRows`. */
+export const readExport = async (dir: string): Promise<Array<ExportedRow>> =>
+  (await readParquet(dir)).map((r) => ({
+    partition: r.partition,
+    partition_version: Number(r.partition_version),
+    data_handle: r.data_handle,
+    checksum: r.checksum,
+    data_sha1: r.data_sha1
+  }))
 
 /** The rows an export of `layer` at `version` must hold, from the service's listing (`places`: checksum = sha1 of the data). */
 export const expectedRows = (partitions: ReadonlyArray<ListedPartition>): Array<ExportedRow> =>
@@ -182,4 +141,4 @@ export const expectedRows = (partitions: ReadonlyArray<ListedPartition>): Array<
       data_sha1: p.dataHandle === "" ? null : p.checksum ?? null
     }))
 
-export const manifestOf = (dir: string) => JSON.parse(fs.readFileSync(path.join(dir, "_manifest.json"), "utf8")) as Record<string, any>
+export const manifestOf = (dir: string) => readJson<Record<string, any>>(path.join(dir, "_manifest.json"))
