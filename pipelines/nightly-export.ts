@@ -1,6 +1,5 @@
 import { type Context, Effect, Either, Layer, Option, Schema } from "effect"
 import type * as DataClient from "../src/client/DataClient.ts"
-import { Http } from "../src/client/Http.ts"
 import { MetadataApi } from "../src/client/MetadataApi.ts"
 import { RetryTally } from "../src/client/Retry.ts"
 import * as Hrn from "../src/domain/Hrn.ts"
@@ -15,6 +14,7 @@ import { parseCatalogHrn, versionBounds } from "../src/export/Plan.ts"
 import { Counters, tracking } from "../src/export/Progress.ts"
 import { pruneSnapshots } from "../src/export/Snapshots.ts"
 import { exportLocation } from "../src/retention/ExportLocation.ts"
+import * as Metrics from "../src/telemetry/Metrics.ts"
 import { guard } from "./retention.ts"
 
 /** Exports the latest version of each listed layer (volatile layers: a snapshot of their data). */
@@ -174,6 +174,7 @@ export const runNightly = (job: NightlyJob, run: NightlyRun) =>
         if (built === undefined) clients.set(key, built = yield* Effect.either(Layer.build(layer)))
         return built
       })
+    const retriedBefore = yield* Metrics.retriesSoFar
     // Built up front, one per lookup service, so concurrent layers share them.
     for (const target of job.layers) yield* clientOf(target.catalog)
 
@@ -214,8 +215,7 @@ export const runNightly = (job: NightlyJob, run: NightlyRun) =>
           if (r !== undefined) raised.push(r)
         }), { discard: true }))
       : Either.right(undefined)
-    let retries = 0
-    for (const client of clients.values()) if (Either.isRight(client)) retries += yield* Effect.flatMap(Http, (h) => h.retryCount).pipe(Effect.provide(client.right))
+    const retries = (yield* Metrics.retriesSoFar) - retriedBefore
     /** `raiseFailure`: why raising a minimum was refused or failed (after the exports were committed). */
     return { outcomes, raised, raiseFailure: Either.getLeft(raise), retries }
   }))

@@ -4,7 +4,7 @@ import * as ValidationError from "@effect/cli/ValidationError"
 import { Duration, Effect, Either, Layer, Logger, LogLevel, Option } from "effect"
 import * as DataClient from "../client/DataClient.ts"
 import type { CredentialsError } from "../client/Errors.ts"
-import type { RetryPolicyShape } from "../client/Http.ts"
+import type { RetryPolicyShape } from "../client/Retry.ts"
 import * as Hrn from "../domain/Hrn.ts"
 import { UsageError } from "./Exit.ts"
 
