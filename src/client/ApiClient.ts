@@ -135,7 +135,8 @@ export class ApiClient extends Context.Tag("catalog-export/client/ApiClient")<Ap
           let attempts = 0
           const resumeAt = options.resumeAt ?? (() => delivered)
           const isComplete = options.isComplete ?? (() => expectedEnd === undefined || delivered >= expectedEnd)
-          const decode = options.decode ?? ((bytes) => bytes as Stream.Stream<any, ResumeFailure>)
+          // Without `decode`, A is its default, Uint8Array.
+          const decode = options.decode ?? ((bytes) => bytes as unknown as Stream.Stream<A, ResumeFailure>)
 
           /** One request for the bytes from `offset` on; ending before the document is complete is a cut. */
           const from = (offset: number): Stream.Stream<Uint8Array, ResumeFailure> =>
