@@ -102,10 +102,13 @@ export type Retrying = Extract<RetryStep, { readonly _tag: "Retry" }>
 
 const PERMANENT: RetryStep = { _tag: "Permanent" }
 
-/** The policy's answer to `error` at `now`, counting it into `count` (updated in place). */
+/**
+ * The policy's answer to `error` at `now`, counting it into `count` (updated in place): `Retry` after
+ * `retryDelay`, or why not. `maxOutages`: the failing request's `outageLimit`.
+ */
 export const nextRetry = (
   limits: RetryLimits,
-  outages: number | undefined,
+  maxOutages: number | undefined,
   count: RetryCount,
   error: unknown,
   now: number,
@@ -113,7 +116,7 @@ export const nextRetry = (
 ): RetryStep => {
   if (!isTransient(error)) return PERMANENT
   count.outages = isOutage(error) ? count.outages + 1 : 0
-  if (outages !== undefined && count.outages >= outages) return { _tag: "Outage", error, failures: count.outages }
+  if (maxOutages !== undefined && count.outages >= maxOutages) return { _tag: "Outage", error, failures: count.outages }
   if (count.retries === 0) count.startedAt = now
   const elapsedMs = now - count.startedAt
   const delayMs = retryDelay(limits, count.retries, elapsedMs, error._tag === "ApiError" ? error.retryAfterMs : undefined, random)
@@ -173,9 +176,9 @@ const observe = (step: RetryStep) =>
  */
 export const retrySchedule = (limits: RetryLimits): Schedule.Schedule<RetryStep, unknown> =>
   Schedule.makeWithState<RetryCount, unknown, RetryStep>({ retries: 0, outages: 0, startedAt: 0 }, (now, error, state) =>
-    Effect.zipWith(FiberRef.get(outageLimit), Random.next, (outages, random) => {
+    Effect.zipWith(FiberRef.get(outageLimit), Random.next, (maxOutages, random) => {
       const count = { ...state }
-      const step = nextRetry(limits, outages, count, error, now, random)
+      const step = nextRetry(limits, maxOutages, count, error, now, random)
       const decision = step._tag === "Retry" ? ScheduleDecision.continueWith(ScheduleInterval.after(now + step.delayMs)) : ScheduleDecision.done
       return [count, step, decision] as const
     })).pipe(Schedule.tapOutput(observe))
