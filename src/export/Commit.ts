@@ -67,7 +67,7 @@ export const commit = (dest: Destination, plan: Plan) =>
     const finished = [...shards.values()].sort((a, b) => a.shard - b.shard)
     const broken = finished.flatMap((s) => {
       const reason = damage(s.files, present) ??
-        (sameDecoding(s.decode, finished[0]!.decode) ? undefined : `it was decoded otherwise than shard ${finished[0]!.shard} (run it again with the same --decode flags)`)
+        (sameDecoding(s.decode, finished[0]!.decode) ? undefined : `decoded otherwise than shard ${finished[0]!.shard}: give every shard the same --decode flags`)
       return reason === undefined ? [] : [{ shard: s.shard, reason }]
     })
     if (missing.length > 0 || broken.length > 0) return yield* new ShardsUnfinished({ plan: dest.at(planKey(dir)), missing, broken })

@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs/promises"
+import * as os from "node:os"
 import * as path from "node:path"
 import { Effect, Option } from "effect"
 import type { CompletedFile } from "./Files.ts"
@@ -97,6 +98,32 @@ const storeRequest = <A>(location: string, doing: string, run: () => Promise<A>)
 
 const errnoCode = (e: unknown) => (e as NodeJS.ErrnoException)?.code
 
+/** Names this process's temporary files: a write killed mid-way leaves one, which a later write of the same file on this host removes. */
+const WRITER = `${os.hostname()}-${process.pid}`
+
+const isAlive = (pid: number) => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (e) {
+    return errnoCode(e) === "EPERM"
+  }
+}
+
+/**
+ * Removes the temporary files of `file` that writers killed mid-way (SIGKILL, a pod evicted) left on
+ * this host: those of processes no longer running. Another host's, or a running writer's, stay.
+ */
+const removeOrphanedTemps = async (file: string) => {
+  const dir = path.dirname(file)
+  const prefix = `${path.basename(file)}.${os.hostname()}-`
+  for (const name of await fs.readdir(dir).catch(() => [] as Array<string>)) {
+    if (!name.startsWith(prefix) || !name.endsWith(".partial")) continue
+    const pid = Number(name.slice(prefix.length).split(".")[0])
+    if (Number.isInteger(pid) && !isAlive(pid)) await fs.rm(path.join(dir, name), { force: true })
+  }
+}
+
 const local = (root: string, name: string): Destination => {
   const at = (key: string) => (key === "" ? root : path.join(root, ...key.split("/")))
   const attempt = <A>(key: string, doing: string, run: () => Promise<A>) =>
@@ -111,8 +138,9 @@ const local = (root: string, name: string): Destination => {
       attempt(key, "write", async () => {
         const file = at(key)
         await fs.mkdir(path.dirname(file), { recursive: true })
+        await removeOrphanedTemps(file)
         // Unique per writer: two runs of one shard may write the same file at once.
-        const temp = `${file}.${randomBytes(4).toString("hex")}.partial`
+        const temp = `${file}.${WRITER}.${randomBytes(4).toString("hex")}.partial`
         try {
           const handle = await fs.open(temp, "w")
           try {

@@ -8,15 +8,18 @@ import * as path from "node:path"
 import { beforeAll, describe, expect, it } from "vitest"
 import { cleanups, cli, DEMO, startProxy } from "../reliability/support.ts"
 import { startService, type TestService } from "../support/service.ts"
+import { startStore, type TestStore } from "../support/s3.ts"
 
 const { cleanup, tempDir } = cleanups()
 let svc: TestService
+let store: TestStore
 let credentials: string
 
 beforeAll(async () => {
   svc = await startService({ seed: { partitions: 40, versions: 2 } })
+  store = await startStore()
   credentials = await svc.credentialsFile()
-  cleanup.push(() => svc.close())
+  cleanup.push(() => svc.close(), () => store.close())
 })
 
 const linesOf = (stdout: string) => stdout.split("\n").filter((l) => l.trim() !== "")
@@ -129,5 +132,28 @@ describe("check", () => {
     expect(run.code, run.stdout).toBe(0)
     expect(statusOf(run.stdout).map(([, c]) => c)).toEqual(["credentials", "token", "lookup", "catalog", "layer", "output"])
     expect(run.stdout).toMatch(/^ok {4}output {10}\S+: writable \(/m)
+  })
+
+  it("probes an object-store output with a write it removes: writable, an unknown bucket (exit 2), no permission (exit 3)", async () => {
+    const probe = (out: string) => cli(["check", "--catalog", DEMO, "--lookup-url", svc.lookupUrl, "--credentials", credentials, "--out", out], { env: store.env })
+    const ok = await probe(`s3://${store.bucket}/nightly`)
+    expect(ok.code, ok.stdout + ok.stderr).toBe(0)
+    expect(ok.stdout).toMatch(new RegExp(`^ok {4}output {10}s3://${store.bucket}/nightly: writable \\(a probe object written and removed\\)$`, "m"))
+    expect(await store.keys()).toEqual([])
+
+    const unknown = await probe("s3://no-such-bucket/nightly")
+    expect(unknown.code).toBe(2)
+    expect(statusOf(unknown.stdout).at(-1)).toEqual(["FAIL", "output"])
+    expect(unknown.stdout).toMatch(/s3:\/\/no-such-bucket.*does not exist \(NoSuchBucket\)/)
+
+    store.deny = (method) => method === "PUT"
+    try {
+      const denied = await probe(`s3://${store.bucket}/denied`)
+      expect(denied.code).toBe(3)
+      expect(denied.stdout).toMatch(/AccessDenied/)
+    } finally {
+      store.deny = () => false
+    }
+    expect(await store.keys()).toEqual([])
   })
 })

@@ -304,13 +304,14 @@ describe("export --decode: GeoJSON", () => {
       const types = await query(db, `DESCRIBE SELECT * FROM read_parquet(${parquet(dir)})`)
       expect(Object.fromEntries(types.map((t) => [t.column_name, t.column_type]))).toMatchObject({ geometry: "GEOMETRY('OGC:CRS84')", properties: "JSON", feature_id: "VARCHAR" })
       await query(db, "SET enable_geoparquet_conversion = false")
-      const rows = await query(db, `SELECT partition, feature_id, geometry, properties FROM read_parquet(${parquet(dir)})`)
+      // Blobs arrive in any order; a partition's features are written in the order the blob has them.
+      const rows = await query(db, `SELECT partition, feature_id, geometry, properties FROM read_parquet(${parquet(dir)}, file_row_number = true) ORDER BY partition, file_row_number`)
       expect(rows.map((r) => ({
         partition: r.partition,
         feature_id: r.feature_id,
         geometry: r.geometry === null ? null : readWkb(r.geometry as Uint8Array),
         properties: r.properties === null ? null : JSON.parse(r.properties as string)
-      }))).toEqual(all.map(({ partition, feature }) => ({
+      }))).toEqual([...all].sort((a, b) => (a.partition < b.partition ? -1 : a.partition > b.partition ? 1 : 0)).map(({ partition, feature }) => ({
         partition,
         feature_id: "id" in feature ? String(feature.id) : null,
         geometry: feature.geometry,
@@ -414,6 +415,30 @@ describe("a decoded export killed and resumed", () => {
     const rows = await withDuckDB((db) => query(db, `SELECT count(*) AS n, count(DISTINCT partition) AS tiles FROM read_parquet(${parquet(dir)}, union_by_name = false)`))
     const links = expectedTileRows().reduce((n, t) => n + t.links.length, 0)
     expect(rows[0]).toEqual({ n: BigInt(links), tiles: BigInt(expectedTileRows().filter((t) => t.links.length > 0).length) })
+  })
+})
+
+describe("a sharded decoding export", () => {
+  it("commits shards decoded alike, and refuses (exit 7, naming it) a shard decoded otherwise", async () => {
+    const out = path.join(work, "sharded")
+    const planned = await ok(["plan", "--catalog", CATALOG, "--layer", "tiles", "--version", "0", "--shards", "2", "--parts", "4", "--out", out])
+    const location = JSON.parse(planned.stdout).plan as string
+    const shard = (i: number, ...more: Array<string>) => ["export", "--plan", location, "--shard", String(i), "--quiet", ...more]
+    await ok(shard(0, "--decode", "auto"))
+    await ok(shard(1))
+    const dir = versionDir(out, "tiles", 0)
+    const refused = await run(["commit", "--plan", location])
+    expect(refused.code).toBe(7)
+    expect(refused.stderr).toContain("shard 1 is damaged (decoded otherwise than shard 0: give every shard the same --decode flags)")
+    expect(fs.existsSync(path.join(dir, "_manifest.json"))).toBe(false)
+
+    // Run again as the others were, shard 1 decodes its parts anew; commit keeps only the named files.
+    await ok(shard(1, "--decode", "auto"))
+    await ok(["commit", "--plan", location])
+    expect(plain(await tileRows(dir))).toEqual(plain(expectedTileRows()))
+    const manifest = manifestOf(dir)
+    expect(manifest.decode).toMatchObject({ kind: "protobuf", decoded: TILES, rows: TILES, failed: 0 })
+    expect(fs.readdirSync(dir).sort()).toEqual(["_manifest.json", ...manifest.files.map((f: { path: string }) => f.path)].sort())
   })
 })
 

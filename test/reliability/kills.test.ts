@@ -5,7 +5,7 @@
  * run, without fetching again the blobs of parts already committed to a checkpoint.
  */
 import { tableFromIPC } from "apache-arrow"
-import type { ChildProcess } from "node:child_process"
+import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -139,5 +139,26 @@ describe("an export killed with SIGKILL", () => {
     const left = filesBelow(dir)
     expect(left.filter((f) => f !== "_manifest.json").sort()).toEqual(manifest.files.map((f: { path: string }) => f.path).sort())
     expect(manifest.files.filter((f: { format: string }) => f.format === "arrow").reduce((n: number, f: { rows: number }) => n + f.rows, 0)).toBe(PARTITIONS)
+  })
+})
+
+describe("a JSON file's write killed mid-way", () => {
+  it("leaves a temporary file that the next write of it on this host removes, once its writer is gone", async () => {
+    const out = path.join(root, "orphaned-temps")
+    const layerDir = path.join(out, "demo", "places")
+    fs.mkdirSync(layerDir, { recursive: true })
+    // A writer that is gone (a process that has exited) and one that still runs (this test).
+    const gone = await new Promise<number>((resolve) => {
+      const child = spawn(process.execPath, ["-e", ""])
+      child.on("exit", () => resolve(child.pid!))
+    })
+    const orphan = `_state.json.${os.hostname()}-${gone}.0badc0de.partial`
+    const live = `_state.json.${os.hostname()}-${process.pid}.0badc0de.partial`
+    const elsewhere = `_state.json.another-host-${gone}.0badc0de.partial`
+    for (const name of [orphan, live, elsewhere]) fs.writeFileSync(path.join(layerDir, name), "{\"catalogHrn\":")
+    const run = await cli(exportArgs(out))
+    expect(run.code, run.stderr).toBe(0)
+    expect(readJson(path.join(layerDir, "_state.json"))).toMatchObject({ lastVersion: 0 })
+    expect(fs.readdirSync(layerDir).filter((n) => n.startsWith("_state.json")).sort()).toEqual(["_state.json", elsewhere, live].sort())
   })
 })
