@@ -10,7 +10,7 @@ import { ExportSettings, PositiveInt } from "../src/export/JobConfig.ts"
 import { runExport } from "../src/export/Lazy.ts"
 import { tidyCommitted } from "../src/export/Commit.ts"
 import { type Manifest, readManifest } from "../src/export/Manifest.ts"
-import { exportDir, makePlan, parseCatalogHrn, versionBounds } from "../src/export/Plan.ts"
+import { exportDir, makePlan, versionBounds } from "../src/export/Plan.ts"
 import { Counters, tracking } from "../src/export/Progress.ts"
 import { destination } from "../src/sinks/Destination.ts"
 
@@ -143,7 +143,7 @@ const orderedReporter = (report: (outcome: VersionOutcome) => Effect.Effect<void
  */
 export const runBackfill = (request: BackfillRequest, report: (outcome: VersionOutcome) => Effect.Effect<void>) =>
   Effect.gen(function*() {
-    const catalogHrn = Hrn.format(yield* parseCatalogHrn(request.catalog))
+    const catalogHrn = yield* Hrn.canonicalCatalog(request.catalog)
     if (!Hrn.isLayerId(request.layer)) return yield* new InvalidLayerId({ layerId: request.layer })
     const metadata = yield* MetadataApi
     const catalog = yield* (yield* ConfigApi).getCatalog(catalogHrn)

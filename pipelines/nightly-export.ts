@@ -1,4 +1,4 @@
-import { type Context, Effect, Either, Layer, Option, Schema } from "effect"
+import { type Context, Effect, Either, identity, Layer, Option, Schema } from "effect"
 import type * as DataClient from "../src/client/DataClient.ts"
 import { MetadataApi } from "../src/client/MetadataApi.ts"
 import { RetryTally } from "../src/client/Retry.ts"
@@ -7,15 +7,15 @@ import { InvalidLayerId } from "../src/export/Errors.ts"
 import type { ExportResult } from "../src/export/Export.ts"
 import { type Failover, regionsFor, versionMissing, withFailover } from "../src/export/Failover.ts"
 import { planExport, type Planned } from "../src/export/Incremental.ts"
-import { DecodeConfig, decodeRequest, defaults, ExportSettings, PositiveInt } from "../src/export/JobConfig.ts"
+import { DecodeConfig, decodeRequest, ExportSettings, PositiveInt, writeSettingsOf } from "../src/export/JobConfig.ts"
 import type { DecodeRequest } from "../src/export/Decoding.ts"
 import { runExport } from "../src/export/Lazy.ts"
-import { parseCatalogHrn, versionBounds } from "../src/export/Plan.ts"
+import { versionBounds } from "../src/export/Plan.ts"
 import { Counters, tracking } from "../src/export/Progress.ts"
 import { pruneSnapshots } from "../src/export/Snapshots.ts"
 import { exportLocation } from "../src/retention/ExportLocation.ts"
+import { guard } from "../src/retention/Guard.ts"
 import * as Metrics from "../src/telemetry/Metrics.ts"
-import { guard } from "./retention.ts"
 
 /** Exports the latest version of each listed layer (volatile layers: a snapshot of their data). */
 export const NightlyJob = Schema.Struct({
@@ -91,7 +91,7 @@ export const exportLayer = (
     let pruned: ReadonlyArray<string> = []
     let failover: Failover | undefined
     const result = yield* Effect.gen(function*() {
-      const hrn = Hrn.format(yield* parseCatalogHrn(target.catalog))
+      const hrn = yield* Hrn.canonicalCatalog(target.catalog)
       if (!Hrn.isLayerId(target.layer)) return yield* new InvalidLayerId({ layerId: target.layer })
       const regions = yield* regionsFor(hrn, settings.region, settings.failover ?? true)
       // Planned in the first region that answers; after a failover the export resumes that plan.
@@ -179,16 +179,13 @@ export const runNightly = (job: NightlyJob, run: NightlyRun) =>
     for (const target of job.layers) yield* clientOf(target.catalog)
 
     const atOnce = Math.min(job.layerConcurrency ?? 1, job.layers.length)
+    const write = writeSettingsOf(job)
     const settings = {
+      ...write,
       out: job.out,
       mode: job.incremental === true ? "changes" as const : "full" as const,
       version: "latest" as const,
-      parts: job.parts ?? defaults.parts,
-      format: job.format ?? defaults.format,
-      compression: job.compression ?? defaults.compression,
-      concurrency: Math.max(1, Math.floor((job.concurrency ?? defaults.concurrency) / atOnce)),
-      listConcurrency: job.listConcurrency ?? defaults.listConcurrency,
-      maxFileBytes: job.maxFileBytes,
+      concurrency: Math.max(1, Math.floor(write.concurrency / atOnce)),
       force: false,
       keepSnapshots: job.keepSnapshots,
       region: job.region,
@@ -204,20 +201,13 @@ export const runNightly = (job: NightlyJob, run: NightlyRun) =>
         return yield* exportLayer(target, { ...settings, decode: decodeRequest(job, target) }, onNote).pipe(Effect.provide(client.right))
       }), { concurrency: atOnce })
 
-    const raised: Array<MinimumRaised> = []
     // The exports stay committed when a raise is refused; the next run decides again.
-    const raise = job.raiseMinimum === true && outcomes.every((o) => Either.isRight(o.result))
-      ? yield* Effect.either(Effect.forEach(exportedVersions(outcomes), ([catalogHrn, version]) =>
-        Effect.gen(function*() {
-          const client = yield* clientOf(catalogHrn)
-          if (Either.isLeft(client)) return yield* Effect.fail(client.left)
-          const r = yield* raiseToExported(catalogHrn, version, job.out).pipe(Effect.provide(client.right))
-          if (r !== undefined) raised.push(r)
-        }), { discard: true }))
-      : Either.right(undefined)
+    const { raised, raiseFailure } = job.raiseMinimum === true && outcomes.every((o) => Either.isRight(o.result))
+      ? yield* raiseExported(outcomes, job.out, (catalogHrn) => Effect.flatMap(clientOf(catalogHrn), identity))
+      : { raised: [], raiseFailure: Option.none() }
     const retries = (yield* Metrics.retriesSoFar) - retriedBefore
     /** `raiseFailure`: why raising a minimum was refused or failed (after the exports were committed). */
-    return { outcomes, raised, raiseFailure: Either.getLeft(raise), retries }
+    return { outcomes, raised, raiseFailure, retries }
   }))
 
 /** Per catalog, the lowest version this run committed (or found committed) for a versioned layer. */
@@ -235,6 +225,44 @@ export const exportedVersions = (outcomes: ReadonlyArray<Pick<LayerOutcome, "res
   }
   return byCatalog
 }
+
+/**
+ * Raises each catalog's minimum to the lowest version the outcomes committed, under the export guard;
+ * `clientOf` gives the catalog's client. A refusal stops the raising (`raiseFailure`), not the caller.
+ */
+const raiseExported = <R>(
+  outcomes: ReadonlyArray<Pick<LayerOutcome, "result">>,
+  out: string,
+  clientOf: (catalogHrn: string) => Effect.Effect<Context.Context<DataClient.DataClient>, unknown, R>
+) =>
+  Effect.gen(function*() {
+    const raised: Array<MinimumRaised> = []
+    const result = yield* Effect.either(Effect.forEach(exportedVersions(outcomes), ([catalogHrn, version]) =>
+      Effect.gen(function*() {
+        const r = yield* raiseToExported(catalogHrn, version, out).pipe(Effect.provide(yield* clientOf(catalogHrn)))
+        if (r !== undefined) raised.push(r)
+      }), { discard: true }))
+    return { raised: raised as ReadonlyArray<MinimumRaised>, raiseFailure: Either.getLeft(result) }
+  })
+
+/**
+ * The `export` command's job: one layer, then, if asked and it is committed, its catalog's minimum
+ * raised to it (guarded) — also when it was up to date or already exported: a raise refused by an
+ * earlier run is decided again. A refused raise leaves the export committed.
+ */
+export const exportOne = (
+  target: { readonly catalog: string; readonly layer: string },
+  settings: Parameters<typeof exportLayer>[1],
+  raiseMinimum: boolean,
+  onNote?: (note: string) => Effect.Effect<void>
+) =>
+  Effect.gen(function*() {
+    const outcome = yield* exportLayer(target, settings, onNote)
+    const { raised, raiseFailure } = raiseMinimum && Either.isRight(outcome.result)
+      ? yield* raiseExported([outcome], settings.out, () => Effect.context<DataClient.DataClient>())
+      : { raised: [], raiseFailure: Option.none() }
+    return { outcome, raised, raiseFailure }
+  })
 
 /** Raises a catalog's minimum to a version exported to `out`, under the export guard; undefined when it is there already. */
 export const raiseToExported = (catalogHrn: string, version: number, out: string) =>

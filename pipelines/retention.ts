@@ -1,13 +1,13 @@
 import { Effect, Schedule, Schema, Stream } from "effect"
 import { ConfigApi } from "../src/client/ConfigApi.ts"
 import { MetadataApi } from "../src/client/MetadataApi.ts"
+import { DurationString } from "../src/domain/DurationString.ts"
 import * as Hrn from "../src/domain/Hrn.ts"
 import { JobConfigError, PositiveInt } from "../src/export/JobConfig.ts"
-import { parseCatalogHrn, versionBounds } from "../src/export/Plan.ts"
-import { type ExportLocation, exportLocation } from "../src/retention/ExportLocation.ts"
-import { firstUncovered } from "../src/retention/Guard.ts"
+import { versionBounds } from "../src/export/Plan.ts"
+import { type ExportCheck, guard, guardedLayers } from "../src/retention/Guard.ts"
 import { type SharedHandle, sharedHandles } from "../src/retention/HandleReuse.ts"
-import { describePolicy, parseAge, type Policy, RetentionRefused, targetMinimum } from "../src/retention/Policy.ts"
+import { describePolicy, type Policy, RetentionRefused, targetMinimum } from "../src/retention/Policy.ts"
 
 /**
  * A retention job config: one of keepLast, olderThan, minimum; and `requireExported` (where the
@@ -20,7 +20,7 @@ export const RetentionJob = Schema.Struct({
   region: Schema.optional(Schema.String),
   catalog: Schema.String,
   keepLast: Schema.optional(PositiveInt),
-  olderThan: Schema.optional(Schema.String),
+  olderThan: Schema.optional(DurationString),
   minimum: Schema.optional(Schema.Int.pipe(Schema.nonNegative())),
   requireExported: Schema.optional(Schema.String),
   skipExportCheck: Schema.optional(Schema.Boolean),
@@ -36,42 +36,7 @@ export const policyOfJob = (job: RetentionJob, file: string): Effect.Effect<Poli
   }
   if (job.keepLast !== undefined) return Effect.succeed({ _tag: "KeepLast", count: job.keepLast })
   if (job.minimum !== undefined) return Effect.succeed({ _tag: "Minimum", version: job.minimum })
-  const age = parseAge(job.olderThan!)
-  return age === undefined
-    ? Effect.fail(new JobConfigError({ message: `Job config ${file}: olderThan '${job.olderThan}' is not a duration (for example 30d, 12h, "7 days").` }))
-    : Effect.succeed({ _tag: "OlderThan", age })
-}
-
-/**
- * How the deletion is proven safe: the exports in a location (of the listed layers, else every
- * versioned layer), deliberately not at all, or not said, which refuses the run: deleting versions
- * cannot be undone, so the guard is on unless switched off by name.
- */
-export type ExportCheck =
-  | { readonly _tag: "RequireExported"; readonly location: ExportLocation; readonly layers?: ReadonlyArray<string> | undefined }
-  | { readonly _tag: "Skip" }
-  | { readonly _tag: "Missing"; readonly how: string }
-
-/** The export check a job config or the flags ask for; both or a bad location is bad input. */
-export const exportCheckOf = (options: {
-  readonly requireExported: string | undefined
-  readonly skipExportCheck: boolean
-  readonly layers: ReadonlyArray<string> | undefined
-  /** The names of the two settings, for messages (flags or config fields). */
-  readonly names: { readonly require: string; readonly skip: string }
-}): Effect.Effect<ExportCheck, RetentionRefused> => {
-  const { names } = options
-  if (options.requireExported !== undefined && options.skipExportCheck) {
-    return Effect.fail(new RetentionRefused({ message: `Give either ${names.require} or ${names.skip}, not both.` }))
-  }
-  if (options.skipExportCheck) return Effect.succeed({ _tag: "Skip" })
-  if (options.requireExported === undefined) {
-    return Effect.succeed({ _tag: "Missing", how: `give ${names.require} (where the exports of this catalog are), or ${names.skip} to delete versions whether or not they were exported` })
-  }
-  return exportLocation(options.requireExported).pipe(
-    Effect.mapError((e) => new RetentionRefused({ message: e.message })),
-    Effect.map((location) => ({ _tag: "RequireExported" as const, location, layers: options.layers }))
-  )
+  return Effect.succeed({ _tag: "OlderThan", age: job.olderThan! })
 }
 
 export interface RetentionRequest {
@@ -93,40 +58,6 @@ export interface RetentionPlan {
   /** Surviving partitions whose data the deletion takes with it (data-handle rule 3). */
   readonly sharedHandles: ReadonlyArray<SharedHandle>
 }
-
-/** The versioned layers whose data the guard protects: the listed ones, else every versioned layer. */
-const guardedLayers = (catalogHrn: string, listed: ReadonlyArray<string> | undefined) =>
-  Effect.gen(function*() {
-    const catalog = yield* (yield* ConfigApi).getCatalog(catalogHrn)
-    const versioned = catalog.layers.filter((l) => l.layerType === "versioned").map((l) => l.id)
-    const unknown = (listed ?? []).find((id) => !versioned.includes(id))
-    if (unknown !== undefined) {
-      return yield* new RetentionRefused({ message: `Catalog ${catalogHrn} has no versioned layer '${unknown}' (its versioned layers: ${versioned.join(", ") || "none"}).` })
-    }
-    return { catalog, layers: listed ?? versioned }
-  })
-
-/**
- * Refuses a minimum that would delete data no committed export holds, naming the version and layer.
- * Shared by `retention --require-exported` and `export --raise-minimum`.
- */
-export const guard = (catalogHrn: string, target: number, minimum: number, location: ExportLocation, layers?: ReadonlyArray<string>) =>
-  Effect.gen(function*() {
-    const { catalog, layers: checked } = yield* guardedLayers(catalogHrn, layers)
-    const gap = yield* firstUncovered(location, catalog, checked, minimum, target)
-    if (gap === undefined) return
-    const head = `Refusing to raise the minimum version of ${catalogHrn} to ${target}: version ${gap.version} of layer '${gap.layer}'`
-    if (gap.damaged !== undefined) {
-      return yield* new RetentionRefused({
-        message: `${head} has no intact export in ${location.name}: in the export of version ${gap.damaged.version}, ${gap.damaged.reason}. ` +
-          `Export it again (catalog-export export --catalog ${catalogHrn} --layer ${gap.layer} --version ${gap.damaged.version} --out ${location.name} --force), or set a lower minimum.`
-      })
-    }
-    return yield* new RetentionRefused({
-      message: `${head} has no committed export in ${location.name}. Export it first (catalog-export backfill --catalog ${catalogHrn} --layer ${gap.layer} ` +
-        `--from ${gap.version} --to ${target - 1} --out ${location.name}), or set a lower minimum.`
-    })
-  })
 
 /**
  * An explicit minimum is taken as asked or refused, never clamped: past the latest version it would
@@ -152,7 +83,7 @@ const checkExplicitMinimum = (catalogHrn: string, version: number, bounds: { rea
  */
 export const planRetention = (request: RetentionRequest) =>
   Effect.gen(function*() {
-    const catalogHrn = Hrn.format(yield* parseCatalogHrn(request.catalog))
+    const catalogHrn = yield* Hrn.canonicalCatalog(request.catalog)
     const metadata = yield* MetadataApi
     const bounds = yield* versionBounds(catalogHrn)
     const versions = yield* metadata.versions(catalogHrn, { startVersion: bounds.minimum - 1, endVersion: bounds.latest }).pipe(Stream.runCollect)
@@ -197,7 +128,7 @@ export const applyRetention = (plan: RetentionPlan) =>
  */
 export const setAutomaticDeletion = (catalog: string, keep: number | "disable") =>
   Effect.gen(function*() {
-    const catalogHrn = Hrn.format(yield* parseCatalogHrn(catalog))
+    const catalogHrn = yield* Hrn.canonicalCatalog(catalog)
     const config = yield* ConfigApi
     let link
     if (keep === "disable") link = yield* config.disableAutomaticVersionDeletion(catalogHrn)

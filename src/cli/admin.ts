@@ -1,7 +1,6 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
-import * as fs from "node:fs"
-import { Console, Effect, Option } from "effect"
+import { Console, Effect, Option, Schema } from "effect"
 import { type Accepted, AdminApi, createdHrn } from "../client/AdminApi.ts"
 import { lastOffsets, StreamApi } from "../client/StreamApi.ts"
 import { SubscriptionsApi } from "../client/SubscriptionsApi.ts"
@@ -9,7 +8,7 @@ import type { OperationStatus } from "../domain/Catalog.ts"
 import * as Hrn from "../domain/Hrn.ts"
 import type { StreamMessage } from "../domain/Stream.ts"
 import { SUBSCRIPTION_TYPES, type Subscription, type SubscriptionRequest } from "../domain/Subscription.ts"
-import { parseCatalogHrn } from "../export/Plan.ts"
+import { readJsonFile } from "../export/Json.ts"
 import { globalOptions, withClient } from "./common.ts"
 import { UsageError } from "./Exit.ts"
 
@@ -31,19 +30,16 @@ const idempotencyKey = Options.text("idempotency-key").pipe(
 /** How often `--wait` polls a status link. */
 const POLL = "200 millis"
 
-const catalogHrnOf = (raw: string) => Effect.map(parseCatalogHrn(raw), Hrn.format)
 
-const readJsonFile = (path: string) =>
-  Effect.gen(function*() {
-    const text = yield* Effect.try({
-      try: () => fs.readFileSync(path, "utf8"),
-      catch: (e) => new UsageError({ message: `Cannot read ${path}: ${e instanceof Error ? e.message : String(e)}.` })
-    })
-    return yield* Effect.try({
-      try: () => JSON.parse(text) as Record<string, unknown>,
-      catch: (e) => new UsageError({ message: `${path} is not valid JSON (${e instanceof Error ? e.message : String(e)}).` })
-    })
-  })
+/** A file holding a JSON object: a catalog configuration, a subscription request. */
+const readJsonObject = (path: string) =>
+  readJsonFile(path, Schema.Record({ key: Schema.String, value: Schema.Unknown })).pipe(
+    Effect.mapError((e) =>
+      new UsageError({
+        message: e._tag === "FileUnreadable" ? `Cannot read ${path}: ${e.why}.` : e.notJson ? `${path} is not valid JSON (${e.detail}).` : `${path} is not a JSON object.`
+      })
+    )
+  )
 
 /** Where to follow an accepted change, or that the service gave nothing to follow (a bare 202). */
 const statusOf = (accepted: Accepted) =>
@@ -55,7 +51,7 @@ const printWarnings = (accepted: Accepted) => Effect.forEach(accepted.warnings, 
 
 const catalogsCreate = Command.make("create", { ...globalOptions, json, file, wait }, (o) =>
   withClient(o, undefined, Effect.gen(function*() {
-    const configuration = yield* readJsonFile(o.file)
+    const configuration = yield* readJsonObject(o.file)
     if (typeof configuration.id !== "string") return yield* new UsageError({ message: `${o.file} has no catalog "id".` })
     const admin = yield* AdminApi
     const accepted = yield* admin.createCatalog(configuration)
@@ -79,8 +75,8 @@ const catalogsCreate = Command.make("create", { ...globalOptions, json, file, wa
 
 const catalogsUpdate = Command.make("update", { ...globalOptions, json, catalog, file, wait }, (o) =>
   withClient(o, o.catalog, Effect.gen(function*() {
-    const hrn = yield* catalogHrnOf(o.catalog)
-    const configuration = yield* readJsonFile(o.file)
+    const hrn = yield* Hrn.canonicalCatalog(o.catalog)
+    const configuration = yield* readJsonObject(o.file)
     const admin = yield* AdminApi
     const accepted = yield* admin.updateCatalog(hrn, configuration)
     yield* printWarnings(accepted)
@@ -90,7 +86,7 @@ const catalogsUpdate = Command.make("update", { ...globalOptions, json, catalog,
 
 const catalogsDelete = Command.make("delete", { ...globalOptions, json, catalog, wait }, (o) =>
   withClient(o, o.catalog, Effect.gen(function*() {
-    const hrn = yield* catalogHrnOf(o.catalog)
+    const hrn = yield* Hrn.canonicalCatalog(o.catalog)
     const admin = yield* AdminApi
     const accepted = yield* admin.deleteCatalog(hrn)
     yield* printWarnings(accepted)
@@ -119,7 +115,7 @@ const stepPrinter = (asJson: boolean) => {
 
 const layersDelete = Command.make("delete", { ...globalOptions, json, catalog, layer, wait }, (o) =>
   withClient(o, o.catalog, Effect.gen(function*() {
-    const hrn = yield* catalogHrnOf(o.catalog)
+    const hrn = yield* Hrn.canonicalCatalog(o.catalog)
     const admin = yield* AdminApi
     const accepted = yield* admin.deleteLayer(hrn, o.layer)
     yield* printWarnings(accepted)
@@ -166,7 +162,7 @@ const subscriptionsCreate = Command.make(
     withClient(o, Option.getOrUndefined(o.sourceCatalog), Effect.gen(function*() {
       let request: SubscriptionRequest
       if (Option.isSome(o.file)) {
-        request = (yield* readJsonFile(o.file.value)) as unknown as SubscriptionRequest
+        request = (yield* readJsonObject(o.file.value)) as unknown as SubscriptionRequest
       } else {
         const missing = (
           [["name", o.name], ["source-catalog", o.sourceCatalog], ["source-layer", o.sourceLayer], ["destination-catalog", o.destinationCatalog], ["destination-layer", o.destinationLayer], ["type", o.type]] as const
@@ -242,7 +238,7 @@ const streamRead = Command.make(
   },
   (o) =>
     withClient(o, o.catalog, Effect.gen(function*() {
-      const hrn = yield* catalogHrnOf(o.catalog)
+      const hrn = yield* Hrn.canonicalCatalog(o.catalog)
       const limit = Option.getOrUndefined(o.limit)
       if (limit !== undefined && limit < 1) return yield* new UsageError({ message: `--limit must be at least 1, got ${limit}.` })
       const stream = yield* StreamApi

@@ -1,13 +1,13 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
-import { Console, Effect, Option } from "effect"
-import { defaults } from "../export/JobConfig.ts"
+import { Console, Effect } from "effect"
+import { writeSettingsOf, type WriteSettings } from "../export/JobConfig.ts"
 import { type BackfillJob, runBackfill, type VersionOutcome } from "../../pipelines/backfill.ts"
-import { clientLayer, type GlobalOptions, globalOptions, integerOption, loggerLayer, resolveLookupUrl, retryPolicyOf, summaryJson } from "./common.ts"
+import { clientFor, type Connection, connectionOf, type GlobalOptions, globalOptions, integerOption, loggerLayer, retryPolicyOf, summaryJson } from "./common.ts"
 import { progressLayer, type ProgressFlags } from "./progress.ts"
 import { reportDocument, writeRunReport } from "./summary.ts"
 import { unfinishedWhenInterrupted, UsageError } from "./Exit.ts"
-import { checkOutputDir, checkWriteSettings, positive, type WriteSettings, writeOptions } from "./export.ts"
+import { checkOutputDir, checkWriteSettings, positive, writeOptions } from "./export.ts"
 import { describeDecode } from "./summary.ts"
 
 const versions = (from: number, through: number) => (from === through ? `version ${from}` : `versions ${from}..${through}`)
@@ -29,7 +29,9 @@ const describeOutcome = (o: VersionOutcome) => {
   }
 }
 
-interface BackfillSettings extends WriteSettings {
+interface BackfillSettings {
+  readonly out: string
+  readonly write: WriteSettings
   readonly catalog: string
   readonly layer: string
   readonly from: number
@@ -38,29 +40,18 @@ interface BackfillSettings extends WriteSettings {
   readonly everyVersion: boolean
 }
 
-const backfill = (
-  s: BackfillSettings,
-  global: GlobalOptions & ProgressFlags & { readonly json: boolean },
-  fromConfig: { readonly lookupUrl?: string | undefined; readonly credentials?: string | undefined; readonly region?: string | undefined } = {}
-) =>
+const backfill = (s: BackfillSettings, global: GlobalOptions & ProgressFlags & { readonly json: boolean }, connection: Connection) =>
   Effect.gen(function*() {
     if (s.from < 0 || s.to < 0) return yield* new UsageError({ message: `--from and --to must be non-negative versions, got ${s.from}..${s.to}.` })
     if (s.from > s.to) return yield* new UsageError({ message: `--from ${s.from} is greater than --to ${s.to}; give the range oldest first.` })
-    const settings = yield* checkWriteSettings(s)
     const startedAt = Date.now()
     const versionConcurrency = yield* positive("version-concurrency")(s.versionConcurrency)
     yield* checkOutputDir(s.out)
-    const region = Option.getOrElse(global.region, () => fromConfig.region)
-    const client = clientLayer({
-      lookupUrl: resolveLookupUrl(global.lookupUrl, fromConfig.lookupUrl, s.catalog),
-      credentials: Option.getOrElse(global.credentials, () => fromConfig.credentials),
-      concurrency: settings.concurrency,
-      retry: retryPolicyOf(global),
-      region
-    })
+    const { region } = connection
+    const client = clientFor(connection, s.catalog, { concurrency: s.write.concurrency, retry: retryPolicyOf(global) })
     const outcomes: Array<VersionOutcome> = []
     const totals = yield* runBackfill(
-      { catalog: s.catalog, layer: s.layer, from: s.from, to: s.to, parts: settings.parts, export: settings, versionConcurrency, everyVersion: s.everyVersion, region },
+      { catalog: s.catalog, layer: s.layer, from: s.from, to: s.to, parts: s.write.parts, export: { ...s.write, out: s.out }, versionConcurrency, everyVersion: s.everyVersion, region },
       (outcome) => (global.json ? Effect.sync(() => void outcomes.push(outcome)) : Console.log(describeOutcome(outcome)))
     ).pipe(Effect.provide(client), Effect.provide(progressLayer(global)))
     const { changeCheck, ...counts } = totals
@@ -84,19 +75,10 @@ export const runBackfillJob = (job: BackfillJob, global: GlobalOptions & Progres
     from: job.from,
     to: job.to,
     out: job.out,
-    format: job.format ?? defaults.format,
-    compression: job.compression ?? defaults.compression,
-    concurrency: job.concurrency ?? defaults.concurrency,
-    listConcurrency: job.listConcurrency ?? defaults.listConcurrency,
-    parts: job.parts ?? defaults.parts,
-    maxFileBytes: Option.fromNullable(job.maxFileBytes),
-    decode: job.decode ?? defaults.decode,
-    schemaBundle: Option.fromNullable(job.schemaBundle),
-    explode: Option.fromNullable(job.explode),
-    onDecodeError: job.onDecodeError ?? defaults.onDecodeError,
+    write: writeSettingsOf(job),
     versionConcurrency: job.versionConcurrency ?? 1,
     everyVersion: job.everyVersion ?? false
-  }, global, job)
+  }, global, connectionOf(global, job))
 
 export const backfillCommand = Command.make(
   "backfill",
@@ -116,5 +98,10 @@ export const backfillCommand = Command.make(
     ),
     json: summaryJson
   },
-  (o) => backfill(o, o).pipe(unfinishedWhenInterrupted, Effect.provide(loggerLayer(o)))
+  (o) =>
+    checkWriteSettings(o).pipe(
+      Effect.flatMap(({ out, ...write }) => backfill({ ...o, out, write }, o, connectionOf(o))),
+      unfinishedWhenInterrupted,
+      Effect.provide(loggerLayer(o))
+    )
 ).pipe(Command.withDescription("Export every version in --from..--to of a versioned layer, skipping versions already exported and versions in which the layer did not change; safe to re-run after a kill."))

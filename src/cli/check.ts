@@ -3,14 +3,14 @@ import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { Console, Effect, Either, type Layer, Logger, LogLevel, Option, Schema, Stream } from "effect"
+import { Console, Effect, Either, type Layer, Logger, LogLevel, Option, Stream } from "effect"
 import { Auth } from "../client/Auth.ts"
 import { BlobApi, VolatileBlobApi } from "../client/BlobApi.ts"
 import { ConfigApi } from "../client/ConfigApi.ts"
 import { load as loadCredentials, looseAccess, resolvePath } from "../client/Credentials.ts"
 import * as DataClient from "../client/DataClient.ts"
 import { Lookup } from "../client/Lookup.ts"
-import { load as loadJob } from "../export/JobConfig.ts"
+import { jobKindOf, load as loadJob } from "../export/JobConfig.ts"
 import { listPart } from "../export/Listing.ts"
 import { makePlan } from "../export/Plan.ts"
 import { exportLocation } from "../retention/ExportLocation.ts"
@@ -19,7 +19,7 @@ import { isObjectStore } from "../sinks/ObjectStore.ts"
 import { BackfillJob } from "../../pipelines/backfill.ts"
 import { NightlyJob } from "../../pipelines/nightly-export.ts"
 import { RetentionJob } from "../../pipelines/retention.ts"
-import { clientLayer, globalOptions, loggerLayer, resolveLookupUrl, retryOptions, retryPolicyOf, summaryJson } from "./common.ts"
+import { clientLayer, connectionOf, globalOptions, loggerLayer, lookupUrlFor, retryOptions, retryPolicyOf, summaryJson } from "./common.ts"
 import { ExitCode, exitCodeOf, exitMeaning, JobFailed, sentenceOf } from "./Exit.ts"
 
 /**
@@ -179,7 +179,7 @@ export const runChecks = (targets: CheckTargets, retry: Parameters<typeof retryP
       // One client per lookup service, as a job builds them.
       const groups = new Map<string, Array<CheckTargets["layers"][number]>>()
       for (const t of targets.layers.length > 0 ? targets.layers : [undefined]) {
-        const url = resolveLookupUrl(Option.fromNullable(targets.lookupUrl), undefined, t?.catalog)
+        const url = lookupUrlFor(targets.lookupUrl, t?.catalog)
         groups.set(url, [...(groups.get(url) ?? []), ...(t === undefined ? [] : [t])])
       }
       for (const [lookupUrl, layers] of groups) {
@@ -207,15 +207,11 @@ export const runChecks = (targets: CheckTargets, retry: Parameters<typeof retryP
 export const describeCheck = (r: CheckResult) =>
   `${({ ok: "ok", warn: "warn", fail: "FAIL", skip: "skip" } as const)[r.status].padEnd(4)}  ${r.check.padEnd(15)} ${r.detail}${r.exitCode === undefined ? "" : ` [exit ${r.exitCode}]`}`
 
-const JobKind = Schema.Struct({ job: Schema.Literal("nightly-export", "backfill", "retention") })
-
 /** What a job config asks a run to reach and write. */
 const targetsOfConfig = (file: string) =>
   Effect.gen(function*() {
-    const kind = yield* Effect.try({
-      try: () => Schema.decodeUnknownSync(JobKind)(JSON.parse(fs.readFileSync(file, "utf8"))).job,
-      catch: () => undefined
-    }).pipe(Effect.orElseSucceed(() => "nightly-export" as const))
+    // A config that says no job is checked as the nightly job, whose errors then name what is wrong.
+    const kind = yield* jobKindOf(file).pipe(Effect.orElseSucceed(() => "nightly-export" as const))
     switch (kind) {
       case "nightly-export": {
         const job = yield* loadJob(NightlyJob, file)
@@ -258,9 +254,7 @@ export const checkCommand = Command.make(
         layers: flagged.length > 0 ? flagged : fromConfig.layers,
         out: Option.getOrElse(o.out, () => fromConfig.out),
         exportLocation: Option.getOrElse(o.requireExported, () => fromConfig.exportLocation),
-        lookupUrl: Option.getOrElse(o.lookupUrl, () => fromConfig.lookupUrl),
-        credentials: Option.getOrElse(o.credentials, () => fromConfig.credentials),
-        region: Option.getOrElse(o.region, () => fromConfig.region)
+        ...connectionOf(o, fromConfig)
       }
       const results = yield* runChecks(targets, o, (r) => (o.json ? Effect.void : Console.log(describeCheck(r))))
       const failure = results.find((r) => r.status === "fail")

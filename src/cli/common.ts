@@ -1,10 +1,11 @@
 import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
-import { Duration, Effect, Either, Layer, Logger, LogLevel, Option } from "effect"
+import { Config, Duration, Effect, Either, Layer, Logger, LogLevel, Option, Schema } from "effect"
 import * as DataClient from "../client/DataClient.ts"
 import type { CredentialsError } from "../client/Errors.ts"
 import type { RetryPolicyShape } from "../client/Retry.ts"
+import { DurationString } from "../domain/DurationString.ts"
 import * as Hrn from "../domain/Hrn.ts"
 import { UsageError } from "./Exit.ts"
 
@@ -33,16 +34,18 @@ export const choiceOption = <const A extends string>(name: string, choices: Read
     )
   )
 
-const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }
-
-/** `90s`, `10m`, `1h`, `500ms`, `2 minutes`; undefined when it is none of these. */
-export const parseDuration = (raw: string): Duration.Duration | undefined => {
-  const m = /^(\d+(?:\.\d+)?)\s*(ms|millis|s|sec|seconds?|m|min|minutes?|h|hours?)$/i.exec(raw.trim())
-  if (m === null) return undefined
-  const unit = m[2]!.toLowerCase()
-  const factor = unit === "ms" || unit === "millis" ? DURATION_UNITS.ms! : unit.startsWith("s") ? DURATION_UNITS.s! : unit.startsWith("m") ? DURATION_UNITS.m! : DURATION_UNITS.h!
-  return Duration.millis(Number(m[1]) * factor)
-}
+/**
+ * A duration flag (`90s`, `10m`, `1h`, `30d`, `"7 days"`: the DurationString schema job configs use
+ * too); `valid` bounds it, and the error names the flag and what it `takes`.
+ */
+export const durationOption = (name: string, takes: string, valid: (d: Duration.Duration) => boolean = () => true) =>
+  Options.text(name).pipe(
+    Options.withPseudoName("DURATION"),
+    Options.withSchema(DurationString.pipe(
+      Schema.filter(valid),
+      Schema.annotations({ message: (issue) => ({ message: `--${name} takes ${takes}, got ${JSON.stringify(issue.actual)}.`, override: true }) })
+    ))
+  )
 
 /**
  * How long transient failures (429, 5xx, cut connections) are retried, for commands that move data
@@ -50,14 +53,7 @@ export const parseDuration = (raw: string): Duration.Duration | undefined => {
  * with exit code 5: safe to run again.
  */
 export const retryOptions = {
-  retryBudget: Options.text("retry-budget").pipe(
-    Options.withPseudoName("DURATION"),
-    Options.mapEffect((raw) => {
-      const d = parseDuration(raw)
-      return d !== undefined && Duration.toMillis(d) > 0
-        ? Effect.succeed(d)
-        : Effect.fail(invalidValue(`--retry-budget takes a positive duration such as 90s, 10m or 1h, got '${raw}'.`))
-    }),
+  retryBudget: durationOption("retry-budget", "a positive duration such as 90s, 10m or 1h", Duration.greaterThan(Duration.zero)).pipe(
     Options.optional,
     Options.withDescription("Longest time one request keeps retrying transient failures (429, 5xx, cut connections), Retry-After waits included; then the run stops with exit code 5. Default 10m.")
   ),
@@ -92,6 +88,7 @@ export const summaryJson = Options.boolean("json").pipe(
 /** Options every command that talks to a catalog service takes (DESIGN.md "CLI"). */
 export const globalOptions = {
   lookupUrl: Options.text("lookup-url").pipe(
+    Options.withFallbackConfig(Config.nonEmptyString("CATALOG_LOOKUP_URL")),
     Options.optional,
     Options.withDescription("Lookup API base URL (env CATALOG_LOOKUP_URL). Default: derived from the catalog HRN's partition (hrn:here → the HERE platform, hrn:local → http://localhost:31005/lookup/v1).")
   ),
@@ -129,15 +126,29 @@ const LOOKUP_BY_PARTITION: Record<string, string> = {
   local: "http://localhost:31005/lookup/v1"
 }
 
-/** The flag, else `CATALOG_LOOKUP_URL`, else the job config's, else the one the catalog's HRN partition implies. */
-export const resolveLookupUrl = (flag: Option.Option<string>, fromConfig: string | undefined, catalog: string | undefined): string => {
-  if (Option.isSome(flag)) return flag.value
-  const env = process.env.CATALOG_LOOKUP_URL
-  if (env !== undefined && env !== "") return env
-  if (fromConfig !== undefined) return fromConfig
+/** The lookup URL given (flag, `CATALOG_LOOKUP_URL` or job config), else the one the catalog's HRN partition implies. */
+export const lookupUrlFor = (given: string | undefined, catalog: string | undefined): string => {
+  if (given !== undefined) return given
   const partition = catalog === undefined ? undefined : Either.getOrUndefined(Hrn.parse(catalog))?.partition
   return LOOKUP_BY_PARTITION[partition ?? "here"] ?? LOOKUP_BY_PARTITION.here!
 }
+
+/** How a job config reaches the service (lookupUrl, credentials, region); flags override it. */
+export interface Connection {
+  readonly lookupUrl?: string | undefined
+  readonly credentials?: string | undefined
+  readonly region?: string | undefined
+}
+
+/**
+ * Where flags and a job config meet, field by field: the flag (or its environment variable, read by
+ * Options.withFallbackConfig), else the job config's value; the defaults come after (`clientFor`).
+ */
+export const connectionOf = (flags: GlobalOptions, file: Connection = {}): { readonly [K in keyof Connection]-?: Connection[K] } => ({
+  lookupUrl: Option.getOrElse(flags.lookupUrl, () => file.lookupUrl),
+  credentials: Option.getOrElse(flags.credentials, () => file.credentials),
+  region: Option.getOrElse(flags.region, () => file.region)
+})
 
 const defaultLogFormat = (): "text" | "json" => (process.stderr.isTTY ? "text" : "json")
 
@@ -199,15 +210,23 @@ export const clientLayer = (settings: ClientSettings): Layer.Layer<DataClient.Da
       })
     )
 
+/** The Data API client for a catalog (its HRN implies the lookup service unless one is given). */
+export const clientFor = (
+  connection: Connection,
+  catalog: string | undefined,
+  options: { readonly concurrency: number; readonly retry?: Partial<RetryPolicyShape> }
+) =>
+  clientLayer({
+    lookupUrl: lookupUrlFor(connection.lookupUrl, catalog),
+    credentials: connection.credentials,
+    concurrency: options.concurrency,
+    ...(options.retry === undefined ? {} : { retry: options.retry }),
+    region: connection.region
+  })
+
 /** Runs a command's effect with the client (lookup derived from the catalog HRN unless given) and the logger. */
 export const withClient = <A, E, R>(o: GlobalOptions, catalogHrn: string | undefined, effect: Effect.Effect<A, E, R>) =>
   effect.pipe(
-    Effect.provide(clientLayer({
-      lookupUrl: resolveLookupUrl(o.lookupUrl, undefined, catalogHrn),
-      credentials: Option.getOrUndefined(o.credentials),
-      concurrency: 4,
-      retry: retryPolicyOf(o),
-      region: Option.getOrUndefined(o.region)
-    })),
+    Effect.provide(clientFor(connectionOf(o), catalogHrn, { concurrency: 4, retry: retryPolicyOf(o) })),
     Effect.provide(loggerLayer(o))
   )

@@ -10,6 +10,7 @@ import { NightlyJob } from "../../pipelines/nightly-export.ts"
 import { globalOptions, loggerLayer } from "./common.ts"
 import { runNightlyJob } from "./nightly.ts"
 import { loadServer } from "./lazy.ts"
+import { fromCause } from "../sinks/SinkError.ts"
 
 /**
  * `npm start`: the embedded default. Starts the local service with the demo seed on a free port,
@@ -29,7 +30,7 @@ export const demoCommand = Command.make(
       const { LocalService, defaultSeed, defaultServiceOptions } = yield* loadServer
       const service = yield* LocalService.start({ ...defaultServiceOptions, port: 0, seed: defaultSeed })
       const dir = yield* Effect.acquireRelease(
-        Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "catalog-export-demo-"))),
+        Effect.try({ try: () => fs.mkdtempSync(path.join(os.tmpdir(), "catalog-export-demo-")), catch: (e) => fromCause(os.tmpdir(), "create a directory in", e) }),
         (d) => Effect.sync(() => fs.rmSync(d, { recursive: true, force: true }))
       )
       const credentials = path.join(dir, "credentials.properties")

@@ -7,16 +7,17 @@ import { destination } from "../sinks/Destination.ts"
 import { isObjectStore } from "../sinks/ObjectStore.ts"
 import { planExport } from "../export/Incremental.ts"
 import { decodeModes, onDecodeErrors } from "../decode/Shared.ts"
-import { Compression, decodeRequest, defaults, OutputFormat } from "../export/JobConfig.ts"
-import { exportedVersions, exportLayer, raiseToExported } from "../../pipelines/nightly-export.ts"
+import { Compression, decodeRequest, defaults, type WriteSettings } from "../export/JobConfig.ts"
+import { OutputFormat } from "../sinks/WrittenFile.ts"
+import { exportOne } from "../../pipelines/nightly-export.ts"
 import {
   choiceOption,
-  clientLayer,
+  clientFor,
+  connectionOf,
   globalOptions,
   integerOption,
   loggerLayer,
   noFailover,
-  resolveLookupUrl,
   retryOptions,
   retryPolicyOf,
   summaryJson
@@ -90,7 +91,8 @@ export const writeOptions = {
   ...progressOptions
 }
 
-export interface WriteSettings {
+/** The write flags as parsed (export, backfill); `checkWriteSettings` makes them WriteSettings. */
+export interface WriteFlags {
   readonly out: string
   readonly format: typeof OutputFormat.Type
   readonly compression: typeof Compression.Type
@@ -104,7 +106,7 @@ export interface WriteSettings {
   readonly onDecodeError: (typeof onDecodeErrors)[number]
 }
 
-export const checkWriteSettings = (o: WriteSettings) =>
+export const checkWriteSettings = (o: WriteFlags): Effect.Effect<WriteSettings & { readonly out: string }, UsageError> =>
   Effect.gen(function*() {
     const concurrency = yield* positive("concurrency")(o.concurrency)
     const listConcurrency = yield* positive("list-concurrency")(o.listConcurrency)
@@ -155,13 +157,8 @@ export const exportCommand = Command.make(
       const version = yield* versionArg(o.version)
       const settings = yield* checkWriteSettings(o)
       const keepSnapshots = Option.isSome(o.keepSnapshots) ? yield* positive("keep-snapshots")(o.keepSnapshots.value) : undefined
-      const client = clientLayer({
-        lookupUrl: resolveLookupUrl(o.lookupUrl, undefined, o.catalog),
-        credentials: Option.getOrUndefined(o.credentials),
-        concurrency: settings.concurrency,
-        retry: retryPolicyOf(o),
-        region: Option.getOrUndefined(o.region)
-      })
+      const connection = connectionOf(o)
+      const client = clientFor(connection, o.catalog, { concurrency: settings.concurrency, retry: retryPolicyOf(o) })
       return yield* Effect.gen(function*() {
         if (o.dryRun) {
           const planned = yield* planExport({ catalog: o.catalog, layer: o.layer, version, mode: o.mode, out: o.out, parts: settings.parts })
@@ -169,9 +166,10 @@ export const exportCommand = Command.make(
         }
         const startedAt = Date.now()
         yield* checkOutputDir(o.out)
-        const outcome = yield* exportLayer(
+        const { outcome, raised, raiseFailure } = yield* exportOne(
           { catalog: o.catalog, layer: o.layer },
-          { ...settings, mode: o.mode, version, force: o.force, keepSnapshots, region: Option.getOrUndefined(o.region), failover: !o.noFailover },
+          { ...settings, mode: o.mode, version, force: o.force, keepSnapshots, region: connection.region, failover: !o.noFailover },
+          o.raiseMinimum,
           (note) => Effect.logInfo(`${o.catalog} ${o.layer}: ${note}`)
         ).pipe(Effect.provide(progressLayer(o)))
         const report = reportDocument(outcomeJson(outcome), startedAt)
@@ -180,16 +178,10 @@ export const exportCommand = Command.make(
         else {
           yield* Console.log(outcomeLines(outcome, false).join("\n"))
           if (process.stdout.isTTY) yield* Console.log(["", ...reportTable([outcome], report.exitCode)].join("\n"))
+          for (const r of raised) yield* Console.log(describeRaised(r))
         }
         if (Either.isLeft(outcome.result)) return yield* Effect.fail(outcome.result.left)
-        // Also when up to date or already exported: a raise refused by an earlier run is decided again.
-        const exported = exportedVersions([outcome])
-        if (o.raiseMinimum) {
-          for (const [catalogHrn, v] of exported) {
-            const raised = yield* raiseToExported(catalogHrn, v, o.out)
-            if (raised !== undefined && !o.json) yield* Console.log(describeRaised(raised))
-          }
-        }
+        if (Option.isSome(raiseFailure)) return yield* Effect.fail(raiseFailure.value)
       }).pipe(Effect.provide(client))
     }).pipe(unfinishedWhenInterrupted, Effect.provide(loggerLayer(flags)))
 ).pipe(Command.withDescription("Export one layer version (or a volatile layer's current data) to Parquet and/or Arrow files."))

@@ -9,11 +9,11 @@ import { MetadataApi } from "../client/MetadataApi.ts"
 import { QueryApi } from "../client/QueryApi.ts"
 import { NotFound } from "../export/Errors.ts"
 import { ADDITIONAL_FIELDS, type AdditionalField } from "../domain/Partition.ts"
-import { parseCatalogHrn } from "../export/Plan.ts"
 import * as Hrn from "../domain/Hrn.ts"
 import { globalOptions, withClient } from "./common.ts"
 import { catalogAdminCommands, layerAdminCommands } from "./admin.ts"
 import { UsageError } from "./Exit.ts"
+import { fromCause } from "../sinks/SinkError.ts"
 
 const json = Options.boolean("json").pipe(Options.withDescription("Print JSON (one document, or one line per item for listings)."))
 const catalog = Options.text("catalog").pipe(Options.withDescription("Catalog HRN."))
@@ -38,7 +38,7 @@ const catalogsList = Command.make("list", { ...globalOptions, json }, (o) =>
 
 const catalogsGet = Command.make("get", { ...globalOptions, json, catalog }, (o) =>
   withClient(o, o.catalog, Effect.gen(function*() {
-    const c = yield* (yield* ConfigApi).getCatalog(Hrn.format(yield* parseCatalogHrn(o.catalog)))
+    const c = yield* (yield* ConfigApi).getCatalog(yield* Hrn.canonicalCatalog(o.catalog))
     if (wantsJson(o.json)) return yield* Console.log(JSON.stringify(c, null, 2))
     yield* Console.log(`${c.hrn}  ${c.name ?? ""}\n${c.summary ?? ""}\n`)
     yield* Console.log(table([["LAYER", "TYPE", "PARTITIONING", "CONTENT TYPE", "ENCODING"], ...c.layers.map((l) => [
@@ -52,7 +52,7 @@ const catalogsGet = Command.make("get", { ...globalOptions, json, catalog }, (o)
 
 const layersList = Command.make("list", { ...globalOptions, json, catalog }, (o) =>
   withClient(o, o.catalog, Effect.gen(function*() {
-    const c = yield* (yield* ConfigApi).getCatalog(Hrn.format(yield* parseCatalogHrn(o.catalog)))
+    const c = yield* (yield* ConfigApi).getCatalog(yield* Hrn.canonicalCatalog(o.catalog))
     if (wantsJson(o.json)) return yield* Effect.forEach(c.layers, (l) => Console.log(JSON.stringify(l)), { discard: true })
     yield* Console.log(table([["LAYER", "TYPE", "PARTITIONING", "CONTENT TYPE"], ...c.layers.map((l) => [l.id, l.layerType, l.partitioning?.scheme ?? "", l.contentType ?? ""])]))
   }))).pipe(Command.withDescription("List the layers of a catalog."))
@@ -87,7 +87,7 @@ const partitionsList = Command.make(
   },
   (o) =>
     withClient(o, o.catalog, Effect.gen(function*() {
-      const hrn = Hrn.format(yield* parseCatalogHrn(o.catalog))
+      const hrn = yield* Hrn.canonicalCatalog(o.catalog)
       const fields = yield* additionalFields(o.fields)
       const { version } = yield* layerAndVersion(hrn, o.layer, o.version)
       const metadata = yield* MetadataApi
@@ -111,7 +111,7 @@ const partitionsGet = Command.make(
   },
   (o) =>
     withClient(o, o.catalog, Effect.gen(function*() {
-      const hrn = Hrn.format(yield* parseCatalogHrn(o.catalog))
+      const hrn = yield* Hrn.canonicalCatalog(o.catalog)
       const ids = [...new Set(o.partitions.flatMap((p) => p.split(",")).map((p) => p.trim()).filter((p) => p !== ""))]
       if (ids.length === 0) return yield* new UsageError({ message: "Give the partitions to read with --partition ID (repeated, or comma-joined)." })
       const fields = yield* additionalFields(o.fields)
@@ -133,17 +133,17 @@ const partitionsGet = Command.make(
 
 const versionsLatest = Command.make("latest", { ...globalOptions, catalog }, (o) =>
   withClient(o, o.catalog, Effect.gen(function*() {
-    yield* Console.log(String(yield* (yield* MetadataApi).latestVersion(Hrn.format(yield* parseCatalogHrn(o.catalog)))))
+    yield* Console.log(String(yield* (yield* MetadataApi).latestVersion(yield* Hrn.canonicalCatalog(o.catalog))))
   }))).pipe(Command.withDescription("Print the latest catalog version."))
 
 const versionsMinimum = Command.make("minimum", { ...globalOptions, catalog }, (o) =>
   withClient(o, o.catalog, Effect.gen(function*() {
-    yield* Console.log(String(yield* (yield* MetadataApi).minimumVersion(Hrn.format(yield* parseCatalogHrn(o.catalog)))))
+    yield* Console.log(String(yield* (yield* MetadataApi).minimumVersion(yield* Hrn.canonicalCatalog(o.catalog))))
   }))).pipe(Command.withDescription("Print the minimum (oldest readable) catalog version."))
 
 const versionsList = Command.make("list", { ...globalOptions, json, catalog }, (o) =>
   withClient(o, o.catalog, Effect.gen(function*() {
-    const hrn = Hrn.format(yield* parseCatalogHrn(o.catalog))
+    const hrn = yield* Hrn.canonicalCatalog(o.catalog)
     const metadata = yield* MetadataApi
     const latest = yield* metadata.latestVersion(hrn)
     const minimum = yield* metadata.minimumVersion(hrn)
@@ -165,10 +165,13 @@ const blobGet = Command.make(
   },
   (o) =>
     withClient(o, o.catalog, Effect.gen(function*() {
-      const hrn = Hrn.format(yield* parseCatalogHrn(o.catalog))
+      const hrn = yield* Hrn.canonicalCatalog(o.catalog)
       const api = o.volatile ? yield* VolatileBlobApi : yield* BlobApi
       const bytes = yield* api.get(hrn, o.layer, o.handle)
-      if (Option.isSome(o.output)) fs.writeFileSync(o.output.value, bytes)
+      if (Option.isSome(o.output)) {
+        const file = o.output.value
+        yield* Effect.try({ try: () => fs.writeFileSync(file, bytes), catch: (e) => fromCause(file, "write", e) })
+      }
       else yield* Effect.async<void>((resume) => void process.stdout.write(bytes, () => resume(Effect.void)))
     }))
 ).pipe(Command.withDescription("Download one blob by its data handle."))
@@ -178,7 +181,7 @@ const lookup = Command.make(
   { ...globalOptions, json, catalog: catalog.pipe(Options.optional) },
   (o) =>
     withClient(o, Option.getOrUndefined(o.catalog), Effect.gen(function*() {
-      const hrn = Option.isSome(o.catalog) ? Hrn.format(yield* parseCatalogHrn(o.catalog.value)) : undefined
+      const hrn = Option.isSome(o.catalog) ? yield* Hrn.canonicalCatalog(o.catalog.value) : undefined
       const entries = yield* (yield* Lookup).apis(hrn, Option.getOrUndefined(o.region))
       if (wantsJson(o.json)) return yield* Console.log(JSON.stringify(entries, null, 2))
       yield* Console.log(table([["API", "VERSION", "BASE URL"], ...entries.map((e) => [e.api, e.version, e.baseURL])]))

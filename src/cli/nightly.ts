@@ -1,7 +1,7 @@
 import { Console, Effect, Either, Option } from "effect"
-import { defaults } from "../export/JobConfig.ts"
+import { writeSettingsOf } from "../export/JobConfig.ts"
 import { type NightlyJob, runNightly } from "../../pipelines/nightly-export.ts"
-import { clientLayer, type GlobalOptions, resolveLookupUrl, retryPolicyOf } from "./common.ts"
+import { clientFor, connectionOf, type GlobalOptions, lookupUrlFor, retryPolicyOf } from "./common.ts"
 import { checkOutputDir } from "./export.ts"
 import { decidingExitCode, ExitCode, exitCodeOf, JobFailed, sentenceOf } from "./Exit.ts"
 import { progressLayer, type ProgressFlags } from "./progress.ts"
@@ -17,16 +17,16 @@ export const runNightlyJob = (job: NightlyJob, global: GlobalOptions & ProgressF
   Effect.gen(function*() {
     const startedAt = Date.now()
     yield* checkOutputDir(job.out)
-    const credentials = Option.getOrElse(global.credentials, () => job.credentials)
-    const region = Option.getOrElse(global.region, () => job.region)
-    const concurrency = job.concurrency ?? defaults.concurrency
+    const connection = connectionOf(global, job)
+    const { region } = connection
+    const concurrency = writeSettingsOf(job).concurrency
     const failover = global.noFailover === true ? false : job.failover
     const { outcomes, raised, raiseFailure, retries } = yield* runNightly({ ...job, region, failover }, {
       // Each layer's lookup service follows from its own catalog's HRN, unless one is configured.
-      clientFor: (catalog) => {
-        const lookupUrl = resolveLookupUrl(global.lookupUrl, job.lookupUrl, catalog)
-        return { key: lookupUrl, layer: clientLayer({ lookupUrl, credentials, concurrency, retry: retryPolicyOf(global), region }) }
-      },
+      clientFor: (catalog) => ({
+        key: lookupUrlFor(connection.lookupUrl, catalog),
+        layer: clientFor(connection, catalog, { concurrency, retry: retryPolicyOf(global) })
+      }),
       onNote: (catalog, layer, note) => Effect.logInfo(`${catalog} ${layer}: ${note}`)
     }).pipe(Effect.provide(progressLayer(global)))
     const failed = outcomes.filter((o) => Either.isLeft(o.result))

@@ -1,9 +1,7 @@
 import * as Options from "@effect/cli/Options"
-import * as HelpDoc from "@effect/cli/HelpDoc"
-import * as ValidationError from "@effect/cli/ValidationError"
 import { Duration, Effect, Layer, Option, Schedule } from "effect"
 import { Progress, type ProgressStyle, type Snapshot, type Tracked } from "../export/Progress.ts"
-import { type GlobalOptions, parseDuration } from "./common.ts"
+import { durationOption, type GlobalOptions } from "./common.ts"
 
 /**
  * The progress of running exports, on stderr: on a terminal a bar per export redrawn in place (four
@@ -12,14 +10,7 @@ import { type GlobalOptions, parseDuration } from "./common.ts"
  */
 
 export const progressOptions = {
-  progressInterval: Options.text("progress-interval").pipe(
-    Options.withPseudoName("DURATION"),
-    Options.mapEffect((raw) => {
-      const d = parseDuration(raw)
-      return d !== undefined && Duration.toMillis(d) >= 100
-        ? Effect.succeed(d)
-        : Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--progress-interval takes a duration of 100ms or more such as 10s or 1m, got '${raw}'.`)))
-    }),
+  progressInterval: durationOption("progress-interval", "a duration of 100ms or more such as 10s or 1m", Duration.greaterThanOrEqualTo(Duration.millis(100))).pipe(
     Options.optional,
     Options.withDescription("How often a JSON progress line is written when stderr is not a terminal (default 10s).")
   )

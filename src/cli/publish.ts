@@ -10,7 +10,6 @@ import { ConfigApi } from "../client/ConfigApi.ts"
 import { PublishApi } from "../client/PublishApi.ts"
 import * as Hrn from "../domain/Hrn.ts"
 import { PARTITION_ID, type Publication, type PublishPartition } from "../domain/Publish.ts"
-import { parseCatalogHrn } from "../export/Plan.ts"
 import { globalOptions, integerOption, retryOptions, withClient } from "./common.ts"
 import { UsageError } from "./Exit.ts"
 
@@ -83,7 +82,7 @@ export const publishCommand = Command.make(
   },
   (o) =>
     withClient(o, o.catalog, Effect.gen(function*() {
-      const hrn = Hrn.format(yield* parseCatalogHrn(o.catalog))
+      const hrn = yield* Hrn.canonicalCatalog(o.catalog)
       if (o.concurrency < 1 || o.concurrency > 256) return yield* new UsageError({ message: `--concurrency must be 1-256, got ${o.concurrency}.` })
       if (Option.isSome(o.fromDir) && o.partition.length > 0) return yield* new UsageError({ message: "Give either --partition or --from-dir, not both." })
       const sources = Option.isSome(o.fromDir) ? yield* fromDir(o.fromDir.value) : yield* fromFlags(o.partition)

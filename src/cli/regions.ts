@@ -5,7 +5,7 @@ import { Console, Effect, Option } from "effect"
 import { ApiClient } from "../client/ApiClient.ts"
 import { ApiError } from "../client/Errors.ts"
 import { LOCAL_REGIONS_PATH, regionOf, type RegionsStatus, RegionsStatus as RegionsStatusSchema, SELECTABLE_REGIONS } from "../domain/Region.ts"
-import { clientLayer, type GlobalOptions, globalOptions, loggerLayer, resolveLookupUrl } from "./common.ts"
+import { clientFor, type GlobalOptions, globalOptions, loggerLayer } from "./common.ts"
 import { UsageError } from "./Exit.ts"
 
 /**
@@ -32,7 +32,7 @@ const call = (o: Flags, state: "up" | "down" | undefined, rawRegion: string | un
     if (rawRegion !== undefined && region === undefined) {
       return yield* new UsageError({ message: `--region: unknown region '${rawRegion}'; the regions are ${SELECTABLE_REGIONS.join(" and ")}.` })
     }
-    const lookupUrl = resolveLookupUrl(o.lookupUrl, LOCAL_LOOKUP, undefined)
+    const lookupUrl = Option.getOrElse(o.lookupUrl, () => LOCAL_LOOKUP)
     const service = lookupUrl.replace(/\/+$/, "").replace(/\/lookup\/v1$/, "")
     const api = yield* ApiClient
     const request = state === undefined
@@ -47,7 +47,7 @@ const call = (o: Flags, state: "up" | "down" | undefined, rawRegion: string | un
     if (o.json) return yield* Console.log(JSON.stringify(status))
     yield* Console.log(state === undefined ? describe(status) : `Region ${region} is ${state}. ${describe(status)}`)
   }).pipe(
-    Effect.provide(clientLayer({ lookupUrl: resolveLookupUrl(o.lookupUrl, LOCAL_LOOKUP, undefined), credentials: Option.getOrUndefined(o.credentials), concurrency: 2, retry: { maxRetries: 2 } })),
+    Effect.provide(clientFor({ lookupUrl: Option.getOrElse(o.lookupUrl, () => LOCAL_LOOKUP), credentials: Option.getOrUndefined(o.credentials) }, undefined, { concurrency: 2, retry: { maxRetries: 2 } })),
     Effect.provide(loggerLayer({ ...o, region: Option.none() }))
   )
 

@@ -1,10 +1,11 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Console, Effect, Option } from "effect"
-import { type Policy, parseAge } from "../retention/Policy.ts"
-import { applyRetention, exportCheckOf, planRetention, policyOfJob, type RetentionJob, type RetentionPlan, setAutomaticDeletion } from "../../pipelines/retention.ts"
+import type { Policy } from "../retention/Policy.ts"
+import { applyRetention, planRetention, policyOfJob, type RetentionJob, type RetentionPlan, setAutomaticDeletion } from "../../pipelines/retention.ts"
+import { exportCheckOf } from "../retention/Guard.ts"
 import type { SharedHandle } from "../retention/HandleReuse.ts"
-import { clientLayer, type GlobalOptions, globalOptions, loggerLayer, resolveLookupUrl } from "./common.ts"
+import { clientFor, type Connection, connectionOf, durationOption, type GlobalOptions, globalOptions, loggerLayer } from "./common.ts"
 import { UsageError } from "./Exit.ts"
 
 const date = (ms: number) => new Date(ms).toISOString()
@@ -46,7 +47,7 @@ interface RetentionSettings {
  * Plans, prints the plan (also when it is refused), then carries it out unless refused or a dry run.
  * Nothing is changed before the plan is printed.
  */
-const retention = (s: RetentionSettings, global: GlobalOptions, fromConfig: { readonly lookupUrl?: string | undefined; readonly credentials?: string | undefined; readonly region?: string | undefined } = {}) =>
+const retention = (s: RetentionSettings, connection: Connection) =>
   Effect.gen(function*() {
     const exportCheck = yield* exportCheckOf({
       requireExported: s.requireExported,
@@ -79,12 +80,7 @@ const retention = (s: RetentionSettings, global: GlobalOptions, fromConfig: { re
     if (s.dryRun) return s.json ? undefined : yield* Console.log("Dry run: nothing was changed.")
     yield* applyRetention(plan)
     if (!s.json) yield* Console.log(`Done: the minimum version of ${plan.catalogHrn} is now ${plan.target}.`)
-  }).pipe(Effect.provide(clientLayer({
-    lookupUrl: resolveLookupUrl(global.lookupUrl, fromConfig.lookupUrl, s.catalog),
-    credentials: Option.getOrElse(global.credentials, () => fromConfig.credentials),
-    concurrency: 4,
-    region: Option.getOrElse(global.region, () => fromConfig.region)
-  })))
+  }).pipe(Effect.provide(clientFor(connection, s.catalog, { concurrency: 4 })))
 
 export const runRetentionJob = (job: RetentionJob, file: string, global: GlobalOptions & { readonly json: boolean }) =>
   Effect.gen(function*() {
@@ -98,7 +94,7 @@ export const runRetentionJob = (job: RetentionJob, file: string, global: GlobalO
       dryRun: job.dryRun ?? false,
       json: global.json,
       names: { require: `"requireExported" in ${file}`, skip: `"skipExportCheck": true` }
-    }, global, job)
+    }, connectionOf(global, job))
   })
 
 const catalog = Options.text("catalog").pipe(Options.withDescription("Catalog HRN."))
@@ -118,12 +114,7 @@ const auto = Command.make(
         return yield* new UsageError({ message: `--keep must be within 1..50000, got ${o.keep.value}.` })
       }
       yield* setAutomaticDeletion(o.catalog, Option.isSome(o.keep) ? o.keep.value : "disable").pipe(
-        Effect.provide(clientLayer({
-          lookupUrl: resolveLookupUrl(o.lookupUrl, undefined, o.catalog),
-          credentials: Option.getOrUndefined(o.credentials),
-          concurrency: 2,
-          region: Option.getOrUndefined(o.region)
-        }))
+        Effect.provide(clientFor(connectionOf(o), o.catalog, { concurrency: 2 }))
       )
       yield* Console.log(
         Option.isSome(o.keep)
@@ -141,7 +132,7 @@ export const retentionCommand = Command.make(
     // required options even when a subcommand runs); checked below.
     catalog: catalog.pipe(Options.optional),
     keepLast: Options.integer("keep-last").pipe(Options.optional, Options.withDescription("Keep the newest N versions.")),
-    olderThan: Options.text("older-than").pipe(Options.optional, Options.withDescription("Delete versions created longer ago than this (30d, 12h, \"7 days\").")),
+    olderThan: durationOption("older-than", 'a duration such as 30d, 12h or "7 days"').pipe(Options.optional, Options.withDescription("Delete versions created longer ago than this (30d, 12h, \"7 days\").")),
     minimum: Options.integer("minimum").pipe(Options.optional, Options.withDescription("Raise the minimum version to exactly V.")),
     requireExported: Options.text("require-exported").pipe(
       Options.withPseudoName("LOCATION"),
@@ -166,9 +157,7 @@ export const retentionCommand = Command.make(
         if (o.minimum.value < 0) return yield* new UsageError({ message: `--minimum must be a version (>= 0), got ${o.minimum.value}.` })
         policy = { _tag: "Minimum", version: o.minimum.value }
       } else {
-        const age = parseAge(Option.getOrThrow(o.olderThan))
-        if (age === undefined) return yield* new UsageError({ message: `--older-than '${Option.getOrThrow(o.olderThan)}' is not a duration; use for example 30d, 12h or "7 days".` })
-        policy = { _tag: "OlderThan", age }
+        policy = { _tag: "OlderThan", age: Option.getOrThrow(o.olderThan) }
       }
       yield* retention({
         catalog: o.catalog.value,
@@ -179,7 +168,7 @@ export const retentionCommand = Command.make(
         dryRun: o.dryRun,
         json: o.json,
         names: { require: "--require-exported LOCATION", skip: "--skip-export-check" }
-      }, o)
+      }, connectionOf(o))
     }).pipe(Effect.provide(loggerLayer(o)))
 ).pipe(
   Command.withDescription("Raise a catalog's minimum version (deleting older versions) by a policy, only past versions already exported."),

@@ -11,7 +11,7 @@ import { forgetRuns, planKey, pinPlan, readPlan } from "../export/Shards.ts"
 import { destination } from "../sinks/Destination.ts"
 import { isObjectStore } from "../sinks/ObjectStore.ts"
 import { raiseToExported } from "../../pipelines/nightly-export.ts"
-import { choiceOption, clientLayer, type GlobalOptions, globalOptions, integerOption, loggerLayer, resolveLookupUrl, retryOptions, retryPolicyOf, summaryJson } from "./common.ts"
+import { choiceOption, clientFor, connectionOf, type GlobalOptions, globalOptions, integerOption, loggerLayer, retryOptions, retryPolicyOf, summaryJson } from "./common.ts"
 import { unfinishedWhenInterrupted, UsageError } from "./Exit.ts"
 import { checkOutputDir, positive, versionArg } from "./export.ts"
 import { progressLayer, type ProgressFlags } from "./progress.ts"
@@ -60,14 +60,8 @@ export const planLocation = (location: string) =>
     return yield* new UsageError({ message: `There is no plan at ${dest.at(key)}: run catalog-export plan first, or check --plan.` })
   })
 
-const clientFor = (o: GlobalOptions, plan: Pick<Plan, "catalogHrn">, concurrency: number) =>
-  clientLayer({
-    lookupUrl: resolveLookupUrl(o.lookupUrl, undefined, plan.catalogHrn),
-    credentials: Option.getOrUndefined(o.credentials),
-    concurrency,
-    retry: retryPolicyOf(o),
-    region: Option.getOrUndefined(o.region)
-  })
+const clientOfPlan = (o: GlobalOptions, plan: Pick<Plan, "catalogHrn">, concurrency: number) =>
+  clientFor(connectionOf(o), plan.catalogHrn, { concurrency, retry: retryPolicyOf(o) })
 
 export const planCommand = Command.make(
   "plan",
@@ -109,7 +103,7 @@ export const planCommand = Command.make(
           plan = yield* pinPlan(dest, wanted, false)
         }
         yield* Console.log(JSON.stringify({ plan: dest.at(planKey(exportDir(plan))), shards: shardsOf(plan).length, version: plan.version, ...(plan.snapshot === undefined ? {} : { snapshot: plan.snapshot }), parts: plan.parts.length }))
-      }).pipe(Effect.provide(clientFor(o, { catalogHrn: o.catalog }, 4)))
+      }).pipe(Effect.provide(clientOfPlan(o, { catalogHrn: o.catalog }, 4)))
     }).pipe(Effect.provide(loggerLayer(o)))
 ).pipe(Command.withDescription("Pin a layer version and deal its metadata parts to N shards: writes OUT/<catalog-id>/<layer-id>/version=<V>/_plan.json and prints {\"plan\", \"shards\", \"version\"} as one JSON line."))
 
@@ -162,7 +156,7 @@ export const runShardCommand = (s: ShardRunSettings, o: GlobalOptions & Progress
             `${m.partitions} partitions (${m.deleted} deleted), ${(m.bytes / 1e6).toFixed(1)} MB, ${m.files.length} file(s) in ${(elapsedMs / 1000).toFixed(1)} s ` +
             `(${retries} retries${reused}) -> ${result.dir}. Commit once every shard has finished: catalog-export commit --plan ${dest.at(key)}`
       )
-    }).pipe(Effect.provide(clientFor(o, plan, s.concurrency)), Effect.provide(progressLayer(o)))
+    }).pipe(Effect.provide(clientOfPlan(o, plan, s.concurrency)), Effect.provide(progressLayer(o)))
   })
 
 export const commitCommand = Command.make(
@@ -192,7 +186,7 @@ export const commitCommand = Command.make(
       )
       // Also when committed before: a raise refused by an earlier commit is decided again.
       if (o.raiseMinimum && m.layerType === "versioned") {
-        const raised = yield* raiseToExported(m.catalogHrn, m.version, dest.name).pipe(Effect.provide(clientFor(o, m, 4)))
+        const raised = yield* raiseToExported(m.catalogHrn, m.version, dest.name).pipe(Effect.provide(clientOfPlan(o, m, 4)))
         if (raised !== undefined && !o.json) yield* Console.log(describeRaised(raised))
       }
     }).pipe(unfinishedWhenInterrupted, Effect.provide(loggerLayer(o)))

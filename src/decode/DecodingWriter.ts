@@ -1,4 +1,5 @@
-import type { FileFormat, Writers } from "../sinks/Files.ts"
+import type { Writers } from "../sinks/Files.ts"
+import type { FileFormat } from "../sinks/WrittenFile.ts"
 import { FormatWriter, type FormatWriterOptions } from "../sinks/FormatWriter.ts"
 import type { Slice } from "../sinks/Row.ts"
 import type { ColumnBatch } from "./Columns.ts"

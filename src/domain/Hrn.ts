@@ -64,6 +64,9 @@ export const parseCatalog = (input: string): Either.Either<CatalogHrn, InvalidHr
     return Either.right({ ...hrn, catalogId: hrn.resource })
   })
 
+/** A catalog HRN as the APIs take it (trimmed, validated); an Either, so `yield*` it in Effect.gen. */
+export const canonicalCatalog = (input: string): Either.Either<string, InvalidHrn> => Either.map(parseCatalog(input), format)
+
 export interface LayerHrn {
   readonly catalog: CatalogHrn
   readonly layerId: string

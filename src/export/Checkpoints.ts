@@ -1,7 +1,8 @@
 import { Effect, Option, Schema } from "effect"
 import type { Destination, Entry } from "../sinks/Destination.ts"
 import { sameDecoding } from "./Decoding.ts"
-import { type DecodeIdentity, DecodeSummary, readJsonOption, RecordedFile } from "./Manifest.ts"
+import { type DecodeIdentity, DecodeSummary, readOwnJsonOption } from "./Manifest.ts"
+import { RecordedFile } from "../sinks/WrittenFile.ts"
 
 /**
  * The parts of one export and what they leave in `_parts/` of its directory: per finished part a
@@ -57,7 +58,7 @@ export const finishedParts = (dest: Destination, dir: string, parts: ReadonlyArr
     const finished = new Map<number, Checkpoint>()
     let present: Map<string, Entry> | undefined
     for (const part of parts) {
-      const checkpoint = yield* readJsonOption(dest, Checkpoint, checkpointKey(dir, part))
+      const checkpoint = yield* readOwnJsonOption(dest, Checkpoint, checkpointKey(dir, part))
       if (Option.isNone(checkpoint) || !sameDecoding(checkpoint.value.decode, decoding)) continue
       present ??= yield* listing(dest, dir)
       if (damage(checkpoint.value.files, present) === undefined) finished.set(part, checkpoint.value)
@@ -74,7 +75,7 @@ export const discardUnfinished = (dest: Destination, dir: string, run: string) =
   Effect.gen(function*() {
     const kept = new Set<string>()
     for (const entry of yield* dest.list(partsDir(dir))) {
-      const checkpoint = yield* readJsonOption(dest, Checkpoint, `${partsDir(dir)}/${entry.name}`)
+      const checkpoint = yield* readOwnJsonOption(dest, Checkpoint, `${partsDir(dir)}/${entry.name}`)
       if (Option.isSome(checkpoint)) for (const f of checkpoint.value.files) kept.add(f.path)
     }
     const mine = (yield* dest.list(dir)).filter((e) => !e.dir && isDataFile(e.name) && e.name.includes(`-${run}-`) && !kept.has(e.name))

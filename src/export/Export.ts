@@ -4,7 +4,7 @@ import type { Partition } from "../domain/Partition.ts"
 import { TOOL } from "../domain/Tool.ts"
 import { type Destination, destination } from "../sinks/Destination.ts"
 import type { ParquetCompression } from "../sinks/ParquetCodecs.ts"
-import type * as RollingWriter from "../sinks/RollingWriter.ts"
+import type { OutputFormat } from "../sinks/WrittenFile.ts"
 import type { RowBatch } from "../sinks/RowBatch.ts"
 import type { EncoderError } from "../sinks/Encoder.ts"
 import { CrashProbe } from "../telemetry/CrashProbe.ts"
@@ -22,7 +22,7 @@ import { forgetRuns, pinPlan, type ShardManifest, shardManifests, writeShardMani
 export interface ExportOptions {
   /** A local directory or an object store (`s3://bucket/prefix`). */
   readonly out: string
-  readonly format: RollingWriter.OutputFormat
+  readonly format: OutputFormat
   readonly compression?: ParquetCompression | undefined
   /** Blob requests in flight at once, across all parts. */
   readonly concurrency: number

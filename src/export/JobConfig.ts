@@ -1,14 +1,15 @@
-import * as fs from "node:fs"
-import { Effect, Either, ParseResult, Schema } from "effect"
+import { Effect, Schema } from "effect"
 import { decodeModes, onDecodeErrors } from "../decode/Shared.ts"
+import { OutputFormat } from "../sinks/WrittenFile.ts"
 import type { DecodeRequest } from "./Decoding.ts"
+import { describeIssues, type FileUnreadable, JsonInvalid, readJsonFile } from "./Json.ts"
 
 /** A job config file that cannot be used: the message names the file and the field. */
 export class JobConfigError extends Schema.TaggedError<JobConfigError>()("JobConfigError", { message: Schema.String }) {}
 
 export const PositiveInt = Schema.Int.pipe(Schema.positive())
 
-export const OutputFormat = Schema.Literal("parquet", "arrow", "both")
+// Spelled out, not imported from ParquetCodecs: that module loads the native codecs, which command start-up does not need.
 export const Compression = Schema.Literal("zstd", "snappy", "gzip", "none")
 
 /** Decoding (`--decode` and its companions): job-wide, and per layer in a nightly job's `layers`. */
@@ -55,29 +56,61 @@ export const decodeRequest = (fields: DecodeConfig, over: DecodeConfig = {}): De
   schemaBundle: over.schemaBundle ?? fields.schemaBundle
 })
 
-const describeIssues = (error: ParseResult.ParseError) =>
-  ParseResult.ArrayFormatter.formatErrorSync(error)
-    .map((issue) => `${issue.path.length === 0 ? "(top level)" : issue.path.join(".")}: ${issue.message}`)
-    .join("; ")
+/** The jobs a job config can run: its `job` field. */
+export const JobKind = Schema.Struct({ job: Schema.Literal("nightly-export", "backfill", "retention") })
+
+/** How an export writes, every knob decided: the flags' values (their defaults are `defaults`), or a job config's by `writeSettingsOf`. */
+export interface WriteSettings {
+  readonly format: typeof OutputFormat.Type
+  readonly compression: typeof Compression.Type
+  readonly concurrency: number
+  readonly listConcurrency: number
+  readonly parts: number
+  readonly maxFileBytes: number | undefined
+  readonly decode: DecodeRequest
+}
+
+/** A job config's write settings (`over`: a nightly layer's own decoding), with the defaults for what it leaves out. */
+export const writeSettingsOf = (
+  job: Partial<Omit<Schema.Struct.Type<typeof ExportSettings>, "out">>,
+  over: DecodeConfig = {}
+): WriteSettings => ({
+  format: job.format ?? defaults.format,
+  compression: job.compression ?? defaults.compression,
+  concurrency: job.concurrency ?? defaults.concurrency,
+  listConcurrency: job.listConcurrency ?? defaults.listConcurrency,
+  parts: job.parts ?? defaults.parts,
+  maxFileBytes: job.maxFileBytes,
+  decode: decodeRequest(job, over)
+})
+
+const strict = { onExcessProperty: "error", errors: "all" } as const
+
+/** The words for a job config that cannot be used: the message names the file and the field. */
+const jobConfigError = (file: string) => (e: FileUnreadable | JsonInvalid) =>
+  new JobConfigError({
+    message: e._tag === "FileUnreadable"
+      ? `Cannot read job config ${file}: ${e.why}. Check the path.`
+      : e.notJson
+      ? `Job config ${file} is not valid JSON: ${e.detail}.`
+      : `Job config ${file} is invalid: ${e.detail}.`
+  })
 
 /** Reads and validates a JSON job config; unknown fields are errors, so a typo never goes unnoticed. */
 export const load = <A, I>(schema: Schema.Schema<A, I>, file: string) =>
-  Effect.gen(function*() {
-    const text = yield* Effect.try({
-      try: () => fs.readFileSync(file, "utf8"),
-      catch: (e) => new JobConfigError({ message: `Cannot read job config ${file}: ${(e as NodeJS.ErrnoException).code ?? String(e)}. Check the path.` })
-    })
-    const json = yield* Effect.try({
-      try: () => JSON.parse(text) as unknown,
-      catch: (e) => new JobConfigError({ message: `Job config ${file} is not valid JSON: ${(e as Error).message}.` })
-    })
-    return yield* decode(schema, json, file)
-  })
+  readJsonFile(file, schema, strict).pipe(Effect.mapError(jobConfigError(file)))
 
 /** Validates a job config already parsed (`source` names it in errors). */
-export const decode = <A, I>(schema: Schema.Schema<A, I>, json: unknown, source: string) => {
-  const decoded = Schema.decodeUnknownEither(schema, { onExcessProperty: "error", errors: "all" })(json)
-  return Either.isLeft(decoded)
-    ? Effect.fail(new JobConfigError({ message: `Job config ${source} is invalid: ${describeIssues(decoded.left)}.` }))
-    : Effect.succeed(decoded.right)
-}
+export const decode = <A, I>(schema: Schema.Schema<A, I>, json: unknown, source: string) =>
+  Schema.decodeUnknown(schema, strict)(json).pipe(Effect.mapError((e) => jobConfigError(source)(new JsonInvalid({ notJson: false, detail: describeIssues(e) }))))
+
+/** Which job a job config runs (its other fields are checked by `load` with that job's schema). */
+export const jobKindOf = (file: string) =>
+  readJsonFile(file, JobKind).pipe(
+    Effect.mapError((e) =>
+      e._tag === "JsonInvalid" && !e.notJson
+        ? new JobConfigError({ message: `Job config ${file}: the field "job" must be one of ${JobKind.fields.job.literals.join(", ")}.` })
+        : jobConfigError(file)(e)
+    ),
+    Effect.map((config) => config.job)
+  )

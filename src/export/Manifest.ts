@@ -1,23 +1,12 @@
 import { Effect, Option, Schema } from "effect"
 import type { Destination } from "../sinks/Destination.ts"
-import type { SinkError } from "../sinks/SinkError.ts"
+import { WrittenFile } from "../sinks/WrittenFile.ts"
 import { OutputConflict } from "./Errors.ts"
+import { readJson, writeJson } from "./Json.ts"
 
 export const MANIFEST = "_manifest.json"
 export const STATE = "_state.json"
 
-export const WrittenFile = Schema.Struct({
-  path: Schema.String,
-  format: Schema.Literal("parquet", "arrow"),
-  rows: Schema.Number,
-  bytes: Schema.Number,
-  sha256: Schema.String
-})
-export type WrittenFile = typeof WrittenFile.Type
-
-/** A data file as a checkpoint or shard manifest records it: on an object store with its ETag, which commit checks. */
-export const RecordedFile = Schema.Struct({ ...WrittenFile.fields, etag: Schema.optional(Schema.String) })
-export type RecordedFile = typeof RecordedFile.Type
 
 /** A part of a multi-region catalog's export and the region that served it. */
 export const PartRegion = Schema.Struct({ part: Schema.Number, region: Schema.String })
@@ -83,27 +72,17 @@ export const State = Schema.Struct({
 })
 export type State = typeof State.Type
 
-/** Writes JSON whole (readers see the old file or the new one, never half); a full disk is a SinkError naming the file. */
-export const writeJson = (dest: Destination, key: string, value: unknown): Effect.Effect<void, SinkError> =>
-  dest.write(key, JSON.stringify(value, null, 2) + "\n")
+/** A file the export itself wrote (a plan, checkpoint, manifest): none when missing; one that does not decode is a conflict. */
+export const readOwnJson = <A, I>(dest: Destination, schema: Schema.Schema<A, I>, key: string) =>
+  readJson(dest, schema, key).pipe(Effect.catchTag("JsonInvalid", () =>
+    new OutputConflict({ message: `${dest.at(key)} is not a valid ${key.slice(key.lastIndexOf("/") + 1)}; move it away or rerun with --force.` })))
 
-/** A JSON file of `schema`; none when it does not exist; one that does not decode is a conflict. */
-export const readJson = <A, I>(dest: Destination, schema: Schema.Schema<A, I>, key: string) =>
-  Effect.gen(function*() {
-    const text = yield* dest.read(key)
-    if (Option.isNone(text)) return Option.none<A>()
-    const decoded = yield* Schema.decodeUnknown(Schema.parseJson(schema))(text.value).pipe(
-      Effect.mapError(() => new OutputConflict({ message: `${dest.at(key)} is not a valid ${key.slice(key.lastIndexOf("/") + 1)}; move it away or rerun with --force.` }))
-    )
-    return Option.some(decoded)
-  })
+/** A file the export wrote, none when it is missing, unreadable or invalid (a checkpoint that vouches for nothing). */
+export const readOwnJsonOption = <A, I>(dest: Destination, schema: Schema.Schema<A, I>, key: string) =>
+  readOwnJson(dest, schema, key).pipe(Effect.orElseSucceed(() => Option.none<A>()))
 
-/** A JSON file of `schema`, none when it is missing, unreadable or invalid (a checkpoint that vouches for nothing). */
-export const readJsonOption = <A, I>(dest: Destination, schema: Schema.Schema<A, I>, key: string) =>
-  readJson(dest, schema, key).pipe(Effect.orElseSucceed(() => Option.none<A>()))
-
-export const readManifest = (dest: Destination, dir: string) => readJson(dest, Manifest, `${dir}/${MANIFEST}`)
-export const readState = (dest: Destination, layerDir: string) => readJson(dest, State, `${layerDir}/${STATE}`)
+export const readManifest = (dest: Destination, dir: string) => readOwnJson(dest, Manifest, `${dir}/${MANIFEST}`)
+export const readState = (dest: Destination, layerDir: string) => readOwnJson(dest, State, `${layerDir}/${STATE}`)
 
 /**
  * Cursor updates of a layer, one at a time in this process: exports of several versions may finish

@@ -6,7 +6,7 @@ import { type RowBatch, RowBatchBuilder } from "../sinks/RowBatch.ts"
 import { CrashProbe, type CrashProbeShape } from "../telemetry/CrashProbe.ts"
 import { type Checkpoint, checkpointKey } from "./Checkpoints.ts"
 import { type Decoding, partSummary } from "./Decoding.ts"
-import { writeJson } from "./Manifest.ts"
+import { writeJson } from "./Json.ts"
 
 /**
  * The files of one part being written (`PartWriter`); what a finished part leaves is in Checkpoints.ts.

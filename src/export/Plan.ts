@@ -1,4 +1,4 @@
-import { Effect, Either, Schema } from "effect"
+import { Effect, Schema } from "effect"
 import { ConfigApi } from "../client/ConfigApi.ts"
 import { ApiError } from "../client/Errors.ts"
 import { MetadataApi } from "../client/MetadataApi.ts"
@@ -71,9 +71,6 @@ export const snapshotName = (date: Date): string => date.toISOString().replace(/
 export const exportDir = (plan: Pick<Plan, "catalogId" | "layerId" | "layerType" | "version" | "snapshot">): string =>
   [plan.catalogId, plan.layerId, plan.layerType === "volatile" ? `snapshot=${plan.snapshot}` : `version=${plan.version}`].join("/")
 
-export const parseCatalogHrn = (input: string) =>
-  Either.match(Hrn.parseCatalog(input), { onLeft: Effect.fail, onRight: Effect.succeed })
-
 /** The lowest and highest readable catalog versions. */
 export const versionBounds = (catalog: string) =>
   Effect.gen(function*() {
@@ -101,7 +98,7 @@ export const checkVersion = (catalog: string, version: number, bounds: { latest:
     : Effect.succeed(version)
 
 export const makePlan = Effect.fn("Plan.make")(function*(request: PlanRequest) {
-  const parsed = yield* parseCatalogHrn(request.catalog)
+  const parsed = yield* Hrn.parseCatalog(request.catalog)
   const hrn = Hrn.format(parsed)
   // The layer id names a directory of the output: nothing but a valid id may get there.
   if (!Hrn.isLayerId(request.layer)) return yield* new InvalidLayerId({ layerId: request.layer })

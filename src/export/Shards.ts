@@ -1,7 +1,9 @@
 import { Effect, Option, Schema } from "effect"
 import type { Destination } from "../sinks/Destination.ts"
 import { OutputConflict } from "./Errors.ts"
-import { DecodeSummary, PartRegion, readJson, readJsonOption, RecordedFile, writeJson } from "./Manifest.ts"
+import { DecodeSummary, PartRegion, readOwnJson, readOwnJsonOption } from "./Manifest.ts"
+import { writeJson } from "./Json.ts"
+import { RecordedFile } from "../sinks/WrittenFile.ts"
 import { partsDir } from "./Checkpoints.ts"
 import { exportDir, PLAN, Plan, shardsOf } from "./Plan.ts"
 
@@ -52,7 +54,7 @@ export const pinPlan = (dest: Destination, plan: Plan, fresh: boolean) =>
   Effect.gen(function*() {
     const dir = exportDir(plan)
     if (fresh) yield* forgetRuns(dest, dir)
-    const stored = yield* readJsonOption(dest, Plan, planKey(dir))
+    const stored = yield* readOwnJsonOption(dest, Plan, planKey(dir))
     if (Option.isSome(stored) && samePlan(stored.value, plan)) return stored.value
     if (Option.isSome(stored)) yield* forgetRuns(dest, dir)
     yield* writeJson(dest, planKey(dir), plan)
@@ -62,7 +64,7 @@ export const pinPlan = (dest: Destination, plan: Plan, fresh: boolean) =>
 /** The plan at `key` (a `_plan.json`), checked against the directory it is in. */
 export const readPlan = (dest: Destination, key: string) =>
   Effect.gen(function*() {
-    const plan = yield* readJson(dest, Plan, key)
+    const plan = yield* readOwnJson(dest, Plan, key)
     if (Option.isNone(plan)) return Option.none<Plan>()
     if (planKey(exportDir(plan.value)) !== key) {
       return yield* new OutputConflict({ message: `${dest.at(key)} is the plan of ${exportDir(plan.value)}, not of the directory it is in; give the _plan.json the plan command printed.` })
@@ -80,7 +82,7 @@ export const shardManifests = (dest: Destination, plan: Plan) =>
     const names = new Set((yield* dest.list(shardsDir(dir))).map((e) => e.name))
     for (let shard = 0; shard < shardsOf(plan).length; shard++) {
       if (!names.has(`shard-${shard}.json`)) continue
-      const manifest = yield* readJsonOption(dest, ShardManifest, shardKey(dir, shard))
+      const manifest = yield* readOwnJsonOption(dest, ShardManifest, shardKey(dir, shard))
       if (Option.isSome(manifest) && manifest.value.shard === shard) found.set(shard, manifest.value)
     }
     return found

@@ -1,8 +1,8 @@
 import { Effect, Option, Schema } from "effect"
+import { readJson } from "../export/Json.ts"
 import { type Destination, destination } from "../sinks/Destination.ts"
 import { isObjectStore } from "../sinks/ObjectStore.ts"
 import type { SinkError } from "../sinks/SinkError.ts"
-import * as fs from "node:fs/promises"
 
 /**
  * Where exports live, as the retention guard reads it: list a directory, read a JSON file, the size
@@ -14,8 +14,8 @@ export interface ExportLocation {
   readonly name: string
   /** Names directly below `dir` (empty when it does not exist). */
   readonly list: (dir: string) => Effect.Effect<ReadonlyArray<string>, SinkError>
-  /** The parsed JSON of a file; none when it does not exist or is no JSON. */
-  readonly readJson: (file: string) => Effect.Effect<Option.Option<unknown>, SinkError>
+  /** A JSON file of `schema`; none when it does not exist or does not decode. */
+  readonly readJson: <A, I>(file: string, schema: Schema.Schema<A, I>) => Effect.Effect<Option.Option<A>, SinkError>
   /** A file's size in bytes; none when it does not exist. */
   readonly size: (file: string) => Effect.Effect<Option.Option<number>, SinkError>
 }
@@ -30,14 +30,7 @@ const failed = <A, E extends { readonly message: string }, R>(effect: Effect.Eff
 export const locationOf = (dest: Destination): ExportLocation => ({
   name: dest.name,
   list: (dir) => Effect.map(dest.list(dir), (entries) => entries.map((e) => e.name)),
-  readJson: (file) =>
-    Effect.map(dest.read(file), Option.flatMap((text) => {
-      try {
-        return Option.some(JSON.parse(text) as unknown)
-      } catch {
-        return Option.none()
-      }
-    })),
+  readJson: (file, schema) => readJson(dest, schema, file).pipe(Effect.catchTag("JsonInvalid", () => Effect.succeedNone)),
   size: (file) => Effect.map(dest.stat(file), Option.flatMap((e) => (e.dir ? Option.none() : Option.some(e.size))))
 })
 
@@ -49,7 +42,7 @@ export const exportLocation = (spec: string): Effect.Effect<ExportLocation, Expo
   Effect.gen(function*() {
     const dest = yield* failed(destination(spec))
     if (!isObjectStore(spec)) {
-      const isDirectory = yield* Effect.promise(() => fs.stat(dest.at("")).then((s) => s.isDirectory(), () => false))
+      const isDirectory = yield* dest.stat("").pipe(Effect.map((entry) => Option.isSome(entry) && entry.value.dir), Effect.orElseSucceed(() => false))
       if (!isDirectory) {
         return yield* new ExportLocationError({ message: `Export location ${spec} is not a directory; give the directory the exports were written to (the --out of the export).` })
       }

@@ -1,7 +1,9 @@
-import { Effect, Option, Schema } from "effect"
+import { Effect, Option } from "effect"
+import { ConfigApi } from "../client/ConfigApi.ts"
 import { MetadataApi } from "../client/MetadataApi.ts"
 import { Manifest, MANIFEST } from "../export/Manifest.ts"
-import type { ExportLocation } from "./ExportLocation.ts"
+import { type ExportLocation, exportLocation } from "./ExportLocation.ts"
+import { RetentionRefused } from "./Policy.ts"
 
 /**
  * The proof that raising the minimum version loses nothing: for every listed layer, each version
@@ -16,8 +18,6 @@ export interface Damaged {
   readonly version: number
   readonly reason: string
 }
-
-const decodeManifest = Schema.decodeUnknownOption(Manifest)
 
 /** Every file the manifest names is in the location with the size it records; else why not. */
 const damage = (location: ExportLocation, dir: string, manifest: Manifest) =>
@@ -46,7 +46,7 @@ export const committedVersions = (location: ExportLocation, catalogHrn: string, 
       if (m === null) continue
       const version = Number(m[1])
       const dir = `${layerDir}/${entry}`
-      const manifest = Option.flatMap(yield* location.readJson(`${dir}/${MANIFEST}`), decodeManifest)
+      const manifest = yield* location.readJson(`${dir}/${MANIFEST}`, Manifest)
       if (Option.isNone(manifest) || manifest.value.catalogHrn !== catalogHrn || manifest.value.layerId !== layerId || manifest.value.version !== version) continue
       const reason = yield* damage(location, dir, manifest.value)
       if (reason !== undefined) {
@@ -112,3 +112,69 @@ export const firstUncovered = (
     }
     return oldest
   })
+
+/** The versioned layers whose data the guard protects: the listed ones, else every versioned layer. */
+export const guardedLayers = (catalogHrn: string, listed: ReadonlyArray<string> | undefined) =>
+  Effect.gen(function*() {
+    const catalog = yield* (yield* ConfigApi).getCatalog(catalogHrn)
+    const versioned = catalog.layers.filter((l) => l.layerType === "versioned").map((l) => l.id)
+    const unknown = (listed ?? []).find((id) => !versioned.includes(id))
+    if (unknown !== undefined) {
+      return yield* new RetentionRefused({ message: `Catalog ${catalogHrn} has no versioned layer '${unknown}' (its versioned layers: ${versioned.join(", ") || "none"}).` })
+    }
+    return { catalog, layers: listed ?? versioned }
+  })
+
+/**
+ * Refuses a minimum that would delete data no committed export holds, naming the version and layer.
+ * Shared by `retention --require-exported` and `export --raise-minimum`.
+ */
+export const guard = (catalogHrn: string, target: number, minimum: number, location: ExportLocation, layers?: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const { catalog, layers: checked } = yield* guardedLayers(catalogHrn, layers)
+    const gap = yield* firstUncovered(location, catalog, checked, minimum, target)
+    if (gap === undefined) return
+    const head = `Refusing to raise the minimum version of ${catalogHrn} to ${target}: version ${gap.version} of layer '${gap.layer}'`
+    if (gap.damaged !== undefined) {
+      return yield* new RetentionRefused({
+        message: `${head} has no intact export in ${location.name}: in the export of version ${gap.damaged.version}, ${gap.damaged.reason}. ` +
+          `Export it again (catalog-export export --catalog ${catalogHrn} --layer ${gap.layer} --version ${gap.damaged.version} --out ${location.name} --force), or set a lower minimum.`
+      })
+    }
+    return yield* new RetentionRefused({
+      message: `${head} has no committed export in ${location.name}. Export it first (catalog-export backfill --catalog ${catalogHrn} --layer ${gap.layer} ` +
+        `--from ${gap.version} --to ${target - 1} --out ${location.name}), or set a lower minimum.`
+    })
+  })
+
+/**
+ * How the deletion is proven safe: the exports in a location (of the listed layers, else every
+ * versioned layer), deliberately not at all, or not said, which refuses the run: deleting versions
+ * cannot be undone, so the guard is on unless switched off by name.
+ */
+export type ExportCheck =
+  | { readonly _tag: "RequireExported"; readonly location: ExportLocation; readonly layers?: ReadonlyArray<string> | undefined }
+  | { readonly _tag: "Skip" }
+  | { readonly _tag: "Missing"; readonly how: string }
+
+/** The export check a job config or the flags ask for; both or a bad location is bad input. */
+export const exportCheckOf = (options: {
+  readonly requireExported: string | undefined
+  readonly skipExportCheck: boolean
+  readonly layers: ReadonlyArray<string> | undefined
+  /** The names of the two settings, for messages (flags or config fields). */
+  readonly names: { readonly require: string; readonly skip: string }
+}): Effect.Effect<ExportCheck, RetentionRefused> => {
+  const { names } = options
+  if (options.requireExported !== undefined && options.skipExportCheck) {
+    return Effect.fail(new RetentionRefused({ message: `Give either ${names.require} or ${names.skip}, not both.` }))
+  }
+  if (options.skipExportCheck) return Effect.succeed({ _tag: "Skip" })
+  if (options.requireExported === undefined) {
+    return Effect.succeed({ _tag: "Missing", how: `give ${names.require} (where the exports of this catalog are), or ${names.skip} to delete versions whether or not they were exported` })
+  }
+  return exportLocation(options.requireExported).pipe(
+    Effect.mapError((e) => new RetentionRefused({ message: e.message })),
+    Effect.map((location) => ({ _tag: "RequireExported" as const, location, layers: options.layers }))
+  )
+}

@@ -47,18 +47,3 @@ export const targetMinimum = (
   }
   return Math.max(bounds.minimum, Math.min(target, bounds.latest))
 }
-
-/** Parses `30d`, `12h`, `90m`, `2w` or anything `Duration.decode` takes (`"7 days"`). */
-export const parseAge = (input: string): Duration.Duration | undefined => {
-  const short = /^(\d+)\s*(w|d|h|m|s)$/.exec(input.trim())
-  if (short) {
-    const n = Number(short[1])
-    const unit = { w: "weeks", d: "days", h: "hours", m: "minutes", s: "seconds" }[short[2] as "w" | "d" | "h" | "m" | "s"]
-    return Duration.decode(`${n} ${unit}` as Duration.DurationInput)
-  }
-  try {
-    return Duration.decode(input as Duration.DurationInput)
-  } catch {
-    return undefined
-  }
-}

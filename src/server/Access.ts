@@ -2,11 +2,11 @@ import * as HttpRouter from "@effect/platform/HttpRouter"
 import { Context, Effect } from "effect"
 import { DEFAULT_REGION } from "../domain/Region.ts"
 import { Caller } from "./Auth.ts"
-import { type ReadsShape, Reads } from "./Reads.ts"
+import { type CatalogAccessRow, Reads, type ReadsShape } from "./Reads.ts"
 import { placementOf, regionUnavailable, replicaKey } from "./Regions.ts"
 import { Replicas } from "./Replicas.ts"
 import { badRequest, catalogForbidden, forbidden, orFail, Reply, type Result } from "./Reply.ts"
-import { type CatalogAccessRow, type CatalogRow, type LayerRow, Store } from "./Store.ts"
+import { type CatalogRow, CatalogsRepo, type LayerRow } from "./db/CatalogsRepo.ts"
 
 /**
  * The region a catalog-bound request is addressed to: the `<id>` of a `/regions/<id>/...` URL, or
@@ -30,7 +30,7 @@ export const decodeSegment = (segment: string | undefined): string => {
 export const mayAccess = (catalog: CatalogRow, appId: string, permission: Permission) =>
   Effect.gen(function*() {
     if (catalog.owner_app === appId) return true
-    const grant = yield* (yield* Store).grantOf(catalog.hrn, appId).pipe(Effect.orDie)
+    const grant = yield* (yield* CatalogsRepo).grantOf(catalog.hrn, appId)
     return grant !== undefined && (permission === "read" ? grant.can_read === 1 : grant.can_read === 1 && grant.can_write === 1)
   })
 
@@ -98,9 +98,9 @@ export const servedIn = (catalog: CatalogRow) =>
   })
 
 /** A layer of `catalog` with the key of its data in the region serving the request (see `replicaKey`). */
-export const layerOf = (catalog: CatalogRow, layerId: string): Effect.Effect<LayerRow, Reply, Store | ServedRegion> =>
+export const layerOf = (catalog: CatalogRow, layerId: string): Effect.Effect<LayerRow, Reply, CatalogsRepo | ServedRegion> =>
   Effect.gen(function*() {
-    const layer = yield* (yield* Store).layer(catalog.hrn, layerId).pipe(Effect.orDie)
+    const layer = yield* (yield* CatalogsRepo).layer(catalog.hrn, layerId)
     if (layer === undefined) return yield* missingLayer(layerId)
     const { placement, region } = yield* servedIn(catalog)
     return { ...layer, pk: replicaKey(layer.pk, layer.layer_type, region !== placement.primary) }

@@ -9,8 +9,8 @@ import {
   type SchemaDetails,
   type SchemaInfo
 } from "../domain/Artifact.ts"
-import { artifactResource, ArtifactStore, type SchemaRow } from "./ArtifactStore.ts"
 import { badRequest, conflict, dataError, notFound } from "./Reply.ts"
+import { artifactResource, ArtifactsRepo, type SchemaRow } from "./db/ArtifactsRepo.ts"
 
 /**
  * The artifact API's rules, shared by its routes and the demo seed. Permissions follow the catalogs':
@@ -29,14 +29,14 @@ export const parseHrn = (raw: string, service: "schema" | "artifact") =>
 const mayUse = (owner: string, resource: string, appId: string, write: boolean) =>
   Effect.gen(function*() {
     if (owner === appId) return true
-    const grant = yield* (yield* ArtifactStore).grantOf(resource, appId).pipe(Effect.orDie)
+    const grant = yield* (yield* ArtifactsRepo).grantOf(resource, appId)
     return grant !== undefined && grant.can_read === 1 && (!write || grant.can_write === 1)
   })
 
 /** The registered artifact if the caller may use it; a missing or invisible one is 404, a read-only one 403 for writes. */
 export const artifactFor = (groupId: string, artifactId: string, appId: string, write: boolean) =>
   Effect.gen(function*() {
-    const row = yield* (yield* ArtifactStore).artifact(groupId, artifactId).pipe(Effect.orDie)
+    const row = yield* (yield* ArtifactsRepo).artifact(groupId, artifactId)
     const resource = artifactResource(groupId, artifactId)
     if (row === undefined || !(yield* mayUse(row.owner_app, resource, appId, false))) {
       return yield* notFound("artifactHrn", `artifact ${groupId}:${artifactId} not found; register it first (PUT /artifact/register/${groupId}/${artifactId})`)
@@ -50,41 +50,41 @@ export const artifactFor = (groupId: string, artifactId: string, appId: string, 
 /** Registers `groupId:artifactId` for the caller; registering one's own again is a no-op (`created: false`). */
 export const registerArtifact = (groupId: string, artifactId: string, appId: string, partition: string) =>
   Effect.gen(function*() {
-    const store = yield* ArtifactStore
-    const existing = yield* store.artifact(groupId, artifactId).pipe(Effect.orDie)
+    const artifacts = yield* ArtifactsRepo
+    const existing = yield* artifacts.artifact(groupId, artifactId)
     if (existing !== undefined && !(yield* mayUse(existing.owner_app, artifactResource(groupId, artifactId), appId, true))) {
       return yield* conflict("artifactId", `artifact ${groupId}:${artifactId} is registered by another application; choose another group or artifact id`)
     }
-    if (existing === undefined) yield* store.insertArtifact({ group_id: groupId, artifact_id: artifactId, owner_app: appId, created: Date.now() }).pipe(Effect.orDie)
+    if (existing === undefined) yield* artifacts.insertArtifact({ group_id: groupId, artifact_id: artifactId, owner_app: appId, created: Date.now() })
     return { groupId, artifactId, created: existing === undefined, hrnPrefix: `hrn:${partition}:artifact:::${groupId}:${artifactId}` }
   })
 
 /** Stores a file of a released artifact version; files are immutable, the same bytes again are accepted. */
 export const putArtifactFile = (artifact: Coordinates, fileName: string, bytes: Uint8Array, appId: string) =>
   Effect.gen(function*() {
-    const store = yield* ArtifactStore
+    const artifacts = yield* ArtifactsRepo
     yield* artifactFor(artifact.groupId, artifact.artifactId, appId, true)
     const sha256 = createHash("sha256").update(bytes).digest("hex")
-    const existing = yield* store.file(artifact.groupId, artifact.artifactId, artifact.version, fileName).pipe(Effect.orDie)
+    const existing = yield* artifacts.file(artifact.groupId, artifact.artifactId, artifact.version, fileName)
     if (existing !== undefined) {
       if (existing.sha256 === sha256) return { created: false }
       return yield* conflict("fileName", `${fileName} of ${formatCoordinates(artifact, "artifact")} exists with other content; released artifacts are immutable, publish a new version`)
     }
-    yield* store.insertFile({ group_id: artifact.groupId, artifact_id: artifact.artifactId, version: artifact.version, file_name: fileName, sha256, bytes, created: Date.now() }).pipe(Effect.orDie)
+    yield* artifacts.insertFile({ group_id: artifact.groupId, artifact_id: artifact.artifactId, version: artifact.version, file_name: fileName, sha256, bytes, created: Date.now() })
     return { created: true }
   })
 
 export const readArtifactFile = (artifact: Coordinates, fileName: string, appId: string) =>
   Effect.gen(function*() {
     yield* artifactFor(artifact.groupId, artifact.artifactId, appId, false)
-    const bytes = yield* (yield* ArtifactStore).fileBytes(artifact.groupId, artifact.artifactId, artifact.version, fileName).pipe(Effect.orDie)
+    const bytes = yield* (yield* ArtifactsRepo).fileBytes(artifact.groupId, artifact.artifactId, artifact.version, fileName)
     if (bytes === undefined) return yield* notFound("fileName", `${formatCoordinates(artifact, "artifact")} has no file ${fileName}`)
     return bytes
   })
 
 export const schemaFor = (hrn: string, appId: string) =>
   Effect.gen(function*() {
-    const row = yield* (yield* ArtifactStore).schema(hrn).pipe(Effect.orDie)
+    const row = yield* (yield* ArtifactsRepo).schema(hrn)
     if (row === undefined || !(yield* mayUse(row.owner_app, row.hrn, appId, false))) return yield* notFound("schemaHrn", `schema ${hrn} not found`)
     return row
   })
@@ -102,13 +102,13 @@ export const schemaInfo = (row: SchemaRow): SchemaInfo => ({
 
 export const schemaDetails = (row: SchemaRow) =>
   Effect.gen(function*() {
-    const store = yield* ArtifactStore
+    const repo = yield* ArtifactsRepo
     const variants = JSON.parse(row.variants) as SchemaDetails["variants"]
     const artifacts: Array<SchemaDetails["artifacts"][number]> = []
     for (const hrn of new Set(variants.map((v) => parseVariantUrl(v.url)?.artifactHrn).filter((h): h is string => h !== undefined))) {
       const c = Either.getOrUndefined(parseCoordinates(hrn, "artifact"))
       if (c === undefined) continue
-      const times = yield* store.versionTimes(c.groupId, c.artifactId, c.version).pipe(Effect.orDie)
+      const times = yield* repo.versionTimes(c.groupId, c.artifactId, c.version)
       artifacts.push({
         artifactId: c.artifactId,
         created: iso(times.created ?? row.created),
@@ -127,7 +127,7 @@ export const schemaDetails = (row: SchemaRow) =>
  */
 export const createSchema = (schema: Coordinates, request: CreateSchemaRequest, appId: string) =>
   Effect.gen(function*() {
-    const store = yield* ArtifactStore
+    const artifacts = yield* ArtifactsRepo
     const hrn = formatCoordinates(schema, "schema")
     if (request.variants.length === 0) return yield* badRequest("variants", "a schema needs at least one variant (e.g. {\"id\":\"ds\",\"url\":\"artifact/<artifactHrn>/<file>.zip\"})")
     for (const variant of request.variants) {
@@ -137,7 +137,7 @@ export const createSchema = (schema: Coordinates, request: CreateSchemaRequest, 
       yield* readArtifactFile(artifact, target.fileName, appId)
     }
     const variants = JSON.stringify(request.variants.map((v) => ({ id: v.id, url: v.url })))
-    const existing = yield* store.schema(hrn).pipe(Effect.orDie)
+    const existing = yield* artifacts.schema(hrn)
     if (existing !== undefined) {
       const same = existing.owner_app === appId && existing.variants === variants
       if (same) return { row: existing, created: false }
@@ -156,18 +156,18 @@ export const createSchema = (schema: Coordinates, request: CreateSchemaRequest, 
       created: now,
       updated: now
     }
-    yield* store.insertSchema(row).pipe(Effect.orDie)
+    yield* artifacts.insertSchema(row)
     return { row, created: true }
   })
 
 /** Grants (or revokes) another application's permissions on a schema and the artifacts of its variants. */
 export const grantSchema = (row: SchemaRow, appId: string, read: boolean, write: boolean) =>
   Effect.gen(function*() {
-    const store = yield* ArtifactStore
-    yield* store.grant(row.hrn, appId, read, write).pipe(Effect.orDie)
+    const artifacts = yield* ArtifactsRepo
+    yield* artifacts.grant(row.hrn, appId, read, write)
     for (const variant of JSON.parse(row.variants) as Array<{ url: string }>) {
       const target = parseVariantUrl(variant.url)
       const c = target === undefined ? undefined : Either.getOrUndefined(parseCoordinates(target.artifactHrn, "artifact"))
-      if (c !== undefined) yield* store.grant(artifactResource(c.groupId, c.artifactId), appId, read, false).pipe(Effect.orDie)
+      if (c !== undefined) yield* artifacts.grant(artifactResource(c.groupId, c.artifactId), appId, read, false)
     }
   })

@@ -6,7 +6,7 @@ import * as OAuth1 from "../domain/OAuth1.ts"
 import { MAX_TOKEN_SECONDS } from "./Defaults.ts"
 import { type ReadsShape, Reads } from "./Reads.ts"
 import { accountFailure, json, orFail, type Reply, type Result, unauthorized } from "./Reply.ts"
-import { Store } from "./Store.ts"
+import { AppsRepo } from "./db/AppsRepo.ts"
 
 export interface AuthOptions {
   /** The longest token the service issues, in seconds (24 h like the platform; tests shorten it). */
@@ -104,7 +104,7 @@ const readTokenBody = Effect.gen(function*() {
 /** `POST /oauth2/token`: verifies the OAuth 1.0a HMAC-SHA256 signed request and issues a bearer token. */
 export const tokenEndpoint = Effect.gen(function*() {
   const request = yield* HttpServerRequest.HttpServerRequest
-  const store = yield* Store
+  const apps = yield* AppsRepo
   const options = yield* AuthConfig
   const now = Date.now()
   const header = request.headers["authorization"]
@@ -126,7 +126,7 @@ export const tokenEndpoint = Effect.gen(function*() {
     return yield* accountFailure(401, 401204, "Time stamp is outside the valid period.")
   }
   const body = yield* readTokenBody
-  const app = yield* store.appByKeyId(oauth.oauth_consumer_key).pipe(Effect.orDie)
+  const app = yield* apps.byKeyId(oauth.oauth_consumer_key)
   const signed = Object.entries(oauth).filter(([k]) => k !== "oauth_signature" && k !== "realm")
   const base = OAuth1.baseString("POST", requestUrl(request), [...signed, ...body.formParams])
   // The HERE SDKs sign with `<secret>&` unencoded; RFC 5849 encodes the secret first. Accept both.
@@ -149,7 +149,7 @@ export const tokenEndpoint = Effect.gen(function*() {
   }
   const expiresIn = Math.min(requested ?? options.maxTokenSeconds, options.maxTokenSeconds)
   const token = `lcs.${randomBytes(32).toString("base64url")}`
-  yield* store.insertToken(hashToken(token), app!.id, now + expiresIn * 1000).pipe(Effect.orDie)
+  yield* apps.insertToken(hashToken(token), app!.id, now + expiresIn * 1000)
   const scope = body.scope === undefined ? {} : { scope: body.scope }
   return body.form
     ? json(200, { access_token: token, token_type: "bearer", expires_in: expiresIn, ...scope })

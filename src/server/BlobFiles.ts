@@ -34,8 +34,8 @@ export const PACK_BYTES = 1024 * 1024 * 1024
 
 const packName = (n: number) => `pack-${String(n).padStart(6, "0")}.dat`
 
-/** Where content lives in the packs (the `contents` table of Schema.ts). */
-export interface Location {
+/** Where content lives in the packs (the `contents` table, db/Migrations.ts). */
+export type Location = {
   readonly pack: number
   readonly offset: number
   readonly length: number
@@ -108,7 +108,7 @@ export const make = (dataDir: string) =>
           known.add(sha256)
           rows.push({ sha256, ...append(bytes) })
         })
-        if (rows.length > 0) yield* sql`INSERT OR IGNORE INTO contents ${sql.insert(rows as any)}`.pipe(Effect.orDie)
+        if (rows.length > 0) yield* sql`INSERT OR IGNORE INTO contents ${sql.insert(rows)}`.pipe(Effect.orDie)
         return stored
       })
 

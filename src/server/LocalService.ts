@@ -2,8 +2,8 @@ import * as HttpServer from "@effect/platform/HttpServer"
 import * as fs from "node:fs"
 import { Effect, Layer, type Scope } from "effect"
 import { DEMO_APP } from "./Seed.ts"
+import { AppsRepo } from "./db/AppsRepo.ts"
 import * as Server from "./Server.ts"
-import { Store } from "./Store.ts"
 
 export interface RunningService {
   readonly url: string
@@ -25,14 +25,14 @@ export const start = (options: Server.ServiceOptions): Effect.Effect<RunningServ
     const host = address._tag === "TcpAddress" ? (address.hostname.includes(":") ? `[${address.hostname}]` : address.hostname) : "127.0.0.1"
     const port = address._tag === "TcpAddress" ? address.port : 0
     const url = `http://${host === "0.0.0.0" || host === "[::]" ? "127.0.0.1" : host}:${port}`
-    const store = yield* Effect.provide(Store, server)
+    const apps = yield* Effect.provide(AppsRepo, server)
     const tokenUrl = `${url}/oauth2/token`
     return {
       url,
       lookupUrl: `${url}/lookup/v1`,
       tokenUrl,
       credentialsFor: (appId = DEMO_APP) =>
-        Effect.map(store.appById(appId).pipe(Effect.orDie), (app) => {
+        Effect.map(apps.byId(appId), (app) => {
           if (app === undefined) throw new Error(`no application ${appId}`)
           return [
             `here.user.id = ${app.user_id}`,

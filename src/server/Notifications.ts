@@ -9,10 +9,11 @@ import {
   type FeatureOperation,
   type Notification
 } from "../domain/Notification.ts"
-import { AdminStore, type NewStreamMessage } from "./AdminStore.ts"
 import { placementOf, replicaKey } from "./Regions.ts"
 import { Replicas } from "./Replicas.ts"
-import { Store } from "./Store.ts"
+import { CatalogsRepo } from "./db/CatalogsRepo.ts"
+import { type NewStreamMessage, StreamsRepo } from "./db/StreamsRepo.ts"
+import { SubscriptionsRepo } from "./db/SubscriptionsRepo.ts"
 
 /** One committed transaction of an interactive map layer. */
 export interface CommittedTransaction {
@@ -77,20 +78,21 @@ const encode = (message: Notification, key: string, timestamp: number): NewStrea
  */
 export const deliver = (tx: CommittedTransaction) =>
   Effect.gen(function*() {
-    const admin = yield* AdminStore
-    const store = yield* Store
+    const catalogs = yield* CatalogsRepo
+    const subscriptions = yield* SubscriptionsRepo
+    const streams = yield* StreamsRepo
     const replicas = yield* Replicas
-    for (const subscription of yield* admin.activeSubscriptionsOn(tx.catalogHrn, tx.layerId)) {
-      const destination = yield* store.layer(subscription.destination_catalog, subscription.destination_layer)
+    for (const subscription of yield* subscriptions.activeOn(tx.catalogHrn, tx.layerId)) {
+      const destination = yield* catalogs.layer(subscription.destination_catalog, subscription.destination_layer)
       if (destination === undefined || destination.layer_type !== "stream") {
-        yield* admin.disableSubscription(subscription.hrn, "The destination stream layer no longer exists.", new Date().toISOString())
+        yield* subscriptions.disable(subscription.hrn, "The destination stream layer no longer exists.", new Date().toISOString())
         continue
       }
       const messages = notificationsFor(subscription.type, tx).map(({ key, message }) => encode(message, key, tx.createdAt))
-      const placement = placementOf(JSON.parse((yield* store.catalog(destination.catalog_hrn))!.config))
+      const placement = placementOf(JSON.parse((yield* catalogs.catalog(destination.catalog_hrn))!.config))
       const region = placement.secondary !== undefined && replicas.down.has(placement.primary) ? placement.secondary : placement.primary
       const key = replicaKey(destination.pk, destination.layer_type, region !== placement.primary)
-      yield* admin.appendMessages(key, messages)
+      yield* streams.appendMessages(key, messages)
       yield* replicas.streamWritten({ placement, region, key, messages })
     }
   })

@@ -1,8 +1,8 @@
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect } from "effect"
-import { AdminStore } from "./AdminStore.ts"
 import { json } from "./Reply.ts"
-import type { OperationRow } from "./Store.ts"
+import { CatalogsRepo } from "./db/CatalogsRepo.ts"
+import { type OperationRow, OperationsRepo } from "./db/OperationsRepo.ts"
 
 /**
  * How asynchronous config operations look while they run. The local service does the work at once,
@@ -37,7 +37,7 @@ export const operationProgress = (operation: OperationRow) =>
     if (operation.state !== "success") return undefined
     const kind = operation.kind
     if (kind !== "create" && kind !== "delete" && kind !== "layer-delete") return undefined
-    const earlierPolls = yield* (yield* AdminStore).countPoll(operation.token).pipe(Effect.orDie)
+    const earlierPolls = yield* (yield* OperationsRepo).countPoll(operation.token)
     const elapsed = Date.now() - operation.created
     if (kind === "layer-delete") {
       let step = Math.floor(elapsed / LAYER_DELETION_STEP_MS)
@@ -59,11 +59,11 @@ export const withWarnings = (warnings: ReadonlyArray<string>) => (response: Http
 /** Warnings for layers created within 60 seconds of a deletion of the same id in the same catalog. */
 export const recreateWarnings = (catalogHrn: string, layerIds: ReadonlyArray<string>) =>
   Effect.gen(function*() {
-    const admin = yield* AdminStore
+    const catalogs = yield* CatalogsRepo
     const now = Date.now()
     const warnings: Array<string> = []
     for (const id of layerIds) {
-      const deletedAt = yield* admin.layerDeletedAt(catalogHrn, id).pipe(Effect.orDie)
+      const deletedAt = yield* catalogs.layerDeletedAt(catalogHrn, id)
       if (deletedAt !== undefined && now - deletedAt < DELETE_CREATE_GAP_MS) {
         warnings.push(
           `layer '${id}' was deleted ${Math.round((now - deletedAt) / 1000)} s ago; separate deleting and creating a layer with the same id by 60 seconds`

@@ -3,9 +3,13 @@ import { Effect } from "effect"
 import { PARTITION_ID } from "../domain/Publish.ts"
 import { BlobFiles } from "./BlobFiles.ts"
 import { badRequest, conflict, notFound } from "./Reply.ts"
-import { applyAutomaticDeletion, collect } from "./Versions.ts"
+import { applyAutomaticDeletion, Collector } from "./Versions.ts"
 import { contentEncodingOf } from "./Views.ts"
-import { type CatalogRow, type LayerRow, type PublicationRow, type StagedPartition, Store } from "./Store.ts"
+import { BlobsRepo } from "./db/BlobsRepo.ts"
+import { type CatalogRow, CatalogsRepo, type LayerRow } from "./db/CatalogsRepo.ts"
+import { transaction } from "./db/Database.ts"
+import { type PublicationRow, PublicationsRepo, type StagedPartition } from "./db/PublicationsRepo.ts"
+import { VersionsRepo } from "./db/VersionsRepo.ts"
 
 export { PARTITION_ID }
 
@@ -30,7 +34,7 @@ export const publicationView = (row: PublicationRow, catalog: CatalogRow) => ({
 /** Starts a publication; an older one of the same kind that was never submitted is cancelled, as on the platform. */
 export const initPublication = (catalog: CatalogRow, layers: ReadonlyArray<LayerRow>, appId: string, dependencies: unknown) =>
   Effect.gen(function*() {
-    const store = yield* Store
+    const publications = yield* PublicationsRepo
     const kinds = new Set(layers.map((l) => l.layer_type))
     if (kinds.size !== 1) return yield* badRequest("layerIds", "all layers of one publication must be of the same type")
     const kind = layers[0]!.layer_type
@@ -38,10 +42,10 @@ export const initPublication = (catalog: CatalogRow, layers: ReadonlyArray<Layer
       return yield* badRequest("layerIds", `layers of type ${kind} are not published through publications; publish versioned or volatile layers`)
     }
     const now = Date.now()
-    for (const active of yield* store.activePublications(catalog.hrn, kind).pipe(Effect.orDie)) {
+    for (const active of yield* publications.active(catalog.hrn, kind)) {
       if (active.state === "submitted") return yield* conflict("publication", `publication ${active.id} is still being processed`)
-      yield* store.setPublicationState(active.id, "cancelled", "Publication was cancelled by a newer publication", now).pipe(Effect.orDie)
-      yield* store.deleteStaged(active.id).pipe(Effect.orDie)
+      yield* publications.setState(active.id, "cancelled", "Publication was cancelled by a newer publication", now)
+      yield* publications.deleteStaged(active.id)
     }
     const row: PublicationRow = {
       id: `v2-${crypto.randomUUID()}`,
@@ -57,7 +61,7 @@ export const initPublication = (catalog: CatalogRow, layers: ReadonlyArray<Layer
       modified: now,
       expires: now + PUBLICATION_LIFETIME_MS
     }
-    yield* store.insertPublication(row).pipe(Effect.orDie)
+    yield* publications.insert(row)
     return row
   })
 
@@ -74,7 +78,8 @@ export interface IncomingPartition {
 
 export const stagePartitions = (publication: PublicationRow, layer: LayerRow, incoming: ReadonlyArray<IncomingPartition>) =>
   Effect.gen(function*() {
-    const store = yield* Store
+    const publications = yield* PublicationsRepo
+    const blobs = yield* BlobsRepo
     const files = yield* BlobFiles
     if (publication.state !== "initialized") {
       return yield* conflict("publication", `publication ${publication.id} is ${publication.state}; partitions can only be added while it is initialized`)
@@ -92,7 +97,7 @@ export const stagePartitions = (publication: PublicationRow, layer: LayerRow, in
         const bytes = Buffer.from(p.data, "base64")
         dataHandle ??= createHash("sha1").update(bytes).update(p.partition).digest("hex")
         const stored = yield* files.put(bytes)
-        yield* store.putBlob(layer.pk, dataHandle, stored.sha256, stored.size, contentEncodingOf(layer)).pipe(Effect.orDie)
+        yield* blobs.putBlob(layer.pk, dataHandle, stored.sha256, stored.size, contentEncodingOf(layer))
       }
       if (dataHandle === undefined) return yield* badRequest("dataHandle", `partition '${p.partition}' has neither dataHandle nor data`)
       if (dataHandle !== "" && !DATA_HANDLE.test(dataHandle)) {
@@ -109,7 +114,7 @@ export const stagePartitions = (publication: PublicationRow, layer: LayerRow, in
       })
     }
     for (let i = 0; i < staged.length; i += STAGE_BATCH) {
-      yield* store.stagePartitions(publication.id, staged.slice(i, i + STAGE_BATCH)).pipe(Effect.orDie)
+      yield* publications.stagePartitions(publication.id, staged.slice(i, i + STAGE_BATCH))
     }
   })
 
@@ -119,35 +124,37 @@ export const stagePartitions = (publication: PublicationRow, layer: LayerRow, in
  */
 export const submitPublication = (publication: PublicationRow) =>
   Effect.gen(function*() {
-    const store = yield* Store
+    const catalogs = yield* CatalogsRepo
+    const versions = yield* VersionsRepo
+    const publications = yield* PublicationsRepo
     if (publication.state !== "initialized") {
       return yield* conflict("publication", `publication ${publication.id} is ${publication.state}; only an initialized publication can be submitted`)
     }
     const now = Date.now()
-    const committed = yield* store.withTransaction(
+    const committed = yield* transaction(
       Effect.gen(function*() {
-        const catalog = (yield* store.catalog(publication.catalog_hrn))!
+        const catalog = (yield* catalogs.catalog(publication.catalog_hrn))!
         if (publication.kind === "volatile") {
-          const written = yield* store.commitVolatile(publication.id, now)
-          yield* store.setPublicationState(publication.id, "succeeded", "Publication succeeded", now)
+          const written = yield* publications.commitVolatile(publication.id, now)
+          yield* publications.setState(publication.id, "succeeded", "Publication succeeded", now)
           return { version: catalog.latest_version, raised: false, written }
         }
         const version = catalog.latest_version + 1
-        yield* store.commitVersioned(publication.id, version, now)
-        yield* store.insertVersion(catalog.hrn, version, now, publication.dependencies)
-        yield* store.setVersions(catalog.hrn, version, catalog.latest_version < 0 ? version : catalog.min_version)
-        yield* store.setPublicationState(publication.id, "succeeded", "Publication succeeded", now, version)
+        yield* publications.commitVersioned(publication.id, version, now)
+        yield* versions.insertVersion(catalog.hrn, version, now, publication.dependencies)
+        yield* catalogs.setVersions(catalog.hrn, version, catalog.latest_version < 0 ? version : catalog.min_version)
+        yield* publications.setState(publication.id, "succeeded", "Publication succeeded", now, version)
         // In the commit's transaction: no POST versions/minimum can interleave and be lowered again.
         return { version, raised: yield* applyAutomaticDeletion(catalog.hrn), written: [] }
       })
-    ).pipe(Effect.orDie)
-    if (committed.raised) yield* Effect.forkDaemon(collect(publication.catalog_hrn))
+    )
+    if (committed.raised) yield* (yield* Collector).start(publication.catalog_hrn)
     return { version: committed.version, written: committed.written }
   })
 
 export const publicationOf = (catalog: CatalogRow, id: string) =>
   Effect.gen(function*() {
-    const row = yield* (yield* Store).publication(id).pipe(Effect.orDie)
+    const row = yield* (yield* PublicationsRepo).byId(id)
     if (row === undefined || row.catalog_hrn !== catalog.hrn) return yield* notFound("publicationId", `publication ${id} not found`)
     return row
   })

@@ -1,6 +1,8 @@
 import Database from "better-sqlite3"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Context, Effect, Layer } from "effect"
-import { type BlobLocationRow, type CatalogAccessRow, Store } from "./Store.ts"
+import type { BlobRow } from "./db/BlobsRepo.ts"
+import type { CatalogRow } from "./db/CatalogsRepo.ts"
 
 /**
  * The reads every data request makes (bearer token, catalog access, blob location, partition pages),
@@ -27,8 +29,31 @@ export interface ReadsShape {
 }
 
 export class Reads extends Context.Tag("catalog-export/server/Reads")<Reads, ReadsShape>() {
-  /** Opened once Store has created the schema (hence the dependency), closed with the scope. */
-  static readonly layer = (filename: string): Layer.Layer<Reads, never, Store> => Layer.scoped(Reads, make(filename))
+  /** Opened once the database is migrated (Database.ts, hence the dependency), closed with the scope. */
+  static readonly layer = (filename: string): Layer.Layer<Reads, never, SqlClient.SqlClient> => Layer.scoped(Reads, make(filename))
+}
+
+/** A catalog as one application sees it, and optionally one of its layers, in one query. */
+export interface CatalogAccessRow extends CatalogRow {
+  readonly owns: number
+  readonly can_read: number | null
+  readonly can_write: number | null
+  /** From the catalog's `replication.regions`; null when it names none (then the default region). */
+  readonly primary_region: string | null
+  /** The backup region of a multi-region catalog, else null. */
+  readonly secondary_region: string | null
+  readonly layer_pk: number | null
+  readonly layer_id: string | null
+  readonly layer_type: string | null
+  readonly layer_config: string | null
+  readonly layer_created: string | null
+}
+
+/** A blob and where its bytes are; `pack` is null when the content was removed. */
+export interface BlobLocationRow extends BlobRow {
+  readonly pack: number | null
+  readonly offset: number | null
+  readonly length: number | null
 }
 
 type BlobLocationTuple = readonly [string | null, number | null, string | null, number | null, number | null, number | null, number]
@@ -55,7 +80,7 @@ export type Selection =
   | { readonly _tag: "Volatile" }
   | { readonly _tag: "VolatileSince"; readonly sinceTime: number }
 
-/** Visibility of partition rows (validity intervals, see Schema.ts) per kind of selection. */
+/** Visibility of partition rows (validity intervals, see db/Migrations.ts) per kind of selection. */
 const SELECTION_FILTERS: Record<Selection["_tag"], string> = {
   AtVersion: "vfrom <= @version AND (vto IS NULL OR vto > @version) AND data_handle <> ''",
   Changes: "vfrom > @startVersion AND vfrom <= @endVersion AND (vto IS NULL OR vto > @endVersion)",
@@ -90,7 +115,7 @@ const ACCESS_CACHE_MAX = 10_000
 
 const make = (filename: string) =>
   Effect.gen(function*() {
-    yield* Store
+    yield* SqlClient.SqlClient
     const db = yield* Effect.acquireRelease(
       Effect.sync(() => {
         const db = new Database(filename, { readonly: true, fileMustExist: true })

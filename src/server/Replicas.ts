@@ -1,9 +1,12 @@
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Context, Effect, FiberSet, Layer } from "effect"
 import { SELECTABLE_REGIONS } from "../domain/Region.ts"
-import { AdminStore, type NewStreamMessage } from "./AdminStore.ts"
 import { BlobFiles } from "./BlobFiles.ts"
 import { otherRegion, type Placement } from "./Regions.ts"
-import { Store } from "./Store.ts"
+import { BlobsRepo } from "./db/BlobsRepo.ts"
+import { transaction } from "./db/Database.ts"
+import { type NewStreamMessage, StreamsRepo } from "./db/StreamsRepo.ts"
+import { VersionsRepo } from "./db/VersionsRepo.ts"
 
 /**
  * The regions of the local service and the replication between the two replicas of a multi-region
@@ -61,7 +64,7 @@ export interface ReplicasOptions {
 }
 
 export class Replicas extends Context.Tag("catalog-export/server/Replicas")<Replicas, ReplicasShape>() {
-  static readonly layer = (options: ReplicasOptions): Layer.Layer<Replicas, never, Store | AdminStore | BlobFiles> =>
+  static readonly layer = (options: ReplicasOptions): Layer.Layer<Replicas, never, VersionsRepo | BlobsRepo | StreamsRepo | BlobFiles | SqlClient.SqlClient> =>
     Layer.scoped(Replicas, make(options))
 }
 
@@ -74,8 +77,11 @@ interface StreamCopy {
 
 const make = (options: ReplicasOptions) =>
   Effect.gen(function*() {
-    const store = yield* Store
-    const admin = yield* AdminStore
+    const versions = yield* VersionsRepo
+    const blobs = yield* BlobsRepo
+    const streams = yield* StreamsRepo
+    const sql = yield* SqlClient.SqlClient
+    const inTransaction = <A>(self: Effect.Effect<A>) => transaction(self).pipe(Effect.provideService(SqlClient.SqlClient, sql))
     const files = yield* BlobFiles
     const fibers = yield* FiberSet.make()
     const down = new Set(options.regionsDown)
@@ -95,16 +101,16 @@ const make = (options: ReplicasOptions) =>
       Effect.asVoid(FiberSet.run(fibers, Effect.zipRight(Effect.sleep(options.delayMs), copy)))
 
     const copyVolatile = (from: number, to: number, write: VolatileWrite) =>
-      store.withTransaction(Effect.gen(function*() {
+      inTransaction(Effect.gen(function*() {
         // Partitions arrive with the blobs they refer to.
         const handles = new Set(write.handles)
         if (write.partitions !== undefined && write.partitions.length > 0) {
-          for (const handle of yield* store.copyPartitions(from, to, write.partitions)) handles.add(handle)
+          for (const handle of yield* versions.copyPartitions(from, to, write.partitions)) handles.add(handle)
         }
         if (handles.size === 0) return
-        const replaced = yield* store.copyBlobs(from, to, [...handles])
-        for (const sha256 of yield* admin.unusedContents(replaced)) yield* files.remove(sha256)
-      })).pipe(Effect.orDie)
+        const replaced = yield* blobs.copyBlobs(from, to, [...handles])
+        for (const sha256 of yield* blobs.unusedContents(replaced)) yield* files.remove(sha256)
+      }))
 
     const volatileWritten = (write: VolatileWrite) =>
       Effect.suspend(() => {
@@ -130,7 +136,7 @@ const make = (options: ReplicasOptions) =>
           continue
         }
         waiting.splice(i, 1)
-        yield* admin.withTransaction(admin.appendMessages(copy.key, copy.messages)).pipe(Effect.orDie)
+        yield* inTransaction(streams.appendMessages(copy.key, copy.messages))
         pending--
       }
     }))

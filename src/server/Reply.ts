@@ -1,5 +1,5 @@
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Data, Effect } from "effect"
+import { Data, Effect, Predicate } from "effect"
 import { accountError, dataApiError, type DetailEntry, gatewayError } from "../domain/ErrorBody.ts"
 
 /** A finished error response. Handlers fail with it; the router turns it into the response. */
@@ -33,6 +33,24 @@ export const json = (status: number, body: unknown, headers: Record<string, stri
 export const unexpectedFailure = (defect: unknown) =>
   Effect.logError("local catalog service: unexpected failure", defect).pipe(Effect.as(json(500, { title: "Internal Server Error", status: 500 })))
 
+/**
+ * The one place where a routed request's failure becomes its response: a Reply is its own
+ * response, an unknown path is 404, a defect 500 (logged), and anything else (a request the
+ * platform could not read) 400 naming it.
+ */
+export const respond = <E, R>(self: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
+  self.pipe(
+    Effect.catchAll((error) => Effect.succeed(failureResponse(error))),
+    Effect.catchAllDefect((defect) => unexpectedFailure(defect))
+  )
+
+const failureResponse = (error: unknown) =>
+  error instanceof Reply
+    ? error.response
+    : Predicate.isTagged(error, "RouteNotFound")
+    ? json(404, { title: "Not Found", status: 404, detail: [{ name: "path", error: "no such endpoint" }] })
+    : json(400, { title: "Bad Request", status: 400, detail: [{ name: "request", error: String(error) }] })
+
 /** metadata/query/lookup/publish style error body. */
 export const dataError = (status: number, title: string, detail: ReadonlyArray<DetailEntry> = []) =>
   new Reply({ response: json(status, dataApiError(status, title, detail)) })
@@ -46,8 +64,20 @@ export const unauthorized = (description: string) =>
     response: json(401, gatewayError("Unauthorized", description), { "www-authenticate": "Bearer" })
   })
 
-export const forbidden = () =>
-  new Reply({ response: json(403, gatewayError("Forbidden", "These credentials do not authorize access to this resource.")) })
+export const forbidden = (description = "These credentials do not authorize access to this resource.") =>
+  new Reply({ response: json(403, gatewayError("Forbidden", description)) })
+
+/** A byte range that cannot be served (blob reads, listing resumes). */
+export const rangeNotSatisfiable = (error: string, headers: Record<string, string> = {}) =>
+  new Reply({ response: json(416, { title: "Range Not Satisfiable", status: 416, detail: [{ name: "range", error }] }, headers) })
+
+/** The stream API's error body `{title, status, code, cause, action, correlationId}`. */
+export const streamError = (status: number, title: string, code: string, cause: string, action: string) => {
+  const correlationId = crypto.randomUUID()
+  return new Reply({
+    response: json(status, { title, status, code, cause, action, correlationId }, { "x-correlation-id": correlationId })
+  })
+}
 
 /** The config API answers a missing or forbidden catalog with 403 and this plain text. */
 export const catalogForbidden = () =>

@@ -8,7 +8,11 @@ import { publishRoadsSchema, roadTileBundle, roadTileEncoder, ROADS_SCHEMA_HRN }
 import { prng } from "./Faults.ts"
 import { initPublication, STAGE_BATCH, submitPublication } from "./Publishing.ts"
 import { contentEncodingOf } from "./Views.ts"
-import { type AppRow, type LayerRow, type StagedPartition, Store } from "./Store.ts"
+import { type AppRow, AppsRepo } from "./db/AppsRepo.ts"
+import { BlobsRepo } from "./db/BlobsRepo.ts"
+import { CatalogsRepo, type LayerRow } from "./db/CatalogsRepo.ts"
+import { transaction } from "./db/Database.ts"
+import { PublicationsRepo, type StagedPartition } from "./db/PublicationsRepo.ts"
 
 /**
  * The demo seed: deterministic data (a seeded PRNG) that looks like a real catalog. Application keys
@@ -40,8 +44,8 @@ const TILE_GRID = 16
 
 const ensureApp = (id: string) =>
   Effect.gen(function*() {
-    const store = yield* Store
-    const existing = yield* store.appById(id)
+    const apps = yield* AppsRepo
+    const existing = yield* apps.byId(id)
     if (existing !== undefined) return existing
     const app: AppRow = {
       id,
@@ -50,7 +54,7 @@ const ensureApp = (id: string) =>
       user_id: `HERE-${crypto.randomUUID()}`,
       realm: "local"
     }
-    yield* store.insertApp(app)
+    yield* apps.upsert(app)
     return app
   })
 
@@ -79,13 +83,13 @@ const createCatalog = (
   layers: ReadonlyArray<{ id: string; layerType: string; config: Record<string, unknown> }>
 ) =>
   Effect.gen(function*() {
-    const store = yield* Store
+    const catalogs = yield* CatalogsRepo
     const created = new Date().toISOString()
-    yield* store.insertCatalog({ hrn, id, owner_app: owner.id, config: JSON.stringify(config), created })
+    yield* catalogs.insertCatalog({ hrn, id, owner_app: owner.id, config: JSON.stringify(config), created })
     const rows: Array<LayerRow> = []
     for (const layer of layers) {
       const row = { catalog_hrn: hrn, id: layer.id, layer_type: layer.layerType, config: JSON.stringify(layerConfig(layer.config)), created }
-      rows.push({ ...row, pk: yield* store.insertLayer(row) })
+      rows.push({ ...row, pk: yield* catalogs.insertLayer(row) })
     }
     return rows
   })
@@ -145,12 +149,13 @@ interface Content {
 /** Stores blobs and stages their partitions in one publication, batch by batch. */
 const publishBatch = (publicationId: string, layer: LayerRow, items: ReadonlyArray<{ partition: string; handle: string; content?: Content }>) =>
   Effect.gen(function*() {
-    const store = yield* Store
+    const publications = yield* PublicationsRepo
+    const blobs = yield* BlobsRepo
     const files = yield* BlobFiles
     const gzip = contentEncodingOf(layer) === "gzip"
     const present = items.filter((item) => item.content !== undefined)
     const stored = yield* files.putMany(present.map((item) => item.content!.stored))
-    const blobs = present.map((item, i) => ({ handle: item.handle, sha256: stored[i]!.sha256, size: stored[i]!.size }))
+    const written = present.map((item, i) => ({ handle: item.handle, sha256: stored[i]!.sha256, size: stored[i]!.size }))
     const staged: Array<StagedPartition> = items.map((item) => {
       if (item.content === undefined) {
         return { layerPk: layer.pk, partition: item.partition, dataHandle: "", checksum: null, dataSize: null, compressedDataSize: null, crc: null }
@@ -166,8 +171,8 @@ const publishBatch = (publicationId: string, layer: LayerRow, items: ReadonlyArr
         crc: null
       }
     })
-    yield* store.putBlobs(layer.pk, blobs, gzip ? "gzip" : null)
-    yield* store.stagePartitions(publicationId, staged)
+    yield* blobs.putBlobs(layer.pk, written, gzip ? "gzip" : null)
+    yield* publications.stagePartitions(publicationId, staged)
   }).pipe(Effect.orDie)
 
 interface LayerPlan {
@@ -184,17 +189,17 @@ interface LayerPlan {
 
 const evolve = (plans: ReadonlyArray<LayerPlan>, versions: number, shared: () => number, owner: AppRow, catalog: { hrn: string; id: string }) =>
   Effect.gen(function*() {
-    const store = yield* Store
+    const catalogs = yield* CatalogsRepo
     const live = plans.map((p) => {
       const bits = new Uint8Array(p.capacity)
       bits.fill(1, 0, p.initial)
       return { plan: p, bits, next: p.initial }
     })
     for (let version = 0; version < versions; version++) {
-      const current = (yield* store.catalog(catalog.hrn).pipe(Effect.orDie))!
+      const current = (yield* catalogs.catalog(catalog.hrn))!
       const publication = yield* initPublication(current, plans.map((p) => p.layer), owner.id, []).pipe(Effect.orDie)
       // One transaction per version: SQLite commits once instead of once per batch.
-      yield* store.withTransaction(Effect.gen(function*() {
+      yield* transaction(Effect.gen(function*() {
       for (const state of live) {
         const { plan, bits } = state
         const random = plan.random ?? shared
@@ -352,7 +357,7 @@ const seedDemo = (options: SeedOptions, demo: AppRow, other: AppRow) =>
     // The volatile layer: published twice, the second time overwriting part of the first.
     const segments = 100
     for (let round = 0; round < 2; round++) {
-      const current = (yield* (yield* Store).catalog(DEMO_CATALOG).pipe(Effect.orDie))!
+      const current = (yield* (yield* CatalogsRepo).catalog(DEMO_CATALOG))!
       const publication = yield* initPublication(current, [traffic!], demo.id, []).pipe(Effect.orDie)
       const items = Array.from({ length: round === 0 ? segments : segments / 4 }, (_, n) => {
         const bytes = new TextEncoder().encode(JSON.stringify({ segment: `segment-${n}`, speedKmh: Math.round(10 + random() * 90), round }))
@@ -370,7 +375,7 @@ const seedDemo = (options: SeedOptions, demo: AppRow, other: AppRow) =>
       catalogConfig("Restricted catalog", "Owned by another application.", other),
       [{ id: "private", layerType: "versioned", config: { name: "Private", contentType: "application/json", partitioning: { scheme: "generic" } } }]
     )
-    const restricted = (yield* (yield* Store).catalog(RESTRICTED_CATALOG).pipe(Effect.orDie))!
+    const restricted = (yield* (yield* CatalogsRepo).catalog(RESTRICTED_CATALOG))!
     const publication = yield* initPublication(restricted, [secret!], other.id, []).pipe(Effect.orDie)
     const bytes = new TextEncoder().encode(`{"secret":true}`)
     yield* publishBatch(publication.id, secret!, [{ partition: "p1", handle: "restricted-1", content: { bytes, stored: bytes } }])
@@ -380,9 +385,9 @@ const seedDemo = (options: SeedOptions, demo: AppRow, other: AppRow) =>
 /** Creates the applications (always) and, when asked and not yet there, the demo catalogs. */
 export const seed = (options: SeedOptions) =>
   Effect.gen(function*() {
-    const store = yield* Store
+    const catalogs = yield* CatalogsRepo
     const demo = yield* ensureApp(DEMO_APP)
     const other = yield* ensureApp(OTHER_APP)
-    if (!options.demo || (yield* store.catalog(DEMO_CATALOG)) !== undefined) return
+    if (!options.demo || (yield* catalogs.catalog(DEMO_CATALOG)) !== undefined) return
     yield* seedDemo(options, demo, other)
   }).pipe(Effect.orDie)

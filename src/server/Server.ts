@@ -1,41 +1,39 @@
 import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import * as fs from "node:fs"
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Effect, Layer, Option } from "effect"
-import { AdminStore } from "./AdminStore.ts"
-import { ArtifactStore } from "./ArtifactStore.ts"
 import { AuthConfig, type AuthOptions, AuthState, tokenEndpoint } from "./Auth.ts"
 import { BlobFiles } from "./BlobFiles.ts"
+import * as Database from "./db/Database.ts"
+import * as Repositories from "./db/Repositories.ts"
 import * as FastPath from "./FastPath.ts"
 import * as Faults from "./Faults.ts"
-import { json, unexpectedFailure } from "./Reply.ts"
+import { json, respond } from "./Reply.ts"
 import { SELECTABLE_REGIONS } from "../domain/Region.ts"
 import { ServedRegion } from "./Access.ts"
 import { regionInUrl, regionPrefix, regionUnavailable } from "./Regions.ts"
 import { Replicas } from "./Replicas.ts"
-import * as Artifact from "./routes/Artifact.ts"
-import * as Blob from "./routes/Blob.ts"
-import * as Catalogs from "./routes/Catalogs.ts"
-import * as Config from "./routes/Config.ts"
-import * as Features from "./routes/Features.ts"
-import * as Ingest from "./routes/Ingest.ts"
-import * as Lookup from "./routes/Lookup.ts"
-import * as Metadata from "./routes/Metadata.ts"
-import * as Publish from "./routes/Publish.ts"
-import * as Query from "./routes/Query.ts"
-import * as RegionAdmin from "./routes/Regions.ts"
-import * as Stream from "./routes/Stream.ts"
-import * as Subscriptions from "./routes/Subscriptions.ts"
+import { Collector } from "./Versions.ts"
+import * as ArtifactRoutes from "./routes/Artifact.ts"
+import * as BlobRoutes from "./routes/Blob.ts"
+import * as CatalogsRoutes from "./routes/Catalogs.ts"
+import * as ConfigRoutes from "./routes/Config.ts"
+import * as FeaturesRoutes from "./routes/Features.ts"
+import * as IngestRoutes from "./routes/Ingest.ts"
+import * as LookupRoutes from "./routes/Lookup.ts"
+import * as MetadataRoutes from "./routes/Metadata.ts"
+import * as PublishRoutes from "./routes/Publish.ts"
+import * as QueryRoutes from "./routes/Query.ts"
+import * as RegionsRoutes from "./routes/Regions.ts"
+import * as StreamRoutes from "./routes/Stream.ts"
+import * as SubscriptionsRoutes from "./routes/Subscriptions.ts"
 import { Reads } from "./Reads.ts"
 import { noSeed, seed, type SeedOptions } from "./Seed.ts"
-import { Store } from "./Store.ts"
 
 export interface ServiceOptions {
   readonly port: number
@@ -69,17 +67,17 @@ export const defaultServiceOptions: ServiceOptions = {
  * (and so does lookup without it for a multi-region catalog: its primary region's). Each copy knows
  * the region it serves; the unprefixed paths serve each catalog's primary region.
  */
-const catalogRoutes = HttpRouter.concatAll(Metadata.routes, Query.routes, Blob.routes, Publish.routes, Stream.routes, Ingest.routes, Features.routes)
+const catalogRoutes = HttpRouter.concatAll(MetadataRoutes.routes, QueryRoutes.routes, BlobRoutes.routes, PublishRoutes.routes, StreamRoutes.routes, IngestRoutes.routes, FeaturesRoutes.routes)
 
 /** Every route the service serves (exported so tests can probe each one, e.g. for authentication). */
 export const router = HttpRouter.concatAll(
   HttpRouter.empty.pipe(HttpRouter.post("/oauth2/token", tokenEndpoint)),
-  Lookup.routes,
-  Config.routes,
-  Catalogs.routes,
-  Subscriptions.routes,
-  Artifact.routes,
-  RegionAdmin.routes,
+  LookupRoutes.routes,
+  ConfigRoutes.routes,
+  CatalogsRoutes.routes,
+  SubscriptionsRoutes.routes,
+  ArtifactRoutes.routes,
+  RegionsRoutes.routes,
   HttpRouter.provideService(catalogRoutes, ServedRegion, { region: undefined }),
   ...SELECTABLE_REGIONS.map((region) =>
     HttpRouter.prefixAll(catalogRoutes, regionPrefix(region)).pipe(HttpRouter.provideService(ServedRegion, { region }))
@@ -103,16 +101,7 @@ const app = (maxBodyBytes: number) =>
     const region = regionInUrl(request.url)
     if (region !== undefined && (yield* Replicas).down.has(region)) return yield* regionUnavailable(region)
     return yield* HttpRouter.withRouterConfig(router, ROUTER_CONFIG)
-  }).pipe(
-    Effect.catchTags({
-      Reply: (e) => Effect.succeed(e.response),
-      RouteNotFound: () => Effect.succeed(json(404, { title: "Not Found", status: 404, detail: [{ name: "path", error: "no such endpoint" }] }))
-    }),
-    Effect.catchAllDefect((defect) => unexpectedFailure(defect)),
-    Effect.catchAll((error) =>
-      Effect.succeed(HttpServerResponse.unsafeJson({ title: "Bad Request", status: 400, detail: [{ name: "request", error: String(error) }] }, { status: 400 }))
-    )
-  )
+  }).pipe(respond)
 
 const dataDirectory = (dataDir: string | undefined) =>
   dataDir !== undefined
@@ -134,9 +123,9 @@ export const layer = (options: ServiceOptions) =>
   Layer.unwrapScoped(
     Effect.map(dataDirectory(options.dataDir), (dataDir) => {
       const filename = path.join(dataDir, "catalog.db")
-      const tables = Layer.mergeAll(Store.layer, AdminStore.layer, ArtifactStore.layer, BlobFiles.layer(dataDir), AuthConfig.layer(options.auth), AuthState.layer)
+      const tables = Layer.mergeAll(Repositories.layer, BlobFiles.layer(dataDir), AuthConfig.layer(options.auth), AuthState.layer)
       const replicas = Replicas.layer({ regionsDown: options.regionsDown, delayMs: options.replicationDelayMs })
-      const storage = Layer.provideMerge(replicas, tables).pipe(Layer.provideMerge(SqliteClient.layer({ filename })))
+      const storage = Layer.provideMerge(Layer.merge(replicas, Collector.layer), tables).pipe(Layer.provideMerge(Database.layer(filename)))
       const seeded = Layer.effectDiscard(seed(options.seed ?? noSeed))
       const faults = Faults.isActive(options.faults) ? Faults.injector(options.faults) : undefined
       const limited = app(options.maxBodyBytes).pipe(HttpIncomingMessage.withMaxBodySize(Option.some(options.maxBodyBytes)))

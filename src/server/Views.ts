@@ -1,4 +1,4 @@
-import type { CatalogRow, LayerRow } from "./Store.ts"
+import type { CatalogRow, LayerRow } from "./db/CatalogsRepo.ts"
 
 /** The stored configuration of a layer plus what the service adds on GET. */
 export const layerView = (layer: LayerRow, owner: unknown): Record<string, unknown> => {

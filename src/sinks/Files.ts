@@ -7,6 +7,7 @@ import { isObjectStore, joinKey, parseStoreUrl, s3Client } from "./ObjectStore.t
 import { parquetCodec, type ParquetCompression } from "./ParquetCodecs.ts"
 import { rowBytes, type RowBatch } from "./RowBatch.ts"
 import { describeSinkFailure, SinkFailure } from "./SinkFailure.ts"
+import type { FileFormat, RecordedFile } from "./WrittenFile.ts"
 
 /**
  * The files of one writer, synchronously: rolling `part-<shard>-<seq>.<ext>` files per format, each up
@@ -14,8 +15,6 @@ import { describeSinkFailure, SinkFailure } from "./SinkFailure.ts"
  * into an object store (`dir` an `s3://` URL). Runs on the encoder thread (Encoder.ts); RollingWriter
  * is its Effect face.
  */
-
-export type FileFormat = "parquet" | "arrow"
 
 export interface Settings {
   /** A local directory or an object-store URL (`s3://bucket/prefix`). */
@@ -32,16 +31,6 @@ export interface Settings {
   readonly decode?: DecodeSettings | undefined
 }
 
-export interface WrittenFile {
-  /** relative to `dir` */
-  readonly path: string
-  readonly format: FileFormat
-  readonly rows: number
-  readonly bytes: number
-  readonly sha256: string
-  /** The object's ETag, where the files went to an object store. */
-  readonly etag?: string | undefined
-}
 
 /** Makes the output of the file `name` (relative to `dir`). */
 export type OutputFactory = (name: string) => ByteOutput
@@ -92,12 +81,12 @@ export const loadWriters = async (settings: Pick<Settings, "formats" | "decode">
 }
 
 /** A finished file, durable where it went, and what makes it visible under its final name (RollingWriter publishes it). */
-export interface CompletedFile extends WrittenFile {
+export interface CompletedFile extends RecordedFile {
   readonly landing: Landing
 }
 
 /** A file whose footer is written, its output still settling (uploads finishing). */
-interface ClosedFile extends WrittenFile {
+interface ClosedFile extends RecordedFile {
   readonly output: ByteOutput
 }
 

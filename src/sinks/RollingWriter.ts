@@ -5,14 +5,15 @@ import type { DecodeCounts, DecodeSettings } from "../decode/Decoder.ts"
 import { CrashProbe } from "../telemetry/CrashProbe.ts"
 import { publish } from "./Destination.ts"
 import { Encoder, type EncoderError, type EncoderWorkload } from "./Encoder.ts"
-import type { FileFormat, Settings, WrittenFile } from "./Files.ts"
+import type { Settings } from "./Files.ts"
 import { defaultParquetCompression, parquetCompressions, type ParquetCompression } from "./ParquetCodecs.ts"
 import type { RowBatch } from "./RowBatch.ts"
 import { isObjectStore } from "./ObjectStore.ts"
 import { fromCause, SinkError } from "./SinkError.ts"
 
-export type { FileFormat, WrittenFile } from "./Files.ts"
-export type OutputFormat = FileFormat | "both"
+import type { OutputFormat, RecordedFile } from "./WrittenFile.ts"
+
+export type { OutputFormat } from "./WrittenFile.ts"
 
 export interface Options {
   /** A local directory, or an object-store URL (`s3://bucket/prefix`) */
@@ -48,7 +49,7 @@ export interface RollingWriter {
    * interruption, a scope closed early) no file is visible under its final name. Writes at least one
    * file per format, so an empty export still has a schema to read.
    */
-  readonly finish: Effect.Effect<ReadonlyArray<WrittenFile>, EncoderError>
+  readonly finish: Effect.Effect<ReadonlyArray<RecordedFile>, EncoderError>
   /** After `finish`, for a decoding writer: what decoding did to its rows. */
   readonly decoded: () => DecodeCounts | undefined
 }
@@ -124,7 +125,7 @@ export const make: (options: Options) => Effect.Effect<RollingWriter, EncoderErr
 
     let failure: EncoderError | undefined
     let finishing = false
-    let result: ReadonlyArray<WrittenFile> | undefined
+    let result: ReadonlyArray<RecordedFile> | undefined
     let decoded: DecodeCounts | undefined
 
     const workload = { ...options.workload, remote, decoding: options.decode !== undefined }
@@ -149,7 +150,7 @@ export const make: (options: Options) => Effect.Effect<RollingWriter, EncoderErr
       decoded = counts
       return yield* Effect.uninterruptible(
         Effect.gen(function* () {
-          const written: Array<WrittenFile> = []
+          const written: Array<RecordedFile> = []
           for (const file of completed) {
             const etag = yield* publish(settings.dir, file)
             probe.reached("renamed")

@@ -41,11 +41,14 @@ const exportArgs = (out: string, extra: ReadonlyArray<string> = []) =>
 /** The export's rows, read by DuckDB from a download of the bucket. */
 const rowsIn = async (prefix: string) => readParquet(path.join(await store.download(prefix), "demo", "places", "version=0"))
 
-/** What a committed export leaves in the bucket: its data files, its manifest, the cursor; nothing half-done. */
+/** What a committed export leaves in the bucket: its data files, its manifest, the cursor, the run report; nothing half-done. */
 const expectCommitted = async (prefix: string) => {
   const keys = await store.keys(`${prefix}/`)
-  const manifest = readJson(path.join(await store.download(prefix), "demo", "places", "version=0", "_manifest.json"))
+  const local = await store.download(prefix)
+  const manifest = readJson(path.join(local, "demo", "places", "version=0", "_manifest.json"))
+  expect(readJson(path.join(local, "_run.json"))).toMatchObject({ job: "export", exitCode: 0, partitions: manifest.partitions })
   expect(keys).toEqual([
+    `${prefix}/_run.json`,
     `${prefix}/demo/places/_state.json`,
     ...[...manifest.files.map((f: { path: string }) => `${prefix}/demo/places/version=0/${f.path}`), `${prefix}/demo/places/version=0/_manifest.json`].sort()
   ].sort())

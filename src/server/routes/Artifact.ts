@@ -4,7 +4,6 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect, Schema } from "effect"
 import { CreateSchemaRequest, FILE_NAME, formatCoordinates, isArtifactId, isGroupId } from "../../domain/Artifact.ts"
 import { decodeSegment } from "../Access.ts"
-import { ArtifactStore } from "../ArtifactStore.ts"
 import {
   createSchema,
   grantSchema,
@@ -18,7 +17,10 @@ import {
 } from "../Artifacts.ts"
 import { Caller, withCaller } from "../Auth.ts"
 import { badRequest, dataError, json } from "../Reply.ts"
+import * as RequestBody from "../RequestBody.ts"
+import * as SearchParams from "../SearchParams.ts"
 import { originOf } from "../Views.ts"
+import { ArtifactsRepo } from "../db/ArtifactsRepo.ts"
 
 /** The artifact API v1 (a platform API in lookup): schemas and the artifact files behind their variants. */
 
@@ -26,12 +28,6 @@ const BASE = "/artifact/v1"
 const DEFAULT_PAGE = 100
 const MAX_PAGE = 1000
 
-const jsonBody = <A, I>(schema: Schema.Schema<A, I>) =>
-  Effect.gen(function*() {
-    const request = yield* HttpServerRequest.HttpServerRequest
-    const raw = yield* request.json.pipe(Effect.catchAll(() => badRequest("body", "the request body is not valid JSON")))
-    return yield* Schema.decodeUnknown(schema)(raw).pipe(Effect.catchAll((e) => badRequest("body", e.message)))
-  })
 
 const param = (name: string) => Effect.map(HttpRouter.params, (params) => decodeSegment(params[name]))
 
@@ -51,25 +47,32 @@ const getSchema = Effect.gen(function*() {
 const putSchema = Effect.gen(function*() {
   const { appId } = yield* Caller
   const schema = yield* parseHrn(yield* param("schemaHrn"), "schema")
-  const request = yield* jsonBody(CreateSchemaRequest)
+  const request = yield* RequestBody.decodeJson(CreateSchemaRequest)
   const { row, created } = yield* createSchema(schema, request, appId)
   return json(created ? 201 : 200, yield* schemaDetails(row))
 })
 
+const ListSchemasParams = Schema.Struct({
+  limit: Schema.optionalWith(SearchParams.IntegerParam.pipe(Schema.between(1, MAX_PAGE)), { default: () => DEFAULT_PAGE }),
+  from: Schema.optionalWith(SearchParams.IntegerParam.pipe(Schema.nonNegative()), { default: () => 0 }),
+  order: Schema.optionalWith(SearchParams.Param.pipe(Schema.compose(Schema.Uppercase), Schema.compose(Schema.Literal("ASC", "DESC"))), {
+    default: () => "ASC" as const
+  }),
+  sort: Schema.optionalWith(SearchParams.Param.pipe(Schema.compose(Schema.Literal("hrn", "name", "created"))), { default: () => "hrn" as const })
+})
+
+const LIST_SCHEMAS_ERRORS: Readonly<Record<string, string>> = {
+  limit: `limit must be an integer from 1 to ${MAX_PAGE}`,
+  from: "from must be the `from` of a previous page's next link",
+  order: "order must be ASC or DESC",
+  sort: "sort must be hrn, name or created"
+}
+
 const listSchemas = Effect.gen(function*() {
   const { appId } = yield* Caller
   const request = yield* HttpServerRequest.HttpServerRequest
-  const query = new URL(request.url, "http://x").searchParams
-  const limitRaw = query.get("limit")
-  const limit = limitRaw === null ? DEFAULT_PAGE : Number(limitRaw)
-  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_PAGE) return yield* badRequest("limit", `limit must be an integer from 1 to ${MAX_PAGE}`)
-  const from = Number(query.get("from") ?? "0")
-  if (!Number.isInteger(from) || from < 0) return yield* badRequest("from", "from must be the `from` of a previous page's next link")
-  const order = (query.get("order") ?? "ASC").toUpperCase()
-  if (order !== "ASC" && order !== "DESC") return yield* badRequest("order", "order must be ASC or DESC")
-  const sort = query.get("sort") ?? "hrn"
-  if (!["hrn", "name", "created"].includes(sort)) return yield* badRequest("sort", "sort must be hrn, name or created")
-  const rows = [...(yield* (yield* ArtifactStore).readableSchemas(appId).pipe(Effect.orDie))]
+  const { from, limit, order, sort } = yield* SearchParams.decode(ListSchemasParams, (name) => badRequest(name, LIST_SCHEMAS_ERRORS[name] ?? "invalid parameter"))
+  const rows = [...(yield* (yield* ArtifactsRepo).readableSchemas(appId))]
   const key = (r: (typeof rows)[number]) => (sort === "created" ? String(r.created).padStart(16, "0") : sort === "name" ? r.name : r.hrn)
   rows.sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : a.hrn < b.hrn ? -1 : 1) * (order === "ASC" ? 1 : -1))
   const page = rows.slice(from, from + limit)
@@ -95,7 +98,7 @@ const updatePermission = Effect.gen(function*() {
   const hrn = formatCoordinates(yield* parseHrn(yield* param("schemaHrn"), "schema"), "schema")
   const row = yield* schemaFor(hrn, appId)
   if (row.owner_app !== appId) return yield* dataError(403, "Forbidden", [{ name: "schemaHrn", error: `only the application that created ${hrn} may share it` }])
-  const request = yield* jsonBody(PermissionRequest)
+  const request = yield* RequestBody.decodeJson(PermissionRequest)
   if (request.principal.type !== "App") return yield* badRequest("principal", "the local service knows applications only: use principal.type \"App\" with the application id as token")
   const permitted = request.permitted ?? true
   const read = permitted && request.permissions.length > 0
@@ -123,8 +126,7 @@ const getFile = Effect.gen(function*() {
 const putFile = Effect.gen(function*() {
   const { appId } = yield* Caller
   const { artifact, fileName } = yield* fileParams
-  const request = yield* HttpServerRequest.HttpServerRequest
-  const bytes = new Uint8Array(yield* request.arrayBuffer.pipe(Effect.catchAll(() => badRequest("body", "the request body could not be read"))))
+  const bytes = yield* RequestBody.bytes
   const { created } = yield* putArtifactFile(artifact, fileName, bytes, appId)
   return HttpServerResponse.empty({ status: created ? 201 : 200 })
 })

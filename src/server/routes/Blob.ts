@@ -10,9 +10,22 @@ import { DATA_HANDLE } from "../Publishing.ts"
 import { type ReadsShape, Reads } from "../Reads.ts"
 import { versionedWritesBlockedBy, versionedWritesRefused } from "../Regions.ts"
 import { Replicas } from "../Replicas.ts"
-import { badRequest, conflict, forbidden, notFound, orFail, type PlainResponse, Reply, type Result, toServerResponse } from "../Reply.ts"
-import { type CatalogRow, type LayerRow, Store } from "../Store.ts"
+import {
+  badRequest,
+  conflict,
+  forbidden,
+  notFound,
+  orFail,
+  type PlainResponse,
+  rangeNotSatisfiable,
+  Reply,
+  type Result,
+  toServerResponse
+} from "../Reply.ts"
+import * as RequestBody from "../RequestBody.ts"
 import { contentEncodingOf, layerConfigOf } from "../Views.ts"
+import { BlobsRepo } from "../db/BlobsRepo.ts"
+import type { CatalogRow, LayerRow } from "../db/CatalogsRepo.ts"
 
 /** Versioned and index layers keep immutable blobs; volatile layers overwrite (the volatile-blob API). */
 const isVolatile = (layer: LayerRow) => layer.layer_type === "volatile"
@@ -22,19 +35,14 @@ const handleOf = (raw: string): Result<string> =>
 
 const handleParam = Effect.flatMap(HttpRouter.params, (params) => orFail(handleOf(decodeSegment(params.handle))))
 
-const rangeNotSatisfiable = (size: number, raw: string) =>
-  new Reply({
-    response: HttpServerResponse.unsafeJson(
-      { title: "Range Not Satisfiable", status: 416, detail: [{ name: "range", error: `cannot serve '${raw}' of a ${size}-byte blob` }] },
-      { status: 416, headers: { "content-range": `bytes */${size}` } }
-    )
-  })
+const blobRangeNotSatisfiable = (size: number, raw: string) =>
+  rangeNotSatisfiable(`cannot serve '${raw}' of a ${size}-byte blob`, { "content-range": `bytes */${size}` })
 
 /** A single byte range (`bytes=a-b`, `bytes=a-`, `bytes=-n`), clipped to the blob; undefined for none. */
 const parseRange = (raw: string | undefined, size: number): Result<{ readonly start: number; readonly end: number } | undefined> => {
   if (raw === undefined) return undefined
   const m = /^bytes=(\d*)-(\d*)$/.exec(raw.trim())
-  if (!m || (m[1] === "" && m[2] === "")) return rangeNotSatisfiable(size, raw)
+  if (!m || (m[1] === "" && m[2] === "")) return blobRangeNotSatisfiable(size, raw)
   let start: number
   let end: number
   if (m[1] === "") {
@@ -44,7 +52,7 @@ const parseRange = (raw: string | undefined, size: number): Result<{ readonly st
     start = Number(m[1])
     end = m[2] === "" ? size - 1 : Math.min(Number(m[2]), size - 1)
   }
-  if (start >= size || end < start) return rangeNotSatisfiable(size, raw)
+  if (start >= size || end < start) return blobRangeNotSatisfiable(size, raw)
   return { start, end }
 }
 
@@ -135,7 +143,7 @@ const write = Effect.gen(function*() {
     if (blockedBy !== undefined) return yield* versionedWritesRefused(blockedBy)
   }
   const request = yield* HttpServerRequest.HttpServerRequest
-  const store = yield* Store
+  const blobs = yield* BlobsRepo
   const config = layerConfigOf(layer)
   const contentType = request.headers["content-type"]
   if (config.contentType && contentType?.split(";")[0]?.trim() !== config.contentType) {
@@ -145,17 +153,17 @@ const write = Effect.gen(function*() {
   if (encoding !== undefined && encoding !== (contentEncodingOf(layer) ?? "identity")) {
     return yield* badRequest("Content-Encoding", `Content-Encoding must match the layer's content encoding '${contentEncodingOf(layer) ?? "identity"}'`)
   }
-  const existing = yield* store.blob(layer.pk, handle).pipe(Effect.orDie)
+  const existing = yield* blobs.blob(layer.pk, handle)
   if (existing !== undefined && !isVolatile(layer)) {
     return yield* conflict("dataHandle", `data handle '${handle}' already exists; blobs are immutable, upload under a new handle`)
   }
-  const bytes = new Uint8Array(yield* request.arrayBuffer.pipe(Effect.catchAll(() => badRequest("body", "the request body could not be read"))))
+  const bytes = yield* RequestBody.bytes
   const digest = /^(MD5|SHA1|SHA256):([0-9a-f]+)$/i.exec(request.headers["x-here-digest"]?.trim() ?? "")
   if (digest && createHash(digest[1]!.toLowerCase()).update(bytes).digest("hex") !== digest[2]!.toLowerCase()) {
     return yield* badRequest("X-HERE-Digest", "the body does not match X-HERE-Digest")
   }
   const stored = yield* (yield* BlobFiles).put(bytes)
-  yield* store.putBlob(layer.pk, handle, stored.sha256, stored.size, contentEncodingOf(layer)).pipe(Effect.orDie)
+  yield* blobs.putBlob(layer.pk, handle, stored.sha256, stored.size, contentEncodingOf(layer))
   if (isVolatile(layer)) yield* replicate(catalog, layer, handle)
   return HttpServerResponse.empty({ status: existing !== undefined ? 204 : 200 })
 })
@@ -164,13 +172,13 @@ const remove = Effect.gen(function*() {
   const { catalog, layer } = yield* routeLayer("write")
   const handle = yield* handleParam
   if (!isVolatile(layer) && layer.layer_type !== "index") return yield* Effect.fail(forbidden())
-  const store = yield* Store
-  const existing = yield* store.blob(layer.pk, handle).pipe(Effect.orDie)
+  const blobs = yield* BlobsRepo
+  const existing = yield* blobs.blob(layer.pk, handle)
   if (existing === undefined) {
     return isVolatile(layer) ? yield* notFound("dataHandle", `no blob with data handle '${handle}'`) : HttpServerResponse.empty({ status: 202 })
   }
-  yield* store.deleteBlob(layer.pk, handle).pipe(Effect.orDie)
-  if (!(yield* store.contentInUse(existing.sha256).pipe(Effect.orDie))) yield* (yield* BlobFiles).remove(existing.sha256)
+  yield* blobs.deleteBlob(layer.pk, handle)
+  if (!(yield* blobs.contentInUse(existing.sha256))) yield* (yield* BlobFiles).remove(existing.sha256)
   if (isVolatile(layer)) yield* replicate(catalog, layer, handle)
   return HttpServerResponse.empty({ status: isVolatile(layer) ? 204 : 202 })
 })

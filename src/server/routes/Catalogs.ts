@@ -1,17 +1,18 @@
 import * as HttpRouter from "@effect/platform/HttpRouter"
-import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { Effect } from "effect"
 import { catalogHrn } from "../../domain/Hrn.ts"
 import { configCatalogFor, decodeSegment } from "../Access.ts"
-import { AdminStore } from "../AdminStore.ts"
 import { Caller, withCaller } from "../Auth.ts"
 import { BlobFiles } from "../BlobFiles.ts"
 import { checkCatalog, storedCatalogConfig, storedLayerConfig } from "../CatalogConfig.ts"
 import { deleteWarnings, recreateWarnings, withWarnings } from "../Operations.ts"
 import { checkLayerTypes, replicationOfCreate } from "../Regions.ts"
-import { badRequest, catalogForbidden, conflict, notFound } from "../Reply.ts"
-import { Store } from "../Store.ts"
+import { catalogForbidden, conflict, notFound } from "../Reply.ts"
+import * as RequestBody from "../RequestBody.ts"
 import { accepted } from "./Config.ts"
+import { BlobsRepo } from "../db/BlobsRepo.ts"
+import { CatalogsRepo } from "../db/CatalogsRepo.ts"
+import { transaction } from "../db/Database.ts"
 
 /** Config API v1 writes the export does not use: create a catalog, delete a catalog, delete a layer. */
 
@@ -22,30 +23,27 @@ const ORGANISATION = "olp-local"
 /** Interactive map layers store GeoJSON (the config API's default content type for them). */
 const INTERACTIVE_MAP_CONTENT_TYPE = "application/geo+json"
 
-const jsonBody = Effect.gen(function*() {
-  const request = yield* HttpServerRequest.HttpServerRequest
-  return (yield* request.json.pipe(Effect.catchAll(() => badRequest("body", "the request body is not valid JSON")))) as Record<string, any>
-})
+const jsonBody = Effect.map(RequestBody.json, (body) => body as Record<string, any>)
 
 /** Removes blob contents no blob row refers to any more (after a deletion committed). */
 export const collectContents = (digests: ReadonlyArray<string>) =>
   Effect.gen(function*() {
     if (digests.length === 0) return
     const files = yield* BlobFiles
-    for (const sha256 of yield* (yield* AdminStore).unusedContents(digests).pipe(Effect.orDie)) yield* files.remove(sha256)
+    for (const sha256 of yield* (yield* BlobsRepo).unusedContents(digests)) yield* files.remove(sha256)
   })
 
 /** `POST /catalogs`: 202 with a status link; the catalog (owned by the caller) exists when it answers. */
 const create = Effect.gen(function*() {
   const { appId } = yield* Caller
-  const store = yield* Store
+  const catalogs = yield* CatalogsRepo
   const body = yield* jsonBody
   yield* checkCatalog(body)
   const replication = yield* replicationOfCreate(body)
   const layers = (body.layers ?? []) as Array<Record<string, any>>
   yield* checkLayerTypes(replication, layers)
   const hrn = catalogHrn(LOCAL_PARTITION, body.id)
-  if ((yield* store.catalogById(body.id).pipe(Effect.orDie)) !== undefined || (yield* store.catalog(hrn).pipe(Effect.orDie)) !== undefined) {
+  if ((yield* catalogs.catalogById(body.id)) !== undefined || (yield* catalogs.catalog(hrn)) !== undefined) {
     return yield* conflict("id", `a catalog with the id '${body.id}' already exists; catalog ids are unique across the platform`)
   }
   const { region: _region, ...rest } = body
@@ -57,17 +55,17 @@ const create = Effect.gen(function*() {
     version: 1
   }
   const created = new Date().toISOString()
-  yield* store.withTransaction(Effect.gen(function*() {
-    yield* store.insertCatalog({ hrn, id: body.id, owner_app: appId, config: JSON.stringify(config), created })
+  yield* transaction(Effect.gen(function*() {
+    // Two creations of the same id racing: the second finds the first's row.
+    if (!(yield* catalogs.insertCatalog({ hrn, id: body.id, owner_app: appId, config: JSON.stringify(config), created }))) {
+      return yield* conflict("id", `a catalog with the id '${body.id}' already exists or is being created`)
+    }
     for (const layer of layers) {
       const stored = storedLayerConfig(layer)
       if (layer.layerType === "interactivemap" && stored.contentType === undefined) stored.contentType = INTERACTIVE_MAP_CONTENT_TYPE
-      yield* store.insertLayer({ catalog_hrn: hrn, id: layer.id, layer_type: layer.layerType, config: JSON.stringify(stored), created })
+      yield* catalogs.insertLayer({ catalog_hrn: hrn, id: layer.id, layer_type: layer.layerType, config: JSON.stringify(stored), created })
     }
-  })).pipe(
-    // Two creations of the same id racing: the second insert fails on the primary key.
-    Effect.catchAll(() => conflict("id", `a catalog with the id '${body.id}' already exists or is being created`))
-  )
+  }))
   const warnings = yield* recreateWarnings(hrn, layers.map((l) => l.id))
   return withWarnings(warnings)(yield* accepted("create", hrn, "Catalog Creation"))
 })
@@ -78,8 +76,8 @@ const remove = Effect.gen(function*() {
   const { appId } = yield* Caller
   const catalog = yield* configCatalogFor(decodeSegment(params.catalog), "write")
   if (catalog.owner_app !== appId) return yield* Effect.fail(catalogForbidden())
-  const admin = yield* AdminStore
-  const contents = yield* admin.withTransaction(admin.deleteCatalog(catalog.hrn, Date.now())).pipe(Effect.orDie)
+  const catalogs = yield* CatalogsRepo
+  const contents = yield* transaction(catalogs.deleteCatalog(catalog.hrn, Date.now()))
   yield* collectContents(contents)
   return yield* accepted("delete", catalog.hrn, "Catalog Deletion")
 })
@@ -89,10 +87,10 @@ const removeLayer = Effect.gen(function*() {
   const params = yield* HttpRouter.params
   const catalog = yield* configCatalogFor(decodeSegment(params.catalog), "write")
   const layerId = decodeSegment(params.layer)
-  const layer = yield* (yield* Store).layer(catalog.hrn, layerId).pipe(Effect.orDie)
+  const layer = yield* (yield* CatalogsRepo).layer(catalog.hrn, layerId)
   if (layer === undefined) return yield* notFound("layerId", `catalog ${catalog.hrn} has no layer '${layerId}'`)
-  const admin = yield* AdminStore
-  const contents = yield* admin.withTransaction(admin.deleteLayer(catalog.hrn, layer.pk, layer.id, Date.now())).pipe(Effect.orDie)
+  const catalogs = yield* CatalogsRepo
+  const contents = yield* transaction(catalogs.deleteLayer(catalog.hrn, layer.pk, layer.id, Date.now()))
   yield* collectContents(contents)
   const response = yield* accepted("layer-delete", catalog.hrn, "Layer Deletion")
   return withWarnings(deleteWarnings(layer.id, layer.created))(response)

@@ -1,15 +1,19 @@
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { randomBytes } from "node:crypto"
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
 import { configCatalogFor, decodeSegment } from "../Access.ts"
 import { Caller, withCaller } from "../Auth.ts"
 import { checkCatalog, storedCatalogConfig, storedLayerConfig } from "../CatalogConfig.ts"
 import { operationProgress, recreateWarnings, withWarnings } from "../Operations.ts"
 import { checkUpdate } from "../Regions.ts"
 import { badRequest, json, notFound } from "../Reply.ts"
-import { type OperationRow, Store } from "../Store.ts"
+import * as RequestBody from "../RequestBody.ts"
+import * as SearchParams from "../SearchParams.ts"
 import { catalogView, originOf } from "../Views.ts"
+import { CatalogsRepo } from "../db/CatalogsRepo.ts"
+import { transaction } from "../db/Database.ts"
+import { type OperationRow, OperationsRepo } from "../db/OperationsRepo.ts"
 
 interface PageContext {
   readonly offset: number
@@ -30,15 +34,15 @@ const decodeContext = (s: string): PageContext | undefined => {
 const listPage = (context: PageContext | undefined, verbose: boolean) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
-    const store = yield* Store
+    const catalogs = yield* CatalogsRepo
     const { appId } = yield* Caller
     const origin = originOf(request.headers)
-    const all = yield* store.readableCatalogs(appId).pipe(Effect.orDie)
+    const all = yield* catalogs.readableCatalogs(appId)
     const offset = context?.offset ?? 0
     const page = context === undefined ? all : all.slice(offset, offset + context.limit)
     const items = yield* Effect.forEach(page, (catalog) =>
       verbose
-        ? Effect.map(store.layers(catalog.hrn).pipe(Effect.orDie), (layers) => catalogView(catalog, layers))
+        ? Effect.map(catalogs.layers(catalog.hrn), (layers) => catalogView(catalog, layers))
         : Effect.succeed({
           href: `${origin}/config/v1/catalogs/${catalog.hrn}`,
           hrn: catalog.hrn,
@@ -51,14 +55,16 @@ const listPage = (context: PageContext | undefined, verbose: boolean) =>
     return json(200, { results: { items, ...next, ...previous }, ...(verbose ? { verbose: true } : {}) })
   })
 
+const ListParams = Schema.Struct({
+  verbose: Schema.optional(SearchParams.Param),
+  limit: Schema.optional(SearchParams.IntegerParam.pipe(Schema.greaterThanOrEqualTo(1)))
+})
+
 const list = Effect.gen(function*() {
-  const params = yield* HttpServerRequest.ParsedSearchParams
+  const params = yield* SearchParams.decode(ListParams, () => badRequest("limit", "limit must be an integer of at least 1"))
   const verbose = params.verbose === "true"
-  const limitParam = params.limit
-  if (limitParam === undefined) return yield* listPage(undefined, verbose)
-  const limit = Number(limitParam)
-  if (!Number.isInteger(limit) || limit < 1) return yield* badRequest("limit", "limit must be an integer of at least 1")
-  return yield* listPage({ offset: 0, limit, verbose }, verbose)
+  if (params.limit === undefined) return yield* listPage(undefined, verbose)
+  return yield* listPage({ offset: 0, limit: params.limit, verbose }, verbose)
 })
 
 const listContext = Effect.gen(function*() {
@@ -71,7 +77,7 @@ const listContext = Effect.gen(function*() {
 const get = Effect.gen(function*() {
   const params = yield* HttpRouter.params
   const catalog = yield* configCatalogFor(decodeSegment(params.catalog), "read")
-  const layers = yield* (yield* Store).layers(catalog.hrn).pipe(Effect.orDie)
+  const layers = yield* (yield* CatalogsRepo).layers(catalog.hrn)
   return json(200, catalogView(catalog, layers))
 })
 
@@ -82,14 +88,11 @@ export const accepted = (kind: OperationRow["kind"], catalogHrn: string, title: 
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const token = randomBytes(16).toString("hex")
-    yield* (yield* Store).insertOperation({ token, kind, catalog_hrn: catalogHrn, title, state, created: Date.now() }).pipe(Effect.orDie)
+    yield* (yield* OperationsRepo).insert({ token, kind, catalog_hrn: catalogHrn, title, state, created: Date.now() })
     return json(202, { href: `${originOf(request.headers)}/config/v1/status/${token}`, configToken: token, title, type: "urn:olp-types:status" })
   })
 
-const jsonBody = Effect.gen(function*() {
-  const request = yield* HttpServerRequest.HttpServerRequest
-  return (yield* request.json.pipe(Effect.catchAll(() => badRequest("body", "the request body is not valid JSON")))) as Record<string, any>
-})
+const jsonBody = Effect.map(RequestBody.json, (body) => body as Record<string, any>)
 
 /** `PUT /catalogs/{hrn}`: the full configuration; layers named in it are added or updated, never dropped. */
 const update = Effect.gen(function*() {
@@ -98,12 +101,12 @@ const update = Effect.gen(function*() {
   const body = yield* jsonBody
   yield* checkCatalog(body)
   if (body.id !== catalog.id) return yield* badRequest("id", `the body's id '${body.id}' is not the catalog's id '${catalog.id}'`)
-  const store = yield* Store
+  const catalogs = yield* CatalogsRepo
   const previous = JSON.parse(catalog.config) as Record<string, any>
   if (body.replication !== undefined && JSON.stringify(body.replication) !== JSON.stringify(previous.replication ?? {})) {
     return yield* badRequest("replication", "the region and replication of a catalog are chosen at creation and cannot be changed; delete and recreate the catalog")
   }
-  const existing = new Map((yield* store.layers(catalog.hrn).pipe(Effect.orDie)).map((l) => [l.id, l]))
+  const existing = new Map((yield* catalogs.layers(catalog.hrn)).map((l) => [l.id, l]))
   yield* checkUpdate(body, previous)
   for (const layer of (body.layers ?? []) as Array<Record<string, any>>) {
     const current = existing.get(layer.id)
@@ -115,15 +118,15 @@ const update = Effect.gen(function*() {
     }
   }
   const created = new Date().toISOString()
-  yield* store.withTransaction(Effect.gen(function*() {
-    yield* store.updateCatalogConfig(catalog.hrn, JSON.stringify(storedCatalogConfig({ replication: previous.replication, ...body }, previous)))
+  yield* transaction(Effect.gen(function*() {
+    yield* catalogs.updateCatalogConfig(catalog.hrn, JSON.stringify(storedCatalogConfig({ replication: previous.replication, ...body }, previous)))
     for (const layer of (body.layers ?? []) as Array<Record<string, any>>) {
       const current = existing.get(layer.id)
       const config = JSON.stringify(storedLayerConfig(layer))
-      if (current === undefined) yield* store.insertLayer({ catalog_hrn: catalog.hrn, id: layer.id, layer_type: layer.layerType, config, created })
-      else yield* store.updateLayerConfig(current.pk, config)
+      if (current === undefined) yield* catalogs.insertLayer({ catalog_hrn: catalog.hrn, id: layer.id, layer_type: layer.layerType, config, created })
+      else yield* catalogs.updateLayerConfig(current.pk, config)
     }
-  })).pipe(Effect.orDie)
+  }))
   const added = ((body.layers ?? []) as Array<Record<string, any>>).map((l) => l.id as string).filter((id) => !existing.has(id))
   const warnings = yield* recreateWarnings(catalog.hrn, added)
   return withWarnings(warnings)(yield* accepted("update", catalog.hrn, "Catalog Update"))
@@ -133,16 +136,18 @@ const disableAutomaticDeletion = Effect.gen(function*() {
   const params = yield* HttpRouter.params
   const catalog = yield* configCatalogFor(decodeSegment(params.catalog), "write")
   const { automaticVersionDeletion: _dropped, ...rest } = JSON.parse(catalog.config) as Record<string, unknown>
-  yield* (yield* Store).updateCatalogConfig(catalog.hrn, JSON.stringify(rest)).pipe(Effect.orDie)
+  yield* (yield* CatalogsRepo).updateCatalogConfig(catalog.hrn, JSON.stringify(rest))
   return yield* accepted("update", catalog.hrn, "Catalog Update")
 })
+
+const StatusParams = Schema.Struct({ flags: Schema.optional(SearchParams.Param) })
 
 /** `GET /status/{token}`: 202 while pending; on success 303 to the catalog, or 200/201 with `flags=noRedirects`. */
 const status = Effect.gen(function*() {
   const request = yield* HttpServerRequest.HttpServerRequest
   const params = yield* HttpRouter.params
-  const search = yield* HttpServerRequest.ParsedSearchParams
-  const operation = yield* (yield* Store).operation(decodeSegment(params.token)).pipe(Effect.orDie)
+  const search = yield* SearchParams.decode(StatusParams, () => badRequest("flags", "flags must be a comma-separated list"))
+  const operation = yield* (yield* OperationsRepo).byToken(decodeSegment(params.token))
   if (operation === undefined) return yield* notFound("token", "unknown status token")
   const progress = yield* operationProgress(operation)
   if (progress !== undefined) return progress
@@ -151,7 +156,7 @@ const status = Effect.gen(function*() {
   const origin = originOf(request.headers)
   const href = `${origin}/config/v1/catalogs/${operation.catalog_hrn}`
   const item = { href, hrn: operation.catalog_hrn, title: operation.title, type: "urn:olp-types:catalog" }
-  const noRedirects = String(search.flags ?? "").split(",").includes("noRedirects")
+  const noRedirects = (search.flags ?? "").split(",").includes("noRedirects")
   if (operation.kind === "delete" || operation.kind === "layer-delete") return json(200, { status: "success" })
   if (noRedirects) return json(operation.kind === "create" ? 201 : 200, { status: "success", item })
   return json(303, { status: "success", item }, { location: href })

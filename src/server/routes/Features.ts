@@ -1,13 +1,14 @@
 import * as HttpRouter from "@effect/platform/HttpRouter"
-import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { Effect } from "effect"
 import { type Feature, featureCollection } from "../../domain/Notification.ts"
 import { decodeSegment, routeLayer } from "../Access.ts"
-import { AdminStore } from "../AdminStore.ts"
 import { Caller, withCaller } from "../Auth.ts"
 import { deliver } from "../Notifications.ts"
 import { badRequest, conflict, json, notFound } from "../Reply.ts"
-import type { LayerRow } from "../Store.ts"
+import * as RequestBody from "../RequestBody.ts"
+import type { LayerRow } from "../db/CatalogsRepo.ts"
+import { transaction } from "../db/Database.ts"
+import { FeaturesRepo } from "../db/FeaturesRepo.ts"
 
 /**
  * The local service's own feature API for interactive map layers (the platform's interactive API is
@@ -34,14 +35,14 @@ const interactiveLayer = (permission: "read" | "write") =>
 
 const list = Effect.gen(function*() {
   const { layer } = yield* interactiveLayer("read")
-  const rows = yield* (yield* AdminStore).features(layer.pk).pipe(Effect.orDie)
+  const rows = yield* (yield* FeaturesRepo).features(layer.pk)
   return json(200, featureCollection(rows.map((r) => JSON.parse(r.feature) as Feature)))
 })
 
 const getOne = Effect.gen(function*() {
   const { layer } = yield* interactiveLayer("read")
   const id = decodeSegment((yield* HttpRouter.params).feature)
-  const [row] = yield* (yield* AdminStore).featuresByIds(layer.pk, [id]).pipe(Effect.orDie)
+  const [row] = yield* (yield* FeaturesRepo).featuresByIds(layer.pk, [id])
   if (row === undefined) return yield* notFound("featureId", `layer '${layer.id}' has no feature '${id}'`)
   return json(200, JSON.parse(row.feature))
 })
@@ -68,11 +69,10 @@ const checkFeature = (value: unknown, at: string, needsId: boolean) =>
 const arrayField = (body: Json, name: string) =>
   body[name] === undefined ? Effect.succeed([] as Array<unknown>) : Array.isArray(body[name]) ? Effect.succeed(body[name] as Array<unknown>) : badRequest(name, `${name} must be an array`)
 
-const transaction = Effect.gen(function*() {
+const featureTransaction = Effect.gen(function*() {
   const { catalog, layer } = yield* interactiveLayer("write")
   const { appId } = yield* Caller
-  const request = yield* HttpServerRequest.HttpServerRequest
-  const body = (yield* request.json.pipe(Effect.catchAll(() => badRequest("body", "the request body is not valid JSON")))) as Json
+  const body = (yield* RequestBody.json) as Json
   if (typeof body !== "object" || body === null || Array.isArray(body)) return yield* badRequest("body", "a JSON object {insert, update, delete} is required")
   const insertRaw = yield* arrayField(body, "insert")
   const updateRaw = yield* arrayField(body, "update")
@@ -102,24 +102,24 @@ const commit = (
   deletes: ReadonlyArray<string>
 ) =>
   Effect.gen(function*() {
-    const admin = yield* AdminStore
-    const result = yield* admin.withTransaction(Effect.gen(function*() {
+    const features = yield* FeaturesRepo
+    const result = yield* transaction(Effect.gen(function*() {
       const existing = new Map(
-        (yield* admin.featuresByIds(layer.pk, [...inserts.map((f) => f.id), ...updates.map((f) => f.id), ...deletes])).map((r) => [r.id, r])
+        (yield* features.featuresByIds(layer.pk, [...inserts.map((f) => f.id), ...updates.map((f) => f.id), ...deletes])).map((r) => [r.id, r])
       )
       const taken = inserts.find((f) => existing.has(f.id))
       if (taken !== undefined) return yield* conflict("insert", `feature '${taken.id}' already exists; update it instead`)
       const missing = [...updates.map((f) => f.id), ...deletes].find((id) => !existing.has(id))
       if (missing !== undefined) return yield* notFound("featureId", `layer '${layer.id}' has no feature '${missing}' to update or delete`)
-      const version = (yield* admin.latestFeatureVersion(layer.pk)) + 1
+      const version = (yield* features.latestVersion(layer.pk)) + 1
       const createdAt = Date.now()
-      yield* admin.insertFeatureTransaction(layer.pk, version, author, createdAt)
-      for (const f of [...inserts, ...updates]) yield* admin.putFeature(layer.pk, f.id, JSON.stringify(f), version)
-      for (const id of deletes) yield* admin.deleteFeature(layer.pk, id)
+      yield* features.insertTransaction(layer.pk, version, author, createdAt)
+      for (const f of [...inserts, ...updates]) yield* features.put(layer.pk, f.id, JSON.stringify(f), version)
+      for (const id of deletes) yield* features.remove(layer.pk, id)
       const deleted = deletes.map((id) => JSON.parse(existing.get(id)!.feature) as Feature)
       yield* deliver({ catalogHrn, layerId: layer.id, version, author, createdAt, inserted: inserts, updated: updates, deleted })
       return { version, author, createdAt, inserted: inserts.map((f) => f.id), updated: updates.map((f) => f.id), deleted: deletes }
-    })).pipe(Effect.catchTag("SqlError", (e) => Effect.die(e)))
+    }))
     return json(200, result)
   })
 
@@ -128,5 +128,5 @@ const base = "/features/v1/catalogs/:catalog/layers/:layer"
 export const routes = HttpRouter.empty.pipe(
   HttpRouter.get(`${base}/features`, withCaller(list)),
   HttpRouter.get(`${base}/features/:feature`, withCaller(getOne)),
-  HttpRouter.post(`${base}/transactions`, withCaller(transaction))
+  HttpRouter.post(`${base}/transactions`, withCaller(featureTransaction))
 )

@@ -3,10 +3,12 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { createHash, randomUUID } from "node:crypto"
 import { Effect } from "effect"
 import { routeLayer, servedIn } from "../Access.ts"
-import { AdminStore } from "../AdminStore.ts"
 import { withCaller } from "../Auth.ts"
 import { Replicas } from "../Replicas.ts"
 import { badRequest, json } from "../Reply.ts"
+import * as RequestBody from "../RequestBody.ts"
+import { transaction } from "../db/Database.ts"
+import { StreamsRepo } from "../db/StreamsRepo.ts"
 
 /**
  * Ingest API v1, its generic endpoint: `POST /layers/{layerId}` with one message as the body writes it
@@ -22,7 +24,7 @@ const ingest = Effect.gen(function*() {
     return yield* badRequest("layer", `Layer '${layer.id}' is a ${layer.layer_type} layer; the ingest API writes stream layers.`)
   }
   const request = yield* HttpServerRequest.HttpServerRequest
-  const data = new Uint8Array(yield* request.arrayBuffer.pipe(Effect.catchAll(() => badRequest("body", "the request body could not be read"))))
+  const data = yield* RequestBody.bytes
   if (data.byteLength === 0) return yield* badRequest("body", "a message needs a non-empty body")
   const traceId = request.headers["x-here-traceid"] ?? randomUUID()
   const message = {
@@ -31,8 +33,8 @@ const ingest = Effect.gen(function*() {
     checksum: createHash("sha1").update(data).digest("hex"),
     timestamp: Date.now()
   }
-  const admin = yield* AdminStore
-  yield* admin.withTransaction(admin.appendMessages(layer.pk, [message])).pipe(Effect.orDie)
+  const streams = yield* StreamsRepo
+  yield* transaction(streams.appendMessages(layer.pk, [message]))
   const { placement, region } = yield* servedIn(catalog)
   yield* (yield* Replicas).streamWritten({ placement, region, key: layer.pk, messages: [message] })
   return json(200, { TraceID: traceId })

@@ -1,14 +1,15 @@
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import { Effect, Either } from "effect"
+import { Effect, Either, Schema } from "effect"
 import * as Hrn from "../../domain/Hrn.ts"
 import type { ApiEntry } from "../../domain/Lookup.ts"
 import { decodeSegment, mayAccess } from "../Access.ts"
 import { Caller, withCaller } from "../Auth.ts"
 import { lookupRegion, placementOf, regionPrefix } from "../Regions.ts"
-import { dataError, json, notFound } from "../Reply.ts"
-import { Store } from "../Store.ts"
+import { badRequest, dataError, json, notFound } from "../Reply.ts"
+import * as SearchParams from "../SearchParams.ts"
 import { originOf } from "../Views.ts"
+import { CatalogsRepo } from "../db/CatalogsRepo.ts"
 
 const CACHE = { "cache-control": "max-age=3600" }
 
@@ -46,6 +47,8 @@ const platform = Effect.gen(function*() {
   return json(200, entries, CACHE)
 })
 
+const ResourceParams = Schema.Struct({ region: Schema.optional(SearchParams.Param) })
+
 const resource = Effect.gen(function*() {
   const request = yield* HttpServerRequest.HttpServerRequest
   const params = yield* HttpRouter.params
@@ -53,13 +56,14 @@ const resource = Effect.gen(function*() {
   const parsed = Hrn.parseCatalog(Hrn.toCatalogHrn(raw))
   if (Either.isLeft(parsed)) return yield* dataError(400, "Bad Request", [{ name: "hrn", error: "Request contains hrn with unknown structure of resource" }])
   const hrn = Hrn.format(parsed.right)
-  const catalog = yield* (yield* Store).catalog(hrn).pipe(Effect.orDie)
+  const catalog = yield* (yield* CatalogsRepo).catalog(hrn)
   const { appId } = yield* Caller
   if (catalog === undefined || !(yield* mayAccess(catalog, appId, "read"))) {
     return yield* notFound("hrn", `Resource not found: ${hrn}`)
   }
   const origin = originOf(request.headers)
-  const asked = yield* lookupRegion(new URL(request.url, "http://x").searchParams.get("region") ?? undefined)
+  const { region: regionParam } = yield* SearchParams.decode(ResourceParams, () => badRequest("region", "region must be a region id"))
+  const asked = yield* lookupRegion(regionParam)
   const placement = placementOf(JSON.parse(catalog.config))
   if (asked !== undefined && asked !== placement.primary && asked !== placement.secondary) {
     return yield* notFound("region", `catalog ${hrn} is not stored in region ${asked}`)

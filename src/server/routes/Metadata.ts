@@ -9,10 +9,12 @@ import * as Listing from "../Listing.ts"
 import { type ReadsShape, Reads, type Selection } from "../Reads.ts"
 import { versionedWritesBlockedBy, versionedWritesRefused } from "../Regions.ts"
 import { Replicas } from "../Replicas.ts"
-import { badRequest, json, notFound, orFail, Reply, type Result } from "../Reply.ts"
-import { type CatalogRow, type LayerRow, Store, type VersionRow } from "../Store.ts"
-import { collect, raiseMinimum } from "../Versions.ts"
+import { badRequest, json, notFound, orFail, rangeNotSatisfiable, Reply, type Result } from "../Reply.ts"
+import * as RequestBody from "../RequestBody.ts"
+import { Collector, raiseMinimum } from "../Versions.ts"
 import { originOf } from "../Views.ts"
+import type { CatalogRow, LayerRow } from "../db/CatalogsRepo.ts"
+import { type VersionRow, VersionsRepo } from "../db/VersionsRepo.ts"
 
 const MAX_VERSIONS_PER_CALL = 1000
 const MAX_PARTS = 10_000
@@ -100,12 +102,12 @@ const parts = Effect.gen(function*() {
   const params = yield* HttpServerRequest.ParsedSearchParams
   const requested = yield* requiredInteger(params, "numRequestedParts")
   if (requested < 1 || requested > MAX_PARTS) return yield* badRequest("numRequestedParts", `numRequestedParts must be within 1..${MAX_PARTS}`)
-  const store = yield* Store
-  const total = yield* store.countCurrentPartitions(layer.pk).pipe(Effect.orDie)
+  const versions = yield* VersionsRepo
+  const total = yield* versions.countCurrentPartitions(layer.pk)
   const count = Math.max(1, Math.min(requested, total))
   const bounds: Array<string> = [""]
   for (let i = 1; i < count; i++) {
-    const id = yield* store.partitionIdAtRank(layer.pk, Math.floor((i * total) / count) - 1).pipe(Effect.orDie)
+    const id = yield* versions.partitionIdAtRank(layer.pk, Math.floor((i * total) / count) - 1)
     if (id !== undefined && id > bounds[bounds.length - 1]!) bounds.push(id)
   }
   const result = bounds.map((after, i) =>
@@ -180,9 +182,6 @@ const listingRequestOf = (layer: LayerRow, selection: Selection, params: Params,
   }
 }
 
-const rangeNotSatisfiable = (error: string) =>
-  new Reply({ response: json(416, { title: "Range Not Satisfiable", status: 416, detail: [{ name: "range", error }] }) })
-
 const rangeStartOf = (headers: Headers, params: Params): Result<number | undefined> => {
   const raw = headers["range"] ?? one(params, "range")
   if (raw === undefined) return undefined
@@ -251,7 +250,7 @@ const versions = Effect.gen(function*() {
   const catalog = yield* routeCatalog("read")
   yield* requireVersions(catalog)
   const params = yield* HttpServerRequest.ParsedSearchParams
-  const store = yield* Store
+  const versions = yield* VersionsRepo
   const listed = params.version
   if (listed !== undefined) {
     const numbers = (typeof listed === "string" ? [listed] : listed).flatMap((v) => v.split(","))
@@ -261,7 +260,7 @@ const versions = Effect.gen(function*() {
       if (!/^-?\d+$/.test(n)) return yield* badRequest("version", `version must be an integer, got '${n}'`)
       parsed.push(Number(n))
     }
-    const rows = yield* store.versionsIn(catalog.hrn, parsed).pipe(Effect.orDie)
+    const rows = yield* versions.versionsIn(catalog.hrn, parsed)
     return json(200, { versions: rows.filter((r) => r.version >= catalog.min_version).map(versionInfo) })
   }
   const start = (yield* integerParam(params, "startVersion")) ?? -1
@@ -271,7 +270,7 @@ const versions = Effect.gen(function*() {
   if (end - start > MAX_VERSIONS_PER_CALL) {
     return yield* badRequest("endVersion", `at most ${MAX_VERSIONS_PER_CALL} versions per call; narrow startVersion..endVersion`)
   }
-  const rows = yield* store.versions(catalog.hrn, Math.max(start, catalog.min_version - 1), end).pipe(Effect.orDie)
+  const rows = yield* versions.versions(catalog.hrn, Math.max(start, catalog.min_version - 1), end)
   return json(200, { versions: rows.map(versionInfo) })
 })
 
@@ -294,10 +293,8 @@ const setMinimum = Effect.gen(function*() {
   // Deleting versions is a write to versioned data: both regions of a multi-region catalog must be up.
   const blockedBy = versionedWritesBlockedBy((yield* servedIn(catalog)).placement, (yield* Replicas).down)
   if (blockedBy !== undefined) return yield* versionedWritesRefused(blockedBy)
-  const request = yield* HttpServerRequest.HttpServerRequest
-  const body = yield* request.json.pipe(Effect.catchAll(() => badRequest("body", "the request body is not valid JSON")))
-  const { version } = yield* Schema.decodeUnknown(SetMinimum)(body).pipe(Effect.catchAll(() => badRequest("version", "a body {\"version\": <integer>} is required")))
-  if (yield* raiseMinimum(catalog.hrn, version)) yield* Effect.forkDaemon(collect(catalog.hrn))
+  const { version } = yield* RequestBody.decodeJson(SetMinimum, () => badRequest("version", "a body {\"version\": <integer>} is required"))
+  if (yield* raiseMinimum(catalog.hrn, version)) yield* (yield* Collector).start(catalog.hrn)
   return HttpServerResponse.empty({ status: 204 })
 })
 
@@ -307,7 +304,7 @@ const layerVersions = Effect.gen(function*() {
   const params = yield* HttpServerRequest.ParsedSearchParams
   const version = yield* requiredInteger(params, "version")
   yield* checkVersion(catalog, version)
-  const rows = yield* (yield* Store).layerVersionsAt(catalog.hrn, version).pipe(Effect.orDie)
+  const rows = yield* (yield* VersionsRepo).layerVersionsAt(catalog.hrn, version)
   return json(200, { version, layerVersions: rows })
 })
 

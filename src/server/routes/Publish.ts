@@ -9,8 +9,10 @@ import { initPublication, publicationOf, publicationView, stagePartitions, submi
 import { versionedWritesBlockedBy, versionedWritesRefused } from "../Regions.ts"
 import { Replicas } from "../Replicas.ts"
 import { badRequest, conflict, json } from "../Reply.ts"
-import { type CatalogRow, Store } from "../Store.ts"
+import * as RequestBody from "../RequestBody.ts"
 import { originOf } from "../Views.ts"
+import type { CatalogRow } from "../db/CatalogsRepo.ts"
+import { PublicationsRepo } from "../db/PublicationsRepo.ts"
 
 const MAX_PARTITIONS_PER_REQUEST = 10_000
 
@@ -19,12 +21,6 @@ const InitBody = Schema.Struct({
   versionDependencies: Schema.optional(Schema.Array(Schema.Struct({ hrn: Schema.String, version: Schema.Number, direct: Schema.Boolean })))
 })
 
-const body = <A, I>(schema: Schema.Schema<A, I>) =>
-  Effect.gen(function*() {
-    const request = yield* HttpServerRequest.HttpServerRequest
-    const raw = yield* request.json.pipe(Effect.catchAll(() => badRequest("body", "the request body is not valid JSON")))
-    return yield* Schema.decodeUnknown(schema)(raw).pipe(Effect.catchAll((e) => badRequest("body", e.message)))
-  })
 
 /** A versioned publication of a multi-region catalog is refused while either region is down (rule 8). */
 const checkWritable = (catalog: CatalogRow, kind: string) =>
@@ -37,7 +33,7 @@ const checkWritable = (catalog: CatalogRow, kind: string) =>
 const init = Effect.gen(function*() {
   const catalog = yield* routeCatalog("write")
   const { appId } = yield* Caller
-  const { layerIds, versionDependencies } = yield* body(InitBody)
+  const { layerIds, versionDependencies } = yield* RequestBody.decodeJson(InitBody)
   if (layerIds.length === 0) return yield* badRequest("layerIds", "at least one layer id is required")
   const layers = yield* Effect.forEach(layerIds, (id) => layerOf(catalog, id))
   yield* checkWritable(catalog, layers[0]!.layer_type)
@@ -84,9 +80,9 @@ const cancel = Effect.gen(function*() {
   if (publication.state !== "initialized") {
     return yield* conflict("publication", `publication ${publication.id} is ${publication.state}; only an initialized publication can be cancelled`)
   }
-  const store = yield* Store
-  yield* store.setPublicationState(publication.id, "cancelled", "Publication was cancelled", Date.now()).pipe(Effect.orDie)
-  yield* store.deleteStaged(publication.id).pipe(Effect.orDie)
+  const publications = yield* PublicationsRepo
+  yield* publications.setState(publication.id, "cancelled", "Publication was cancelled", Date.now())
+  yield* publications.deleteStaged(publication.id)
   return HttpServerResponse.empty({ status: 204 })
 })
 
@@ -95,7 +91,7 @@ const upload = Effect.gen(function*() {
   const params = yield* HttpRouter.params
   const layer = yield* layerOf(catalog, decodeSegment(params.layer))
   yield* checkWritable(catalog, publication.kind)
-  const { partitions } = yield* body(PublishPartitions)
+  const { partitions } = yield* RequestBody.decodeJson(PublishPartitions)
   if (partitions.length > MAX_PARTITIONS_PER_REQUEST) {
     return yield* badRequest("partitions", `at most ${MAX_PARTITIONS_PER_REQUEST} partitions per request; send several requests`)
   }

@@ -1,44 +1,60 @@
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
 import { routeLayer } from "../Access.ts"
 import { withCaller } from "../Auth.ts"
 import { partitionEncoder } from "../Listing.ts"
 import { Reads, type Selection } from "../Reads.ts"
 import { badRequest, json } from "../Reply.ts"
+import * as SearchParams from "../SearchParams.ts"
 import { additionalFields, checkVersion } from "./Metadata.ts"
 
 const MAX_IDS = 100
 
 /** `partition` may be repeated or, as the TS SDK's changes-by-id sends it, comma-joined. */
-const partitionIds = (raw: string | ReadonlyArray<string> | undefined) =>
-  [...new Set((typeof raw === "string" ? [raw] : raw ?? []).flatMap((v) => v.split(",")).filter((v) => v !== ""))]
+const PartitionIds = Schema.transform(Schema.Union(Schema.String, Schema.Array(Schema.String)), Schema.Array(Schema.String), {
+  strict: true,
+  decode: (raw) => [...new Set((typeof raw === "string" ? [raw] : raw).flatMap((v) => v.split(",")).filter((v) => v !== ""))],
+  encode: (ids) => ids
+})
+
+/** The query API reads a version that is not an integer as if it were absent. */
+const Version = Schema.transform(SearchParams.Param, Schema.UndefinedOr(Schema.Number), {
+  strict: true,
+  decode: (raw) => (/^-?\d+$/.test(raw) ? Number(raw) : undefined),
+  encode: (version) => (version === undefined ? "" : String(version))
+})
+
+const QueryParams = Schema.Struct({
+  partition: Schema.optionalWith(PartitionIds, { default: () => [] }),
+  version: Schema.optional(Version),
+  startVersion: Schema.optional(Version),
+  endVersion: Schema.optional(Version),
+  sinceTime: Schema.optional(Version)
+})
 
 const byIds = (changes: boolean) =>
   Effect.gen(function*() {
     const { catalog, layer } = yield* routeLayer("read")
     const params = yield* HttpServerRequest.ParsedSearchParams
-    const ids = partitionIds(params.partition)
+    const query = yield* SearchParams.decode(QueryParams, (name) => badRequest(name, `${name} is not valid`))
+    const ids = query.partition
     if (ids.length < 1 || ids.length > MAX_IDS) {
       return yield* badRequest("partition", `between 1 and ${MAX_IDS} partition ids are required, got ${ids.length}`)
     }
     const fields = yield* additionalFields(params)
-    const int = (name: string) => {
-      const v = params[name]
-      return typeof v === "string" && /^-?\d+$/.test(v) ? Number(v) : undefined
-    }
     let selection: Selection
     if (layer.layer_type === "volatile") {
-      selection = changes ? { _tag: "VolatileSince", sinceTime: int("sinceTime") ?? 0 } : { _tag: "Volatile" }
+      selection = changes ? { _tag: "VolatileSince", sinceTime: query.sinceTime ?? 0 } : { _tag: "Volatile" }
     } else if (layer.layer_type === "versioned") {
       if (changes) {
-        const start = int("startVersion")
+        const start = query.startVersion
         if (start === undefined) return yield* badRequest("startVersion", "startVersion is required")
-        const end = int("endVersion") ?? catalog.latest_version
+        const end = query.endVersion ?? catalog.latest_version
         yield* checkVersion(catalog, end, "endVersion")
         selection = { _tag: "Changes", startVersion: start, endVersion: end }
       } else {
-        const version = int("version") ?? catalog.latest_version
+        const version = query.version ?? catalog.latest_version
         yield* checkVersion(catalog, version)
         selection = { _tag: "AtVersion", version }
       }

@@ -2,14 +2,15 @@ import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { randomInt, randomUUID } from "node:crypto"
-import { Effect } from "effect"
+import { Effect, Option, Predicate, Schema } from "effect"
 import { routeLayer, ServedRegion } from "../Access.ts"
-import { AdminStore, type StreamConsumerRow } from "../AdminStore.ts"
 import { Caller, withCaller } from "../Auth.ts"
 import { regionPrefix } from "../Regions.ts"
-import { json, Reply } from "../Reply.ts"
-import type { CatalogRow, LayerRow } from "../Store.ts"
+import { json, Reply, streamError } from "../Reply.ts"
+import * as SearchParams from "../SearchParams.ts"
 import { originOf } from "../Views.ts"
+import type { CatalogRow, LayerRow } from "../db/CatalogsRepo.ts"
+import { type StreamConsumerRow, StreamsRepo } from "../db/StreamsRepo.ts"
 
 /**
  * Stream API v2, enough to consume a stream layer: subscribe, read (`GET .../partitions`), commit
@@ -25,19 +26,7 @@ const MAX_RECORDS = 10_000
 /** The only stream partition of a local stream layer. */
 export const STREAM_PARTITION = 0
 
-/** The stream API's error body `{title, status, code, cause, action, correlationId}`. */
-const streamError = (status: number, title: string, code: string, cause: string, action: string) => {
-  const correlationId = randomUUID()
-  return new Reply({
-    response: json(status, { title, status, code, cause, action, correlationId }, { "x-correlation-id": correlationId })
-  })
-}
 
-type Params = Readonly<Record<string, string | ReadonlyArray<string> | undefined>>
-const one = (params: Params, name: string): string | undefined => {
-  const v = params[name]
-  return typeof v === "string" ? v : v?.[0]
-}
 
 const streamLayer = Effect.gen(function*() {
   const { catalog, layer } = yield* routeLayer("read").pipe(
@@ -52,14 +41,17 @@ const streamLayer = Effect.gen(function*() {
   return { catalog, layer }
 })
 
-const modeOf = (params: Params) =>
-  Effect.gen(function*() {
-    const mode = one(params, "mode") ?? "serial"
-    if (mode !== "serial" && mode !== "parallel") {
-      return yield* streamError(400, "Subscription mode not supported", "E213002", `Subscription mode '${mode}' not supported`, "Retry with valid subscription mode 'serial' or 'parallel'")
-    }
-    return mode
-  })
+/** The query of subscribe and unsubscribe; `mode` is the only one that can be wrong. */
+const SubscriptionParams = Schema.Struct({
+  mode: Schema.optionalWith(SearchParams.Param.pipe(Schema.compose(Schema.Literal("serial", "parallel"))), { default: () => "serial" as const }),
+  subscriptionId: Schema.optional(SearchParams.Param),
+  consumerId: Schema.optional(SearchParams.Param)
+})
+
+const subscriptionParams = SearchParams.decode(SubscriptionParams, (_, params) => {
+  const mode = Schema.decodeUnknownOption(SearchParams.Param)(params.mode).pipe(Option.getOrElse(() => ""))
+  return streamError(400, "Subscription mode not supported", "E213002", `Subscription mode '${mode}' not supported`, "Retry with valid subscription mode 'serial' or 'parallel'")
+})
 
 /** The node of a subscription, in the region it was made in: its consumer reads that region's replica. */
 const nodeBaseUrl = (request: HttpServerRequest.HttpServerRequest, catalog: CatalogRow) =>
@@ -70,13 +62,13 @@ const consumerProperties = Effect.gen(function*() {
   const request = yield* HttpServerRequest.HttpServerRequest
   const text = yield* request.text.pipe(Effect.orElseSucceed(() => ""))
   if (text.trim() === "") return {} as Record<string, unknown>
-  let body: any
+  let body: unknown
   try {
     body = JSON.parse(text)
   } catch {
     return yield* streamError(400, "Invalid request body", "E213001", "The request body is not valid JSON", "Send {kafkaConsumerProperties: {...}} or no body")
   }
-  const props = body?.kafkaConsumerProperties ?? {}
+  const props = (Predicate.hasProperty(body, "kafkaConsumerProperties") ? body.kafkaConsumerProperties : undefined) ?? {}
   if (typeof props !== "object" || props === null) {
     return yield* streamError(400, "Invalid request body", "E213001", "kafkaConsumerProperties must be an object", "Send {kafkaConsumerProperties: {...}} or no body")
   }
@@ -87,12 +79,12 @@ const subscribe = Effect.gen(function*() {
   const { catalog, layer } = yield* streamLayer
   const { appId } = yield* Caller
   const request = yield* HttpServerRequest.HttpServerRequest
-  const params = yield* HttpServerRequest.ParsedSearchParams
-  const mode = yield* modeOf(params)
-  const admin = yield* AdminStore
-  const existingId = one(params, "subscriptionId")
+  const params = yield* subscriptionParams
+  const mode = params.mode
+  const streams = yield* StreamsRepo
+  const existingId = params.subscriptionId
   if (existingId !== undefined) {
-    const consumer = yield* admin.consumer(existingId).pipe(Effect.orDie)
+    const consumer = yield* streams.consumer(existingId)
     if (consumer === undefined || consumer.layer_pk !== layer.pk || consumer.app_id !== appId) return yield* subscriptionNotFound(existingId)
     return json(201, { nodeBaseURL: yield* nodeBaseUrl(request, catalog), subscriptionId: consumer.id })
   }
@@ -106,13 +98,13 @@ const subscribe = Effect.gen(function*() {
     return yield* streamError(400, "Invalid consumer property", "E213005", `max.poll.records must be an integer within 1..${MAX_RECORDS}`, "Correct max.poll.records and retry")
   }
   const group = typeof props["group.id"] === "string" && props["group.id"] !== "" ? (props["group.id"] as string) : "default"
-  const bounds = yield* admin.messageBounds(layer.pk).pipe(Effect.orDie)
-  const committed = yield* admin.committedOffset(layer.pk, appId, group).pipe(Effect.orDie)
+  const bounds = yield* streams.messageBounds(layer.pk)
+  const committed = yield* streams.committedOffset(layer.pk, appId, group)
   const position = committed ?? (reset === "latest" ? bounds.next : bounds.low)
   const serial = `-${randomInt(1_000_000_000, 2_147_483_647)}`
-  const id = mode === "serial" ? serial : `${serial}.${one(params, "consumerId") ?? randomUUID()}`
+  const id = mode === "serial" ? serial : `${serial}.${params.consumerId ?? randomUUID()}`
   const row: StreamConsumerRow = { id, layer_pk: layer.pk, app_id: appId, group_id: group, mode, position, max_records: maxRecords, created: Date.now() }
-  yield* admin.insertConsumer(row).pipe(Effect.orDie)
+  yield* streams.insertConsumer(row)
   return json(201, { nodeBaseURL: yield* nodeBaseUrl(request, catalog), subscriptionId: id }, { "x-correlation-id": randomUUID() })
 })
 
@@ -123,23 +115,22 @@ const subscriptionNotFound = (id: string) =>
 const routeConsumer = Effect.gen(function*() {
   const { catalog, layer } = yield* streamLayer
   const { appId } = yield* Caller
-  const params = yield* HttpServerRequest.ParsedSearchParams
-  const mode = yield* modeOf(params)
-  const admin = yield* AdminStore
-  const id = one(params, "subscriptionId")
+  const { mode, subscriptionId } = yield* subscriptionParams
+  const streams = yield* StreamsRepo
+  const id = subscriptionId
   if (id === undefined && mode === "parallel") {
     return yield* streamError(400, "SubscriptionId not provided", "E213013", "SubscriptionId is mandatory for 'parallel' mode", "Retry with valid subscriptionId")
   }
-  const consumer = id === undefined ? yield* admin.latestConsumer(layer.pk, appId, mode).pipe(Effect.orDie) : yield* admin.consumer(id).pipe(Effect.orDie)
+  const consumer = id === undefined ? yield* streams.latestConsumer(layer.pk, appId, mode) : yield* streams.consumer(id)
   if (consumer === undefined || consumer.layer_pk !== layer.pk || consumer.app_id !== appId) return yield* subscriptionNotFound(id ?? "(serial)")
   return { catalog, layer, consumer }
 })
 
 const read = Effect.gen(function*() {
   const { consumer, layer } = yield* routeConsumer
-  const admin = yield* AdminStore
-  const rows = yield* admin.messagesFrom(layer.pk, consumer.position, consumer.max_records).pipe(Effect.orDie)
-  if (rows.length > 0) yield* admin.setConsumerPosition(consumer.id, rows[rows.length - 1]!.offset + 1).pipe(Effect.orDie)
+  const streams = yield* StreamsRepo
+  const rows = yield* streams.messagesFrom(layer.pk, consumer.position, consumer.max_records)
+  if (rows.length > 0) yield* streams.setConsumerPosition(consumer.id, rows[rows.length - 1]!.offset + 1)
   const messages = rows.map((r) => ({
     metaData: {
       partition: r.partition,
@@ -157,40 +148,42 @@ const read = Effect.gen(function*() {
 const offsetsBody = (layer: LayerRow, allowEnd: boolean) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
-    const body = (yield* request.json.pipe(Effect.orElseSucceed(() => undefined))) as any
-    const offsets = body?.offsets
+    const body: unknown = yield* request.json.pipe(Effect.orElseSucceed(() => undefined))
+    const offsets: unknown = Predicate.hasProperty(body, "offsets") ? body.offsets : undefined
     const bad = (cause: string) => streamError(400, "Invalid offsets", "E213006", cause, "Send {offsets: [{partition, offset}]} with offsets of messages read")
     if (!Array.isArray(offsets) || offsets.length === 0) return yield* bad("offsets must be a non-empty array of {partition, offset}")
-    const bounds = yield* (yield* AdminStore).messageBounds(layer.pk).pipe(Effect.orDie)
-    let last: number | undefined
-    for (const o of offsets) {
-      if (o?.partition !== STREAM_PARTITION) return yield* bad(`partition ${JSON.stringify(o?.partition)} does not exist; layer ${layer.id} has stream partition ${STREAM_PARTITION}`)
-      if (!Number.isInteger(o.offset) || o.offset < 0 || o.offset > bounds.next || (o.offset === bounds.next && !allowEnd)) {
-        return yield* bad(`offset ${JSON.stringify(o.offset)} is not the offset of a message in partition ${STREAM_PARTITION} (0..${bounds.next - 1})`)
+    const bounds = yield* (yield* StreamsRepo).messageBounds(layer.pk)
+    let last = 0
+    for (const o of offsets as ReadonlyArray<unknown>) {
+      const partition = Predicate.hasProperty(o, "partition") ? o.partition : undefined
+      const offset = Predicate.hasProperty(o, "offset") ? o.offset : undefined
+      if (partition !== STREAM_PARTITION) return yield* bad(`partition ${JSON.stringify(partition)} does not exist; layer ${layer.id} has stream partition ${STREAM_PARTITION}`)
+      if (typeof offset !== "number" || !Number.isInteger(offset) || offset < 0 || offset > bounds.next || (offset === bounds.next && !allowEnd)) {
+        return yield* bad(`offset ${JSON.stringify(offset)} is not the offset of a message in partition ${STREAM_PARTITION} (0..${bounds.next - 1})`)
       }
-      last = o.offset
+      last = offset
     }
-    return last!
+    return last
   })
 
 const commit = Effect.gen(function*() {
   const { consumer, layer } = yield* routeConsumer
   const offset = yield* offsetsBody(layer, false)
   // As the platform: the offset given is the last message read; the service adds one.
-  yield* (yield* AdminStore).commitOffset(layer.pk, consumer.app_id, consumer.group_id, offset + 1).pipe(Effect.orDie)
+  yield* (yield* StreamsRepo).commitOffset(layer.pk, consumer.app_id, consumer.group_id, offset + 1)
   return HttpServerResponse.empty({ status: 200, headers: { "x-correlation-id": randomUUID() } })
 })
 
 const seek = Effect.gen(function*() {
   const { consumer, layer } = yield* routeConsumer
   const offset = yield* offsetsBody(layer, true)
-  yield* (yield* AdminStore).setConsumerPosition(consumer.id, offset).pipe(Effect.orDie)
+  yield* (yield* StreamsRepo).setConsumerPosition(consumer.id, offset)
   return HttpServerResponse.empty({ status: 200, headers: { "x-correlation-id": randomUUID() } })
 })
 
 const unsubscribe = Effect.gen(function*() {
   const { consumer } = yield* routeConsumer
-  yield* (yield* AdminStore).deleteConsumer(consumer.id).pipe(Effect.orDie)
+  yield* (yield* StreamsRepo).deleteConsumer(consumer.id)
   return HttpServerResponse.empty({ status: 200 })
 })
 

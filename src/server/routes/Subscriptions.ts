@@ -1,15 +1,17 @@
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { randomBytes, randomUUID } from "node:crypto"
-import { Effect, Either } from "effect"
+import { Effect, Either, ParseResult, Schema } from "effect"
 import * as Hrn from "../../domain/Hrn.ts"
 import { SUBSCRIPTION_TYPES } from "../../domain/Subscription.ts"
 import { decodeSegment } from "../Access.ts"
-import { AdminStore, type SubscriptionRow } from "../AdminStore.ts"
 import { Caller, withCaller } from "../Auth.ts"
-import { gatewayError } from "../../domain/ErrorBody.ts"
-import { badRequest, conflict, json, notFound, Reply } from "../Reply.ts"
+import { badRequest, conflict, forbidden, json, notFound } from "../Reply.ts"
+import * as RequestBody from "../RequestBody.ts"
 import { Reads } from "../Reads.ts"
+import * as SearchParams from "../SearchParams.ts"
+import { transaction } from "../db/Database.ts"
+import { type SubscriptionRow, SubscriptionsRepo } from "../db/SubscriptionsRepo.ts"
 
 /**
  * Config API v1 notification subscriptions on interactive map layers. Create and delete answer 202
@@ -106,18 +108,17 @@ const subscriptionHrnFor = (sourceCatalog: string, name: string) => {
 const create = Effect.gen(function*() {
   const { appId } = yield* Caller
   const key = yield* idempotencyKey
-  const request = yield* HttpServerRequest.HttpServerRequest
-  const body = (yield* request.json.pipe(Effect.catchAll(() => badRequest("body", "the request body is not valid JSON")))) as Json
+  const body = (yield* RequestBody.json) as Json
   const wanted = yield* createRequest(body)
   const fingerprint = JSON.stringify(wanted)
-  const admin = yield* AdminStore
-  const result = yield* admin.withTransaction(Effect.gen(function*() {
-    const remembered = yield* admin.idempotencyKey(appId, "create", key)
+  const subscriptions = yield* SubscriptionsRepo
+  const result = yield* transaction(Effect.gen(function*() {
+    const remembered = yield* subscriptions.idempotencyKey(appId, "create", key)
     if (remembered !== undefined) {
       if (remembered.request !== fingerprint) {
         return yield* conflict("x-idempotency-key", "this x-idempotency-key was used for a different subscription request; use a new key for a new request")
       }
-      return (yield* admin.subscription(remembered.subscription_hrn))!
+      return (yield* subscriptions.byHrn(remembered.subscription_hrn))!
     }
     const source = yield* referencedLayer("sourceCatalog", "sourceLayer", wanted.sourceCatalog, wanted.sourceLayer)
     if (source.layer_type !== "interactivemap") {
@@ -128,17 +129,17 @@ const create = Effect.gen(function*() {
       return yield* badRequest("destinationLayer", `layer '${wanted.destinationLayer}' is a ${destination.layer_type} layer; the destination must be a stream layer`)
     }
     if (!(destination.owns === 1 || (destination.can_read === 1 && destination.can_write === 1))) {
-      return yield* Effect.fail(new Reply({
-        response: json(403, gatewayError("Forbidden", `The destination layer ${destination.hrn}:${wanted.destinationLayer} needs READ and WRITE permission for these credentials, or must have been created by them.`))
-      }))
+      return yield* forbidden(
+        `The destination layer ${destination.hrn}:${wanted.destinationLayer} needs READ and WRITE permission for these credentials, or must have been created by them.`
+      )
     }
-    const duplicate = yield* admin.activeDuplicate(appId, source.hrn, wanted.sourceLayer, destination.hrn, wanted.destinationLayer, wanted.type)
+    const duplicate = yield* subscriptions.activeDuplicate(appId, source.hrn, wanted.sourceLayer, destination.hrn, wanted.destinationLayer, wanted.type)
     if (duplicate !== undefined) {
       return yield* conflict("subscription", `a ${wanted.type} subscription from ${source.hrn}:${wanted.sourceLayer} to ${destination.hrn}:${wanted.destinationLayer} already exists (${duplicate.hrn})`)
     }
     const now = new Date().toISOString()
     const hrn = subscriptionHrnFor(source.hrn, wanted.subscriptionName)
-    yield* admin.insertSubscription({
+    yield* subscriptions.insert({
       hrn,
       owner_app: appId,
       name: wanted.subscriptionName,
@@ -155,9 +156,9 @@ const create = Effect.gen(function*() {
       created: now,
       updated: now
     })
-    yield* admin.rememberIdempotencyKey(appId, "create", key, fingerprint, hrn)
-    return (yield* admin.subscription(hrn))!
-  })).pipe(Effect.catchTag("SqlError", (e) => Effect.die(e)))
+    yield* subscriptions.rememberIdempotencyKey(appId, "create", key, fingerprint, hrn)
+    return (yield* subscriptions.byHrn(hrn))!
+  }))
   return json(202, { statusToken: result.create_token, ...subscriptionView(result) })
 })
 
@@ -168,27 +169,35 @@ const ownSubscription = (includeDeleted: boolean) =>
   Effect.gen(function*() {
     const { appId } = yield* Caller
     const hrn = decodeSegment((yield* HttpRouter.params).subscription)
-    const row = yield* (yield* AdminStore).subscription(hrn).pipe(Effect.orDie)
+    const row = yield* (yield* SubscriptionsRepo).byHrn(hrn)
     if (row === undefined || row.owner_app !== appId || (!includeDeleted && row.state === "deleted")) return yield* subscriptionMissing(hrn)
     return row
   })
 
 const get = Effect.map(ownSubscription(false), (row) => json(200, subscriptionView(row)))
 
+/** A page token is the last row's `seq`, base64url-encoded. */
+const PageToken = Schema.transformOrFail(SearchParams.Param, Schema.Number, {
+  strict: true,
+  decode: (token, _, ast) => {
+    const seq = Number(Buffer.from(token, "base64url").toString("utf8"))
+    return Number.isInteger(seq) && seq >= 0 ? ParseResult.succeed(seq) : ParseResult.fail(new ParseResult.Type(ast, token))
+  },
+  encode: (seq) => ParseResult.succeed(Buffer.from(String(seq)).toString("base64url"))
+})
+
+const ListParams = Schema.Struct({
+  limit: Schema.optionalWith(SearchParams.IntegerParam.pipe(Schema.between(1, MAX_LIMIT)), { default: () => DEFAULT_LIMIT }),
+  pageToken: Schema.optionalWith(PageToken, { default: () => 0 })
+})
+
 const list = Effect.gen(function*() {
   const { appId } = yield* Caller
-  const params = yield* HttpServerRequest.ParsedSearchParams
-  const limitRaw = typeof params.limit === "string" ? params.limit : undefined
-  const limit = limitRaw === undefined ? DEFAULT_LIMIT : Number(limitRaw)
-  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT) return yield* badRequest("limit", `limit must be an integer within 1..${MAX_LIMIT}`)
-  let after = 0
-  if (typeof params.pageToken === "string") {
-    after = Number(Buffer.from(params.pageToken, "base64url").toString("utf8"))
-    if (!Number.isInteger(after) || after < 0) return yield* badRequest("pageToken", "unknown or malformed pageToken")
-  }
-  const rows = yield* (yield* AdminStore).subscriptionsOf(appId, after, limit + 1).pipe(Effect.orDie)
+  const { limit, pageToken: after } = yield* SearchParams.decode(ListParams, (name) =>
+    name === "limit" ? badRequest("limit", `limit must be an integer within 1..${MAX_LIMIT}`) : badRequest("pageToken", "unknown or malformed pageToken"))
+  const rows = yield* (yield* SubscriptionsRepo).ownedBy(appId, after, limit + 1)
   const page = rows.slice(0, limit)
-  const next = rows.length > limit ? { nextPageToken: Buffer.from(String(page[page.length - 1]!.seq)).toString("base64url") } : {}
+  const next = rows.length > limit ? { nextPageToken: Schema.encodeSync(PageToken)(page[page.length - 1]!.seq) } : {}
   return json(200, { limit, items: page.map(subscriptionView), ...next })
 })
 
@@ -196,26 +205,26 @@ const remove = Effect.gen(function*() {
   const { appId } = yield* Caller
   const key = yield* idempotencyKey
   const row = yield* ownSubscription(true)
-  const admin = yield* AdminStore
-  const token = yield* admin.withTransaction(Effect.gen(function*() {
-    const remembered = yield* admin.idempotencyKey(appId, "delete", key)
+  const subscriptions = yield* SubscriptionsRepo
+  const token = yield* transaction(Effect.gen(function*() {
+    const remembered = yield* subscriptions.idempotencyKey(appId, "delete", key)
     if (remembered !== undefined && remembered.subscription_hrn !== row.hrn) {
       return yield* conflict("x-idempotency-key", "this x-idempotency-key was used to delete a different subscription; use a new key for a new request")
     }
-    const current = (yield* admin.subscription(row.hrn))!
+    const current = (yield* subscriptions.byHrn(row.hrn))!
     if (current.state === "deleted") return current.delete_token!
     const deleteToken = randomUUID()
-    yield* admin.markSubscriptionDeleted(row.hrn, deleteToken, new Date().toISOString())
-    if (remembered === undefined) yield* admin.rememberIdempotencyKey(appId, "delete", key, row.hrn, row.hrn)
+    yield* subscriptions.markDeleted(row.hrn, deleteToken, new Date().toISOString())
+    if (remembered === undefined) yield* subscriptions.rememberIdempotencyKey(appId, "delete", key, row.hrn, row.hrn)
     return deleteToken
-  })).pipe(Effect.catchTag("SqlError", (e) => Effect.die(e)))
+  }))
   return json(202, { statusToken: token })
 })
 
 const status = Effect.gen(function*() {
   const { appId } = yield* Caller
   const token = decodeSegment((yield* HttpRouter.params).token)
-  const row = yield* (yield* AdminStore).subscriptionByToken(token).pipe(Effect.orDie)
+  const row = yield* (yield* SubscriptionsRepo).byToken(token)
   if (row === undefined || row.owner_app !== appId) return yield* notFound("statusToken", "no operation is associated with this status token")
   const state = row.delete_token === token ? "deleted" : row.state
   return json(200, { status: state, subscriptionHrn: row.hrn })

@@ -1,0 +1,59 @@
+import * as SqlClient from "@effect/sql/SqlClient"
+import { SqlError } from "@effect/sql/SqlError"
+import * as SqlSchema from "@effect/sql/SqlSchema"
+import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import { Effect, Layer, Option, type Schema } from "effect"
+import * as Migrations from "./Migrations.ts"
+
+/**
+ * The service's SQLite database, migrated before anything uses it (so the read-only connection of
+ * Reads.ts, opened after this layer, always sees the tables).
+ */
+export const layer = (filename: string) =>
+  Layer.effectDiscard(
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql.unsafe("PRAGMA synchronous = NORMAL")
+      yield* sql.unsafe("PRAGMA foreign_keys = OFF")
+      yield* Migrations.run
+    })
+  ).pipe(Layer.provideMerge(SqliteClient.layer({ filename })))
+
+/*
+ * The repositories (db/*Repo.ts) answer `Effect<A>`: the database is the service's own, so a failed
+ * statement or a row that does not decode is a defect (answered 500 by the router), never a
+ * request's error.
+ */
+
+/** Runs `self` in one transaction (nested calls use savepoints); it rolls back when `self` fails or dies. */
+export const transaction = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R | SqlClient.SqlClient> =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql.withTransaction(self).pipe(
+      Effect.catchIf((e): e is SqlError => e instanceof SqlError, (e) => Effect.die(e))
+    ))
+
+interface Query<IA, II, A, AI, E> {
+  readonly Request: Schema.Schema<IA, II>
+  readonly Result: Schema.Schema<A, AI>
+  readonly execute: (request: II) => Effect.Effect<ReadonlyArray<unknown>, E>
+}
+
+const dying = <I, A, E>(query: (request: I) => Effect.Effect<A, E>) => (request: I): Effect.Effect<A> => Effect.orDie(query(request))
+
+/** `SqlSchema.findOne` answering `undefined` when no row matches. */
+export const findOne = <IA, II, A, AI, E>(options: Query<IA, II, A, AI, E>) => {
+  const find = dying(SqlSchema.findOne(options))
+  return (request: IA): Effect.Effect<A | undefined> => Effect.map(find(request), Option.getOrUndefined)
+}
+
+export const findAll = <IA, II, A, AI, E>(options: Query<IA, II, A, AI, E>) => dying(SqlSchema.findAll(options))
+
+export const single = <IA, II, A, AI, E>(options: Query<IA, II, A, AI, E>) => dying(SqlSchema.single(options))
+
+export const write = <IA, II, E>(options: {
+  readonly Request: Schema.Schema<IA, II>
+  readonly execute: (request: II) => Effect.Effect<unknown, E>
+}) => dying(SqlSchema.void(options))
+
+/** A statement whose outcome the caller does not decode (updates, deletes, bulk inserts). */
+export const run = <A, E>(statement: Effect.Effect<A, E>): Effect.Effect<void> => Effect.orDie(Effect.asVoid(statement))

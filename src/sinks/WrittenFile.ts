@@ -1,0 +1,27 @@
+import { Schema } from "effect"
+
+/**
+ * The data files the sinks write, as manifests and checkpoints record them. The writers on the
+ * encoder thread use these types only (`import type`): that thread loads no Effect.
+ */
+
+export const FileFormat = Schema.Literal("parquet", "arrow")
+export type FileFormat = typeof FileFormat.Type
+
+/** `--format`: `both` writes every row to a Parquet and to an Arrow file. */
+export const OutputFormat = Schema.Literal(...FileFormat.literals, "both")
+export type OutputFormat = typeof OutputFormat.Type
+
+/** A finished data file as the manifest lists it; `path` is relative to the export's directory. */
+export const WrittenFile = Schema.Struct({
+  path: Schema.String,
+  format: FileFormat,
+  rows: Schema.Number,
+  bytes: Schema.Number,
+  sha256: Schema.String
+})
+export type WrittenFile = typeof WrittenFile.Type
+
+/** A data file as a writer returns it and a checkpoint or shard manifest records it: on an object store with its ETag, which commit checks. */
+export const RecordedFile = Schema.Struct({ ...WrittenFile.fields, etag: Schema.optional(Schema.String) })
+export type RecordedFile = typeof RecordedFile.Type
