@@ -1,6 +1,5 @@
 import { type Context, Effect, Either, identity, Layer, Option, Schema } from "effect"
 import type * as DataClient from "../src/client/DataClient.ts"
-import { Http } from "../src/client/Http.ts"
 import { MetadataApi } from "../src/client/MetadataApi.ts"
 import { RetryTally } from "../src/client/Retry.ts"
 import * as Hrn from "../src/domain/Hrn.ts"
@@ -16,6 +15,7 @@ import { Counters, tracking } from "../src/export/Progress.ts"
 import { pruneSnapshots } from "../src/export/Snapshots.ts"
 import { exportLocation } from "../src/retention/ExportLocation.ts"
 import { guard } from "../src/retention/Guard.ts"
+import * as Metrics from "../src/telemetry/Metrics.ts"
 
 /** Exports the latest version of each listed layer (volatile layers: a snapshot of their data). */
 export const NightlyJob = Schema.Struct({
@@ -174,6 +174,7 @@ export const runNightly = (job: NightlyJob, run: NightlyRun) =>
         if (built === undefined) clients.set(key, built = yield* Effect.either(Layer.build(layer)))
         return built
       })
+    const retriedBefore = yield* Metrics.retriesSoFar
     // Built up front, one per lookup service, so concurrent layers share them.
     for (const target of job.layers) yield* clientOf(target.catalog)
 
@@ -204,8 +205,7 @@ export const runNightly = (job: NightlyJob, run: NightlyRun) =>
     const { raised, raiseFailure } = job.raiseMinimum === true && outcomes.every((o) => Either.isRight(o.result))
       ? yield* raiseExported(outcomes, job.out, (catalogHrn) => Effect.flatMap(clientOf(catalogHrn), identity))
       : { raised: [], raiseFailure: Option.none() }
-    let retries = 0
-    for (const client of clients.values()) if (Either.isRight(client)) retries += yield* Effect.flatMap(Http, (h) => h.retryCount).pipe(Effect.provide(client.right))
+    const retries = (yield* Metrics.retriesSoFar) - retriedBefore
     /** `raiseFailure`: why raising a minimum was refused or failed (after the exports were committed). */
     return { outcomes, raised, raiseFailure, retries }
   }))

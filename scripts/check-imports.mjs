@@ -15,7 +15,7 @@ const allowed = {
   "src/telemetry": ["src/domain"],
   "src/client": ["src/domain", "src/telemetry"],
   "src/decode": ["src/domain", "src/sinks"],
-  "src/sinks": ["src/domain", "src/decode"],
+  "src/sinks": ["src/domain", "src/decode", "src/telemetry"],
   "src/server": ["src/domain", "src/decode"],
   "src/export": ["src/domain", "src/client", "src/sinks", "src/decode", "src/telemetry"],
   "src/retention": ["src/domain", "src/client", "src/export", "src/sinks"],

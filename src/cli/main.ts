@@ -4,6 +4,7 @@ import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import { Cause, Console, Effect, Exit, Layer } from "effect"
 import { TOOL } from "../domain/Tool.ts"
 import { Encoder } from "../sinks/Encoder.ts"
+import { CrashProbe } from "../telemetry/CrashProbe.ts"
 import * as Telemetry from "../telemetry/Telemetry.ts"
 import { ExitCode, exitCodeOf, interruption, sentenceOf } from "./Exit.ts"
 import { adminCommands } from "./admin.ts"
@@ -58,6 +59,8 @@ const program = cli(process.argv).pipe(
   Effect.provide(Layer.merge(NodeContext.layer, Encoder.auto)),
   // OTLP traces and metrics when OTEL_EXPORTER_OTLP_ENDPOINT asks (loaded only then), flushed at the end.
   Effect.provide(Telemetry.layer),
+  // The kill tests' crash points (CATALOG_EXPORT_CRASH_AT); a no-op otherwise.
+  Effect.provide(CrashProbe.fromEnv),
   // Until a command installs the logger its flags ask for: stderr, never stdout.
   Effect.provide(defaultLoggerLayer)
 )

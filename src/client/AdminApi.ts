@@ -3,9 +3,10 @@ import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import { Context, Duration, Effect, Layer, ParseResult, Schema } from "effect"
 import { Catalog, OperationStatus, StatusLink } from "../domain/Catalog.ts"
 import { ApiClient, joinUrl, segment } from "./ApiClient.ts"
+import { readText } from "./Bodies.ts"
 import { ConfigApi } from "./ConfigApi.ts"
+import { requestUrl } from "./ErrorMapping.ts"
 import { ApiError, CatalogNotFound, redactUrl, ResponseDecodeError } from "./Errors.ts"
-import { readText, requestUrl } from "./Http.ts"
 import { Lookup, type LookupFailure } from "./Lookup.ts"
 
 /**

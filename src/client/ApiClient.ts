@@ -2,15 +2,19 @@ import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import { Context, Effect, Layer, ParseResult, Redacted, Schema, Stream } from "effect"
 import { Auth } from "./Auth.ts"
+import { bodyStream, readBytes, readText } from "./Bodies.ts"
+import { requestUrl } from "./ErrorMapping.ts"
 import { ApiError, type RequestFailure, redactUrl, ResponseDecodeError, TransportError } from "./Errors.ts"
-import { bodyStream, Http, isTransient, readBytes, readText, requestUrl, type SendOptions } from "./Http.ts"
+import { Http, type SendOptions } from "./Http.ts"
 
 /**
  * Authorized requests to the Data APIs: bearer token on every request, retries per the policy,
  * and on a 401 one retry with a freshly issued token.
  */
 
-export interface ResumeOptions {
+export type ResumeFailure = RequestFailure | ResponseDecodeError
+
+export interface ResumeOptions<A = Uint8Array, E = never> {
   /** First byte wanted (default 0) and last byte, inclusive (default: to the end). */
   readonly range?: { readonly start: number; readonly end?: number }
   /**
@@ -20,6 +24,12 @@ export interface ResumeOptions {
   readonly resumeAt?: () => number
   /** Whether the bytes seen form the whole document; a clean end of an incomplete body is a cut too. */
   readonly isComplete?: () => boolean
+  /**
+   * What the bytes become (e.g. the partitions parsed from them). The retry budget starts afresh
+   * whenever one comes through: progress is counted in them, so a body cut again and again before
+   * the next complete element is given up on like any failing request. Default: the bytes.
+   */
+  readonly decode?: (bytes: Stream.Stream<Uint8Array, ResumeFailure>) => Stream.Stream<A, E | ResumeFailure>
 }
 
 export interface ApiClientShape {
@@ -50,11 +60,14 @@ export interface ApiClientShape {
     request: HttpClientRequest.HttpClientRequest,
     options?: SendOptions
   ) => Effect.Effect<HttpClientResponse.HttpClientResponse, RequestFailure>
-  /** Streams the body of a GET; a cut connection continues with `Range: bytes=N-` (206, or 200 with N bytes skipped). */
-  readonly resumable: (
+  /**
+   * Streams the body of a GET (decoded by `options.decode`); a cut connection continues with
+   * `Range: bytes=N-` (206, or 200 with N bytes skipped) under the retry policy.
+   */
+  readonly resumable: <A = Uint8Array, E = never>(
     request: HttpClientRequest.HttpClientRequest,
-    options?: ResumeOptions
-  ) => Stream.Stream<Uint8Array, RequestFailure | ResponseDecodeError>
+    options?: ResumeOptions<A, E>
+  ) => Stream.Stream<A, E | ResumeFailure>
 }
 
 export class ApiClient extends Context.Tag("catalog-export/client/ApiClient")<ApiClient, ApiClientShape>() {
@@ -113,81 +126,77 @@ export class ApiClient extends Context.Tag("catalog-export/client/ApiClient")<Ap
       const discard = (request: HttpClientRequest.HttpClientRequest, options?: SendOptions) =>
         use(request, (response) => Effect.as(Effect.ignore(response.arrayBuffer), response), options)
 
-      const resumable = (request: HttpClientRequest.HttpClientRequest, options: ResumeOptions = {}) =>
-        Stream.unwrap(
-          Effect.gen(function* () {
-            const session = yield* http.retrySession
-            const first = options.range?.start ?? 0
-            const last = options.range?.end
-            let delivered = first
-            let expectedEnd: number | undefined // exclusive
-            let lastResumeAt = -1
-            const resumeAt = options.resumeAt ?? (() => delivered)
-            const isComplete = options.isComplete ?? (() => expectedEnd === undefined || delivered >= expectedEnd)
+      const resumable = <A = Uint8Array, E = never>(request: HttpClientRequest.HttpClientRequest, options: ResumeOptions<A, E> = {}) =>
+        Stream.suspend(() => {
+          const first = options.range?.start ?? 0
+          const last = options.range?.end
+          let delivered = first
+          let expectedEnd: number | undefined // exclusive
+          let attempts = 0
+          const resumeAt = options.resumeAt ?? (() => delivered)
+          const isComplete = options.isComplete ?? (() => expectedEnd === undefined || delivered >= expectedEnd)
+          // Without `decode`, A is its default, Uint8Array.
+          const decode = options.decode ?? ((bytes) => bytes as unknown as Stream.Stream<A, ResumeFailure>)
 
-            const from = (offset: number): Stream.Stream<Uint8Array, RequestFailure | ResponseDecodeError> =>
-              Stream.unwrap(
-                Effect.gen(function* () {
-                  const ranged =
-                    offset > 0 || last !== undefined
-                      ? HttpClientRequest.setHeader(request, "range", `bytes=${offset}-${last ?? ""}`)
-                      : request
-                  const response = yield* execute(ranged)
-                  const start = response.status === 206 ? contentRangeStart(response.headers["content-range"]) : 0
-                  if (start === undefined || start > offset) {
-                    yield* Effect.ignore(response.arrayBuffer)
-                    return yield* new ResponseDecodeError({
-                      method: ranged.method,
-                      url: redactUrl(requestUrl(ranged)),
-                      status: response.status,
-                      reason: `asked for bytes from ${offset}, got Content-Range "${response.headers["content-range"] ?? ""}"`
-                    })
-                  }
-                  expectedEnd = expectedEndOf(response, start, last)
-                  delivered = offset
-                  let skip = offset - start
-                  const body = bodyStream(response).pipe(
-                    Stream.map((chunk) => {
-                      if (skip > 0) {
-                        const dropped = Math.min(skip, chunk.length)
-                        skip -= dropped
-                        chunk = chunk.subarray(dropped)
-                      }
-                      if (expectedEnd !== undefined && delivered + chunk.length > expectedEnd) {
-                        chunk = chunk.subarray(0, Math.max(0, expectedEnd - delivered))
-                      }
-                      delivered += chunk.length
-                      return chunk
-                    }),
-                    Stream.filter((chunk) => chunk.length > 0)
+          /** One request for the bytes from `offset` on; ending before the document is complete is a cut. */
+          const from = (offset: number): Stream.Stream<Uint8Array, ResumeFailure> =>
+            Stream.unwrap(
+              Effect.gen(function* () {
+                const ranged =
+                  offset > 0 || last !== undefined
+                    ? HttpClientRequest.setHeader(request, "range", `bytes=${offset}-${last ?? ""}`)
+                    : request
+                const response = yield* execute(ranged)
+                const start = response.status === 206 ? contentRangeStart(response.headers["content-range"]) : 0
+                if (start === undefined || start > offset) {
+                  yield* Effect.ignore(response.arrayBuffer)
+                  return yield* new ResponseDecodeError({
+                    method: ranged.method,
+                    url: redactUrl(requestUrl(ranged)),
+                    status: response.status,
+                    reason: `asked for bytes from ${offset}, got Content-Range "${response.headers["content-range"] ?? ""}"`
+                  })
+                }
+                expectedEnd = expectedEndOf(response, start, last)
+                delivered = offset
+                let skip = offset - start
+                const body = bodyStream(response).pipe(
+                  Stream.map((chunk) => {
+                    if (skip > 0) {
+                      const dropped = Math.min(skip, chunk.length)
+                      skip -= dropped
+                      chunk = chunk.subarray(dropped)
+                    }
+                    if (expectedEnd !== undefined && delivered + chunk.length > expectedEnd) {
+                      chunk = chunk.subarray(0, Math.max(0, expectedEnd - delivered))
+                    }
+                    delivered += chunk.length
+                    return chunk
+                  }),
+                  Stream.filter((chunk) => chunk.length > 0)
+                )
+                return Stream.concat(
+                  body,
+                  Stream.suspend(() =>
+                    isComplete() ? Stream.empty : Stream.fail(transportCut(ranged, "the response ended before the document was complete"))
                   )
-                  return body.pipe(
-                    Stream.concat(
-                      Stream.suspend(() =>
-                        isComplete() ? Stream.empty : Stream.fail(transportCut(ranged, "the response ended before the document was complete"))
-                      )
-                    ),
-                    Stream.catchAll((error) =>
-                      Stream.unwrap(
-                        Effect.gen(function* () {
-                          if (!isTransient(error)) return yield* Effect.fail(error)
-                          const next = resumeAt()
-                          if (next > lastResumeAt) {
-                            lastResumeAt = next
-                            yield* session.reset
-                          }
-                          yield* session.backoff(error)
-                          yield* Effect.logDebug("resuming a cut download").pipe(Effect.annotateLogs({ url: error.url, offset: next }))
-                          return from(next)
-                        })
-                      )
-                    )
-                  )
-                })
+                )
+              })
+            )
+
+          // Each attempt after the first continues where the last one's usable bytes ended.
+          const attempt = Stream.suspend(() => {
+            if (attempts++ === 0) return decode(from(first))
+            const offset = resumeAt()
+            return Stream.unwrap(
+              Effect.as(
+                Effect.logDebug("resuming a cut download").pipe(Effect.annotateLogs({ url: redactUrl(requestUrl(request)), offset })),
+                decode(from(offset))
               )
-            return from(first)
+            )
           })
-        )
+          return http.retryingStream(attempt)
+        })
 
       return ApiClient.of({ use, execute, json, bytes, discard, resumable })
     })

@@ -2,9 +2,11 @@ import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import { Clock, Context, Deferred, Effect, Layer, Redacted, Ref } from "effect"
 import { randomBytes } from "node:crypto"
 import * as OAuth1 from "../domain/OAuth1.ts"
+import { readText } from "./Bodies.ts"
 import { Credentials, type CredentialsShape } from "./Credentials.ts"
+import { parseHttpDate } from "./ErrorMapping.ts"
 import { ApiError, AuthError, redactUrl, type RegionUnavailable, type RetryBudgetExhausted, type TransportError } from "./Errors.ts"
-import { Http, parseHttpDate, readText } from "./Http.ts"
+import { Http } from "./Http.ts"
 
 /**
  * Access tokens from HERE Account (OAuth 1.0a signed client-credentials grant). One token serves all

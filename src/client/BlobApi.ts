@@ -5,9 +5,10 @@ import { ApiClient, joinUrl, segment } from "./ApiClient.ts"
 import { Auth } from "./Auth.ts"
 import { BlobFetcher, type BlobFetcherOptions } from "./BlobFetcher.ts"
 import { ApiError, type ResponseDecodeError } from "./Errors.ts"
-import { Http, HttpOptions } from "./Http.ts"
+import { Http } from "./Http.ts"
+import { HttpOptions } from "./HttpOptions.ts"
 import { Lookup, type LookupFailure } from "./Lookup.ts"
-import { outageLimit, retryLimits, RetryPolicy, RetryTally } from "./Retry.ts"
+import { logRetry, outageLimit, recordRetry, retryLimits, RetryPolicy, RetryTally } from "./Retry.ts"
 
 /**
  * Blob API v1 (`blob`) and Volatile Blob API v1 (`volatile-blob`): two services with the same
@@ -151,10 +152,9 @@ const makeBlobApi = (apiName: "blob" | "volatile-blob") =>
               userAgent: httpOptions.userAgent,
               token: () => promise(token),
               refreshToken: (stale) => promise(Effect.zipRight(Redacted.value(current) === stale ? auth.invalidate(current) : Effect.void, token)),
-              onRetry: ({ reason, ...retry }) => {
-                http.recordRetry(reason)
-                tally.retried(reason)
-                Runtime.runFork(runtime)(Effect.logDebug("retrying request").pipe(Effect.annotateLogs({ method: "GET", ...retry })))
+              onRetry: (step) => {
+                recordRetry(tally, step)
+                Runtime.runFork(runtime)(logRetry(step))
               },
               ...(Metrics.requestTiming.enabled ? { onAnswered: Metrics.blobAnswered } : {})
             })

@@ -1,7 +1,8 @@
 import type { Dispatcher } from "undici"
-import { ApiError, redactUrl, RegionUnavailable, RetryBudgetExhausted, type TransportError } from "./Errors.ts"
-import { apiErrorFrom, describeFailure, REDIRECT_STATUSES, redirectOf, transportFailure } from "./Http.ts"
-import { isOutage, isRetriableStatus, type RetryLimits, retryDelay, retryReason } from "./Retry.ts"
+import { apiErrorFrom, type HttpFailure, transportFailure } from "./ErrorMapping.ts"
+import type { ApiError } from "./Errors.ts"
+import { REDIRECT_STATUSES, redirectOf, redirectRefused } from "./Redirects.ts"
+import { gaveUp, isRetriableStatus, nextRetry, type RetryCount, type Retrying, type RetryLimits } from "./Retry.ts"
 
 /**
  * The hot path of an export: many small blob GETs with `concurrency` in flight, driving undici's
@@ -9,9 +10,10 @@ import { isOutage, isRetriableStatus, type RetryLimits, retryDelay, retryReason 
  * small object, which is also undici's handler of its requests, collecting the body chunks and handing
  * the bytes to `onBlob` synchronously. Everything the general client does per request happens here
  * too, with the same rules: bearer token (taken afresh for a retry, renewed once after a 401),
- * redirects without credentials across origins, the retry policy of Retry.ts (408/429/5xx, resets, cut
- * bodies, Retry-After, a budget per request), error answers as ApiError. Effect wraps it per chunk of
- * listed partitions (BlobApi.fetcher).
+ * redirects without credentials across origins (Redirects.ts), the retry policy of Retry.ts
+ * (`nextRetry`, the one the client's Schedule is built from: 408/429/5xx, resets, cut bodies,
+ * Retry-After, a budget per request, the outage limit), error answers as ApiError (ErrorMapping.ts).
+ * Effect wraps it per chunk of listed partitions (BlobApi.fetcher).
  */
 
 export interface BlobFetcherOptions<T> {
@@ -31,7 +33,8 @@ export interface BlobFetcherOptions<T> {
   readonly token: () => Promise<string>
   /** A token other than `stale`, after the service answered 401 to it. */
   readonly refreshToken: (stale: string) => Promise<string>
-  readonly onRetry?: (retry: { readonly url: string; readonly failure: string; readonly reason: string; readonly attempt: number; readonly delayMs: number }) => void
+  /** Before each wait for a retry (rare: never per blob on a healthy service). */
+  readonly onRetry?: (retry: Retrying) => void
   /** When given, milliseconds from sending a request to its whole answer (or its failure), for every request: a plain call, no allocation. */
   readonly onAnswered?: (ms: number) => void
   /** While this says so, no new request starts (the writer is behind); call `resume` when it changes. */
@@ -45,7 +48,7 @@ const EMPTY = new Uint8Array(0)
  * wrapper, no headers parsed on success). A blob has one request at a time; a retry, a redirect or a
  * new token starts the next one after the previous ended.
  */
-class Download<T extends { readonly dataHandle: string }> implements Dispatcher.DispatchHandler {
+class Download<T extends { readonly dataHandle: string }> implements Dispatcher.DispatchHandler, RetryCount {
   origin = ""
   path = ""
   /** Whether this request carries the token: only to the blob API's origin, never back to it after a detour elsewhere. */
@@ -57,7 +60,7 @@ class Download<T extends { readonly dataHandle: string }> implements Dispatcher.
   abort: ((reason?: Error) => void) | undefined = undefined
   retries = 0
   outages = 0
-  firstFailureAt = 0
+  startedAt = 0
   redirects = 0
   refreshedToken = false
   timer: ReturnType<typeof setTimeout> | undefined = undefined
@@ -236,16 +239,8 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
   private redirect(download: Download<T>, location: string): void {
     const redirect = redirectOf("GET", download.status, download.href, location)
     if (redirect === undefined || download.redirects >= this.options.maxRedirects) {
-      return this.fail(
-        new ApiError({
-          status: download.status,
-          method: "GET",
-          url: redactUrl(download.href),
-          title: redirect === undefined ? "Invalid redirect" : "Too many redirects",
-          detail: redirect === undefined ? "the Location header is not a URL" : `more than ${this.options.maxRedirects} redirects`
-        }),
-        download.item
-      )
+      const refused = redirectRefused("GET", download.href, download.status, redirect === undefined ? "invalid" : "too many", this.options.maxRedirects)
+      return this.fail(refused, download.item)
     }
     download.redirects++
     this.send(download, redirect.url.origin, redirect.url.pathname + redirect.url.search, download.authorized && !redirect.dropAuthorization)
@@ -269,32 +264,16 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
     this.restart(download, this.options.refreshToken(stale).catch((failure) => Promise.reject(failure ?? error)))
   }
 
-  private retry(download: Download<T>, error: ApiError | TransportError): void {
-    const limit = this.options.outageLimit
-    if (limit !== undefined) {
-      download.outages = isOutage(error) ? download.outages + 1 : 0
-      if (download.outages >= limit) {
-        return this.fail(new RegionUnavailable({ method: "GET", url: error.url, failures: download.outages, lastError: error }), download.item)
-      }
-    }
-    const now = Date.now()
-    if (download.retries === 0) download.firstFailureAt = now
-    const elapsed = now - download.firstFailureAt
-    const delay = retryDelay(this.options.limits, download.retries, elapsed, error._tag === "ApiError" ? error.retryAfterMs : undefined, Math.random())
-    if (delay === undefined) {
-      return this.fail(
-        new RetryBudgetExhausted({ method: "GET", url: error.url, retries: download.retries, elapsedMs: elapsed, lastError: error }),
-        download.item
-      )
-    }
-    download.retries++
+  private retry(download: Download<T>, error: HttpFailure): void {
+    const step = nextRetry(this.options.limits, this.options.outageLimit, download, error, Date.now(), Math.random())
+    if (step._tag !== "Retry") return this.fail(gaveUp(error, step), download.item)
     download.redirects = 0
-    this.options.onRetry?.({ url: error.url, failure: describeFailure(error), reason: retryReason(error), attempt: download.retries, delayMs: delay })
+    this.options.onRetry?.(step)
     // A retry may come after the token it started with has expired: it takes the current one.
     download.timer = setTimeout(() => {
       download.timer = undefined
       this.restart(download, this.options.token())
-    }, delay)
+    }, step.delayMs)
   }
 
   private fail(error: unknown, item?: T): void {

@@ -2,8 +2,9 @@ import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import { Cache, Context, Data, Duration, Effect, Exit, Layer, ParseResult, Schema } from "effect"
 import { ApiEntries, type ApiEntry } from "../domain/Lookup.ts"
 import { ApiClient } from "./ApiClient.ts"
+import { readText } from "./Bodies.ts"
+import { requestUrl } from "./ErrorMapping.ts"
 import { ApiError, ApiNotFound, CatalogNotFound, type RequestFailure, redactUrl, ResponseDecodeError } from "./Errors.ts"
-import { readText, requestUrl } from "./Http.ts"
 
 /**
  * Service discovery: base URLs per (catalog, api, version) from the lookup API, cached for the

@@ -12,7 +12,7 @@ import {
 } from "../domain/Partition.ts"
 import { ApiClient, joinUrl, segment } from "./ApiClient.ts"
 import { redactUrl, ResponseDecodeError } from "./Errors.ts"
-import { requestUrl } from "./Http.ts"
+import { requestUrl } from "./ErrorMapping.ts"
 import { Lookup, type LookupFailure } from "./Lookup.ts"
 import { MalformedListing, PartitionsScanner } from "./PartitionsParser.ts"
 
@@ -86,13 +86,14 @@ export class MetadataApi extends Context.Tag("catalog-export/client/MetadataApi"
           const scanner = new PartitionsScanner()
           const malformed = (reason: string) =>
             new ResponseDecodeError({ method: "GET", url: redactUrl(requestUrl(request)), status: 200, reason })
-          return api.resumable(request, { resumeAt: () => scanner.rewind(), isComplete: () => scanner.done }).pipe(
-            Stream.mapConcatEffect((bytes) =>
-              Effect.try({
-                try: () => scanner.feed(bytes).map(toPartition),
-                catch: (e) => malformed(e instanceof MalformedListing || e instanceof InvalidPartition ? e.message : String(e))
-              })
-            ),
+          const parse = Stream.mapConcatEffect((bytes: Uint8Array) =>
+            Effect.try({
+              try: () => scanner.feed(bytes).map(toPartition),
+              catch: (e) => malformed(e instanceof MalformedListing || e instanceof InvalidPartition ? e.message : String(e))
+            })
+          )
+          // Progress is a partition parsed: a listing cut again and again inside one element is given up on.
+          return api.resumable(request, { resumeAt: () => scanner.rewind(), isComplete: () => scanner.done, decode: parse }).pipe(
             Stream.concat(
               Stream.suspend(() => {
                 const next = scanner.next

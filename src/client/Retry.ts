@@ -1,10 +1,14 @@
-import { Context, Duration, FiberRef, Layer } from "effect"
-import { ApiError, TransportError } from "./Errors.ts"
+import { Channel, Chunk, Context, Duration, Effect, FiberRef, Layer, Random, Schedule, ScheduleDecision, ScheduleInterval, Stream } from "effect"
+import * as Metrics from "../telemetry/Metrics.ts"
+import { describeFailure, type HttpFailure } from "./ErrorMapping.ts"
+import { ApiError, RegionUnavailable, RetryBudgetExhausted, TransportError } from "./Errors.ts"
 
 /**
- * The retry policy of every request, in one place: which failures are transient, and how long to
- * wait before the next attempt. The general client (Http.ts) and the blob fetcher (BlobFetcher.ts)
- * both decide with `retryDelay`.
+ * The retry policy of every request, in one place: which failures are transient, how long to wait
+ * before the next attempt (full-jitter exponential backoff, or the server's Retry-After), and when
+ * to give up (retries, time spent retrying, an outage in a multi-region export). `nextRetry` is the
+ * policy; `retrySchedule` applies it to effects and streams (Http.ts) and the blob fetcher, which
+ * runs no Effect per blob, calls it directly (BlobFetcher.ts).
  */
 
 export interface RetryPolicyShape {
@@ -47,7 +51,7 @@ export const retryLimits = (policy: RetryPolicyShape): RetryLimits => ({
 export const isRetriableStatus = (status: number) => status === 408 || status === 429 || (status >= 500 && status <= 599)
 
 /** 408, 429, 5xx, and transport failures other than DNS, TLS and invalid requests. */
-export const isTransient = (error: unknown): error is ApiError | TransportError =>
+export const isTransient = (error: unknown): error is HttpFailure =>
   (error instanceof ApiError && isRetriableStatus(error.status)) || (error instanceof TransportError && error.retriable)
 
 /** A failure that looks like the serving region is down: 5xx, or no (complete) answer at all. Not 408 or 429. */
@@ -57,7 +61,7 @@ export const isOutage = (error: unknown): boolean =>
 /**
  * Outage failures in a row after which a request gives up with RegionUnavailable instead of retrying
  * on, for code that has another region to turn to (an export of a multi-region catalog sets it
- * around its run); undefined everywhere else. Read once per failing request, never per success.
+ * around its run); undefined everywhere else. Read once per failure, never per success.
  */
 export const outageLimit: FiberRef.FiberRef<number | undefined> = FiberRef.unsafeMake<number | undefined>(undefined)
 
@@ -78,8 +82,63 @@ export const retryDelay = (
   return retries >= limits.maxRetries || elapsedMs + delay > limits.maxElapsedMs ? undefined : delay
 }
 
+/** The failures of one request so far (since its budget last started afresh). */
+export interface RetryCount {
+  retries: number
+  /** Outage failures in a row. */
+  outages: number
+  /** When the first failure came, in epoch milliseconds. */
+  startedAt: number
+}
+
+/** What the policy says after a failure: wait `delayMs` and try again, or stop (and why). */
+export type RetryStep =
+  | { readonly _tag: "Retry"; readonly error: HttpFailure; readonly attempt: number; readonly delayMs: number }
+  | { readonly _tag: "Permanent" }
+  | { readonly _tag: "Exhausted"; readonly error: HttpFailure; readonly retries: number; readonly elapsedMs: number }
+  | { readonly _tag: "Outage"; readonly error: HttpFailure; readonly failures: number }
+
+export type Retrying = Extract<RetryStep, { readonly _tag: "Retry" }>
+
+const PERMANENT: RetryStep = { _tag: "Permanent" }
+
+/**
+ * The policy's answer to `error` at `now`, counting it into `count` (updated in place): `Retry` after
+ * `retryDelay`, or why not. `maxOutages`: the failing request's `outageLimit`.
+ */
+export const nextRetry = (
+  limits: RetryLimits,
+  maxOutages: number | undefined,
+  count: RetryCount,
+  error: unknown,
+  now: number,
+  random: number
+): RetryStep => {
+  if (!isTransient(error)) return PERMANENT
+  count.outages = isOutage(error) ? count.outages + 1 : 0
+  if (maxOutages !== undefined && count.outages >= maxOutages) return { _tag: "Outage", error, failures: count.outages }
+  if (count.retries === 0) count.startedAt = now
+  const elapsedMs = now - count.startedAt
+  const delayMs = retryDelay(limits, count.retries, elapsedMs, error._tag === "ApiError" ? error.retryAfterMs : undefined, random)
+  if (delayMs === undefined) return { _tag: "Exhausted", error, retries: count.retries, elapsedMs }
+  count.retries++
+  return { _tag: "Retry", error, attempt: count.retries, delayMs }
+}
+
+/** What a request that stopped retrying after `step` fails with: the error itself, or why the policy gave up on it. */
+export const gaveUp = <E>(error: E, step: RetryStep): E | RetryBudgetExhausted | RegionUnavailable => {
+  switch (step._tag) {
+    case "Exhausted":
+      return new RetryBudgetExhausted({ method: step.error.method, url: step.error.url, retries: step.retries, elapsedMs: step.elapsedMs, lastError: step.error })
+    case "Outage":
+      return new RegionUnavailable({ method: step.error.method, url: step.error.url, failures: step.failures, lastError: step.error })
+    default:
+      return error
+  }
+}
+
 /** A low-cardinality name of a transient failure, for counting retries: the status, or the transport error's code. */
-export const retryReason = (error: ApiError | TransportError): string =>
+export const retryReason = (error: HttpFailure): string =>
   error._tag === "ApiError" ? String(error.status) : error.code ?? "transport"
 
 export interface RetryObserver {
@@ -87,9 +146,71 @@ export interface RetryObserver {
 }
 
 /**
- * Where the retries of the requests a fiber makes are counted besides the client's total: one
+ * Where the retries of the requests a fiber makes are counted besides the run's metric: one
  * export's counters (its progress bar and run report), provided around that export.
  */
 export class RetryTally extends Context.Reference<RetryTally>()("catalog-export/client/RetryTally", {
   defaultValue: (): RetryObserver => ({ retried: () => {} })
 }) {}
+
+/** Counts a retry: the run's metric (by reason) and the export's tally. */
+export const recordRetry = (tally: RetryObserver, step: Retrying): void => {
+  const reason = retryReason(step.error)
+  Metrics.retried(reason)
+  tally.retried(reason)
+}
+
+/** The debug log line of a retry. */
+export const logRetry = (step: Retrying) =>
+  Effect.logDebug("retrying request").pipe(
+    Effect.annotateLogs({ method: step.error.method, url: step.error.url, failure: describeFailure(step.error), attempt: step.attempt, delayMs: step.delayMs })
+  )
+
+const observe = (step: RetryStep) =>
+  step._tag === "Retry" ? Effect.zipRight(Effect.map(RetryTally, (tally) => recordRetry(tally, step)), logRetry(step)) : Effect.void
+
+/**
+ * The policy as a Schedule over failures: it continues after `delayMs` while `nextRetry` says Retry
+ * (counting and logging each retry), and its last output says why it stopped (`gaveUp`). The outage
+ * limit is the failing fiber's; the jitter comes from Effect's Random.
+ */
+export const retrySchedule = (limits: RetryLimits): Schedule.Schedule<RetryStep, unknown> =>
+  Schedule.makeWithState<RetryCount, unknown, RetryStep>({ retries: 0, outages: 0, startedAt: 0 }, (now, error, state) =>
+    Effect.zipWith(FiberRef.get(outageLimit), Random.next, (maxOutages, random) => {
+      const count = { ...state }
+      const step = nextRetry(limits, maxOutages, count, error, now, random)
+      const decision = step._tag === "Retry" ? ScheduleDecision.continueWith(ScheduleInterval.after(now + step.delayMs)) : ScheduleDecision.done
+      return [count, step, decision] as const
+    })).pipe(Schedule.tapOutput(observe))
+
+/** Runs `effect` again on transient failures under `schedule`; gives up as `gaveUp` says. */
+export const retryEffect = (schedule: Schedule.Schedule<RetryStep, unknown>) =>
+<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | RetryBudgetExhausted | RegionUnavailable, R> =>
+  Effect.retryOrElse(effect, schedule, (error, step) => Effect.fail(gaveUp(error, step)))
+
+/**
+ * Runs `stream` again from its start on transient failures under `schedule`; the budget starts
+ * afresh whenever an element comes through (Stream.retry), so progress is what the elements are.
+ */
+export const retryStream = (schedule: Schedule.Schedule<RetryStep, unknown>) =>
+<A, E, R>(stream: Stream.Stream<A, E, R>): Stream.Stream<A, E | RetryBudgetExhausted | RegionUnavailable, R> =>
+  Stream.suspend(() => {
+    let last: RetryStep = PERMANENT
+    const remembered = Schedule.tapOutput(schedule, (step) => Effect.sync(() => void (last = step)))
+    return stream.pipe(
+      Stream.pipeThroughChannel(nonEmptyChunks<A, E>()),
+      Stream.retry(remembered),
+      Stream.mapError((error) => gaveUp(error, last))
+    )
+  })
+
+// Stream.retry starts its schedule afresh on every chunk that passes, and most operators pass
+// empty ones on (a filter that kept nothing, bytes that completed no element): those are no progress.
+const nonEmptyChunks = <A, E>(): Channel.Channel<Chunk.Chunk<A>, Chunk.Chunk<A>, E, E, unknown, unknown> => {
+  const loop: Channel.Channel<Chunk.Chunk<A>, Chunk.Chunk<A>, E, E, unknown, unknown> = Channel.readWithCause({
+    onInput: (chunk: Chunk.Chunk<A>) => (Chunk.isEmpty(chunk) ? loop : Channel.zipRight(Channel.write(chunk), loop)),
+    onFailure: Channel.failCause,
+    onDone: Channel.succeed
+  })
+  return loop
+}

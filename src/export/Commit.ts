@@ -1,7 +1,7 @@
 import { Effect, Option } from "effect"
 import type { Destination } from "../sinks/Destination.ts"
 import { TOOL } from "../domain/Tool.ts"
-import { crashPoint } from "./CrashHook.ts"
+import { CrashProbe } from "../telemetry/CrashProbe.ts"
 import { exportSummary, sameDecoding } from "./Decoding.ts"
 import { OutputConflict, ShardsUnfinished } from "./Errors.ts"
 import { advanceState, type Manifest, MANIFEST, readManifest } from "./Manifest.ts"
@@ -94,9 +94,10 @@ export const commit = (dest: Destination, plan: Plan) =>
       finishedAt: new Date().toISOString(),
       tool: { name: TOOL.name, version: TOOL.version }
     }
-    yield* crashPoint("manifest")
+    const probe = yield* CrashProbe
+    probe.reached("manifest")
     yield* writeJson(dest, `${dir}/${MANIFEST}`, manifest)
-    yield* crashPoint("committed")
+    probe.reached("committed")
     // The cursor before the tidying, which removes the plan: a commit run again finds the manifest and nothing left to do.
     if (plan.layerType === "versioned") yield* advanceCursor(dest, plan, manifest.finishedAt)
     yield* tidyCommitted(dest, dir, manifest)

@@ -7,8 +7,8 @@ import type { ParquetCompression } from "../sinks/ParquetCodecs.ts"
 import type { OutputFormat } from "../sinks/WrittenFile.ts"
 import type { RowBatch } from "../sinks/RowBatch.ts"
 import type { EncoderError } from "../sinks/Encoder.ts"
+import { CrashProbe } from "../telemetry/CrashProbe.ts"
 import { commit, committed } from "./Commit.ts"
-import { crashPointSync } from "./CrashHook.ts"
 import { type DecodeRequest, type Decoding, exportSummary, prepareDecoding, sameDecoding } from "./Decoding.ts"
 import * as Fetch from "./Fetch.ts"
 import { listPart } from "./Listing.ts"
@@ -244,6 +244,7 @@ const transfer = (
     // Per part: its rows, and the spans of its fetch (until its last blob arrived) and its write (until its files are complete).
     const tally = new Map<number, { listed: number; accepted: number; ended: boolean; fetch: Tracer.Span; write: Tracer.Span }>()
     const clock = yield* Effect.clock
+    const probe = yield* CrashProbe
     const partFetched = (part: number) => {
       const t = tally.get(part)!
       t.fetch.attribute("export.partitions", t.accepted)
@@ -317,7 +318,7 @@ const transfer = (
               const fetched: Array<Partition> = []
               t.listed += listed.length
               for (const p of listed) {
-                crashPointSync("listed")
+                probe.reached("listed")
                 // An empty data handle is a deleted partition: a row without data, nothing to fetch.
                 if (p.dataHandle === "") accept(part, p, 0, null)
                 else fetched.push(p)

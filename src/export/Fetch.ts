@@ -4,7 +4,7 @@ import { Effect, Runtime } from "effect"
 import { BlobApi, type BlobFailure, VolatileBlobApi } from "../client/BlobApi.ts"
 import { ApiError } from "../client/Errors.ts"
 import type { Partition } from "../domain/Partition.ts"
-import { crashPointSync } from "./CrashHook.ts"
+import { CrashProbe } from "../telemetry/CrashProbe.ts"
 import { IntegrityError } from "./Errors.ts"
 import type { Plan } from "./Plan.ts"
 
@@ -60,6 +60,7 @@ export const stage = (plan: Plan, options: FetchOptions) =>
   Effect.gen(function*() {
     const blobs = plan.layerType === "volatile" ? yield* VolatileBlobApi : yield* BlobApi
     const runtime = yield* Effect.runtime<never>()
+    const probe = yield* CrashProbe
     const gzip = plan.contentEncoding === "gzip"
     const attempts = new Map<Partition, number>()
     // `offer` waits while more than `high` blobs are queued, until no more than `low` are.
@@ -99,7 +100,7 @@ export const stage = (plan: Plan, options: FetchOptions) =>
         if (data === undefined) return fetcher.push([partition], part)
         if (attempts.size > 0) attempts.delete(partition)
         options.onBlob(part, partition, stored.byteLength, data)
-        crashPointSync("fetched")
+        probe.reached("fetched")
         if (waiting.length > 0 && fetcher.pending <= low) wake()
       },
       onFailure: (error, item) => {

@@ -3,7 +3,7 @@ import type { Destination } from "../sinks/Destination.ts"
 import type { EncoderError, EncoderWorkload } from "../sinks/Encoder.ts"
 import * as RollingWriter from "../sinks/RollingWriter.ts"
 import { type RowBatch, RowBatchBuilder } from "../sinks/RowBatch.ts"
-import { crashPoint, crashPointSync } from "./CrashHook.ts"
+import { CrashProbe, type CrashProbeShape } from "../telemetry/CrashProbe.ts"
 import { type Checkpoint, checkpointKey } from "./Checkpoints.ts"
 import { type Decoding, partSummary } from "./Decoding.ts"
 import { writeJson } from "./Json.ts"
@@ -12,7 +12,7 @@ import { writeJson } from "./Json.ts"
  * The files of one part being written (`PartWriter`); what a finished part leaves is in Checkpoints.ts.
  */
 
-export interface PartWriterOptions extends Omit<RollingWriter.Options, "dir" | "shard" | "onRenamed" | "decode"> {
+export interface PartWriterOptions extends Omit<RollingWriter.Options, "dir" | "shard" | "decode"> {
   /** Rows collected before they are handed to the encoder. */
   readonly batchBytes: number
   /** Decode the blobs (`--decode`); absent: the raw columns. */
@@ -36,7 +36,8 @@ export class PartWriter {
     private readonly dest: Destination,
     private readonly dir: string,
     private readonly writer: RollingWriter.RollingWriter,
-    private readonly options: PartWriterOptions
+    private readonly options: PartWriterOptions,
+    private readonly probe: CrashProbeShape
   ) {
     // Room for a full batch and the blob that fills it, so the buffer rarely grows.
     this.batch = new RowBatchBuilder(options.batchBytes + 64 * 1024)
@@ -44,9 +45,10 @@ export class PartWriter {
 
   /** `run` names this run's files apart from any other run's. */
   static open = (dest: Destination, dir: string, part: number, run: string, options: PartWriterOptions, workload: EncoderWorkload) =>
-    Effect.map(
-      RollingWriter.make({ ...options, dir: dest.at(dir), shard: `${part}-${run}`, onRenamed: () => crashPointSync("renamed"), workload, decode: options.decoding?.settings }),
-      (writer) => new PartWriter(part, dest, dir, writer, options)
+    Effect.zipWith(
+      RollingWriter.make({ ...options, dir: dest.at(dir), shard: `${part}-${run}`, workload, decode: options.decoding?.settings }),
+      CrashProbe,
+      (writer, probe) => new PartWriter(part, dest, dir, writer, options, probe)
     )
 
   add(partition: string, version: number, dataHandle: string, dataSize: number | null, checksum: string | null, data: Uint8Array | null): void {
@@ -68,7 +70,7 @@ export class PartWriter {
 
   /** Hands a batch to the encoder thread. */
   write(batch: RowBatch): Effect.Effect<void, EncoderError> {
-    return Effect.zipRight(this.writer.write(batch), crashPoint("written"))
+    return Effect.map(this.writer.write(batch), () => this.probe.reached("written"))
   }
 
   /** Completes the part's files and makes them visible, then records them in its checkpoint. */
@@ -87,7 +89,7 @@ export class PartWriter {
       ...(identity === undefined || decoded === undefined ? {} : { decode: partSummary(identity, decoded, this.partitions, this.deleted) })
     }
     yield* writeJson(this.dest, checkpointKey(this.dir, this.part), checkpoint)
-    yield* crashPoint("checkpoint")
+    this.probe.reached("checkpoint")
     return checkpoint
   })
 }

@@ -2,6 +2,7 @@ import { Effect, type Scope } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type { DecodeCounts, DecodeSettings } from "../decode/Decoder.ts"
+import { CrashProbe } from "../telemetry/CrashProbe.ts"
 import { publish } from "./Destination.ts"
 import { Encoder, type EncoderError, type EncoderWorkload } from "./Encoder.ts"
 import type { Settings } from "./Files.ts"
@@ -33,8 +34,6 @@ export interface Options {
   readonly rowGroupBytes?: number
   /** Parquet `created_by`; default "catalog-export" */
   readonly createdBy?: string
-  /** Called after each file is visible under its final name (the export's crash test hook). */
-  readonly onRenamed?: (file: string) => void
   /** What the rows are like: the Encoder decides by it where to encode them. */
   readonly workload?: EncoderWorkload
   /** Decode the blobs into columns (`--decode`); absent: the raw columns. */
@@ -122,6 +121,7 @@ export const make: (options: Options) => Effect.Effect<RollingWriter, EncoderErr
       })
     }
     const encoder = yield* Encoder
+    const probe = yield* CrashProbe
 
     let failure: EncoderError | undefined
     let finishing = false
@@ -153,7 +153,7 @@ export const make: (options: Options) => Effect.Effect<RollingWriter, EncoderErr
           const written: Array<RecordedFile> = []
           for (const file of completed) {
             const etag = yield* publish(settings.dir, file)
-            options.onRenamed?.(remote ? `${settings.dir}/${file.path}` : path.join(settings.dir, file.path))
+            probe.reached("renamed")
             const { path: name, format, rows, bytes, sha256 } = file
             written.push({ path: name, format, rows, bytes, sha256, ...(etag === undefined ? {} : { etag }) })
           }

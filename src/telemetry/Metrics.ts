@@ -1,4 +1,4 @@
-import { Effect, Metric, MetricBoundaries, MetricKey, type MetricLabel, Schedule } from "effect"
+import { Effect, Metric, MetricBoundaries, MetricKey, MetricLabel, MetricState, Schedule } from "effect"
 
 /**
  * The metrics of a run, in Effect's metric registry, which the OTLP exporter (Otlp.ts) sends when
@@ -17,7 +17,9 @@ export const bytes = Metric.counter("catalog_export.bytes", {
   incremental: true
 })
 
-const retries = Metric.counter("catalog_export.retries", {
+const RETRIES = "catalog_export.retries"
+
+const retries = Metric.counter(RETRIES, {
   description: "Requests retried after a transient failure, by reason (the HTTP status, or the transport error code)",
   incremental: true
 })
@@ -50,13 +52,13 @@ export const blobAnswered = (ms: number): void => blobRequests.unsafeUpdate(ms /
 /** One API request's response headers arrived after `ms`. */
 export const apiAnswered = (ms: number): void => apiRequests.unsafeUpdate(ms / 1000, NO_TAGS)
 
-const retriesBy = new Map<string, Metric.Metric.Counter<number>>()
+/** One request retried, for `reason` (Retry.ts `retryReason`): a plain call, as the blob fetcher runs no Effect. */
+export const retried = (reason: string): void => retries.unsafeUpdate(1, [MetricLabel.make("reason", reason)])
 
-export const retried = (reason: string): void => {
-  let counter = retriesBy.get(reason)
-  if (counter === undefined) retriesBy.set(reason, counter = Metric.tagged(retries, "reason", reason))
-  counter.unsafeUpdate(1, NO_TAGS)
-}
+/** Retries this process counted so far, every reason: what a run retried is the difference over it. */
+export const retriesSoFar: Effect.Effect<number> = Effect.map(Metric.snapshot, (pairs) =>
+  pairs.reduce((n, { metricKey, metricState }) =>
+    metricKey.name === RETRIES && MetricState.isCounterState(metricState) ? n + Number(metricState.count) : n, 0))
 
 interface Observed {
   readonly catalog: string

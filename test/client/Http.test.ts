@@ -3,8 +3,11 @@ import { describe, expect, it } from "@effect/vitest"
 import { Chunk, Effect, Exit, Fiber, TestClock } from "effect"
 import { inspect } from "node:util"
 import { ApiError, RegionUnavailable, RetryBudgetExhausted, TransportError } from "../../src/client/Errors.ts"
-import { Http, type HttpOptionsShape, readText, type RetryPolicyShape } from "../../src/client/Http.ts"
-import { outageLimit } from "../../src/client/Retry.ts"
+import { readText } from "../../src/client/Bodies.ts"
+import { Http } from "../../src/client/Http.ts"
+import type { HttpOptionsShape } from "../../src/client/HttpOptions.ts"
+import { outageLimit, type RetryPolicyShape, RetryTally } from "../../src/client/Retry.ts"
+import * as Metrics from "../../src/telemetry/Metrics.ts"
 import { json, testServer } from "./support.ts"
 
 const stack = (retry: Partial<RetryPolicyShape> = {}, http: Partial<HttpOptionsShape> = {}) =>
@@ -18,6 +21,15 @@ const getText = (url: string) =>
     const http = yield* Http
     return yield* http.retrying(Effect.flatMap(http.send(HttpClientRequest.get(url)), readText))
   })
+
+/** Counts the retries of the requests `effect` makes, by reason, as an export's counters do. */
+const tallied = <A, E, R>(effect: Effect.Effect<A, E, R>) => {
+  const byReason: Record<string, number> = {}
+  return {
+    byReason,
+    effect: Effect.provideService(effect, RetryTally, { retried: (reason) => void (byReason[reason] = (byReason[reason] ?? 0) + 1) })
+  }
+}
 
 const failureOf = <A, E>(exit: Exit.Exit<A, E>): E => {
   if (Exit.isSuccess(exit)) throw new Error(`expected a failure, got ${String(exit.value)}`)
@@ -36,7 +48,7 @@ const untilSleeping = Effect.gen(function* () {
 })
 
 describe("Http retries", () => {
-  it.scoped("retries 429, 503 and a reset connection, then succeeds; counts the retries", () =>
+  it.scoped("retries 429, 503 and a reset connection, then succeeds; counts the retries in the metric and the export's tally", () =>
     Effect.gen(function* () {
       let n = 0
       const server = yield* testServer((req, res) => {
@@ -49,8 +61,9 @@ describe("Http retries", () => {
         }
         json(res, 200, { ok: true })
       })
-      const http = yield* Http
-      const fiber = yield* Effect.fork(getText(`${server.origin}/x`))
+      const before = yield* Metrics.retriesSoFar
+      const tally = tallied(getText(`${server.origin}/x`))
+      const fiber = yield* Effect.fork(tally.effect)
       // jittered waits of at most 1, 2 and 4 ms on the TestClock
       while (fiber.unsafePoll() === null) {
         yield* TestClock.adjust("10 millis")
@@ -58,7 +71,9 @@ describe("Http retries", () => {
       }
       expect(yield* Fiber.join(fiber)).toBe(`{"ok":true}`)
       expect(server.requests).toHaveLength(4)
-      expect(yield* http.retryCount).toBe(3)
+      expect((yield* Metrics.retriesSoFar) - before).toBe(3)
+      expect(tally.byReason).toMatchObject({ "429": 1, "503": 1 })
+      expect(Object.values(tally.byReason).reduce((a, b) => a + b)).toBe(3)
     }).pipe(Effect.provide(stack()))
   )
 
@@ -86,6 +101,7 @@ describe("Http retries", () => {
 
   it.scopedLive("does not retry 400, 401, 403 or 404", () =>
     Effect.gen(function* () {
+      const before = yield* Metrics.retriesSoFar
       for (const status of [400, 401, 403, 404]) {
         const server = yield* testServer((_req, res) => json(res, status, { title: "No", status }))
         const error = failureOf(yield* Effect.exit(getText(`${server.origin}/x`)))
@@ -93,7 +109,7 @@ describe("Http retries", () => {
         expect((error as ApiError).status).toBe(status)
         expect(server.requests).toHaveLength(1)
       }
-      expect(yield* (yield* Http).retryCount).toBe(0)
+      expect((yield* Metrics.retriesSoFar) - before).toBe(0)
     }).pipe(Effect.provide(stack()))
   )
 

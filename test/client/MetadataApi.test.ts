@@ -3,7 +3,7 @@ import { Chunk, Deferred, Effect, Exit, Stream } from "effect"
 import type { ServerResponse } from "node:http"
 import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
-import { ResponseDecodeError } from "../../src/client/Errors.ts"
+import { ResponseDecodeError, RetryBudgetExhausted, TransportError } from "../../src/client/Errors.ts"
 import { MetadataApi } from "../../src/client/MetadataApi.ts"
 import type { Partition } from "../../src/domain/Partition.ts"
 import { CATALOG, CATALOG_ID, json, listingDocument, withPlatform } from "./support.ts"
@@ -183,6 +183,37 @@ describe("MetadataApi.partitions", () => {
           const partitions = yield* list({ version: 7 })
           expect(partitions.map((p) => p.partition)).toEqual(makePartitions(1000).map((p) => p.partition))
           expect(server.requests.filter((r) => r.url.startsWith("/metadata/")).length).toBeGreaterThan(10)
+        })
+    )
+  })
+
+  it.scopedLive("a listing cut again and again before the next partition is complete gives up with RetryBudgetExhausted (bytes are no progress)", () => {
+    const doc = listingDocument(makePartitions(100))
+    const stuckAt = doc.indexOf(`,{"partition":"p3"`)
+    return withPlatform(
+      (url, req, res) => {
+        if (!url.pathname.endsWith("/layers/roads/partitions")) return false
+        const start = req.headers.range === undefined ? 0 : Number(/bytes=(\d+)-/.exec(req.headers.range)![1])
+        const headers =
+          start === 0
+            ? { "content-length": doc.length }
+            : { "content-range": `bytes ${start}-${doc.length - 1}/${doc.length}`, "content-length": doc.length - start }
+        // The first answer breaks off inside p3, every later one 10 bytes after where it resumes.
+        sendThenCut(res, start === 0 ? 200 : 206, headers, doc.slice(start, start === 0 ? stuckAt + 10 : start + 10))
+      },
+      (server) =>
+        Effect.gen(function* () {
+          const seen: Array<string> = []
+          const metadata = yield* MetadataApi
+          const error = failureOf(
+            yield* Effect.exit(Stream.runForEach(metadata.partitions(CATALOG, "roads", { version: 7 }), (p) => Effect.sync(() => void seen.push(p.partition))))
+          )
+          expect(seen).toEqual(["p0", "p1", "p2"])
+          expect(error).toBeInstanceOf(RetryBudgetExhausted)
+          expect((error as RetryBudgetExhausted).retries).toBe(5)
+          expect((error as RetryBudgetExhausted).lastError).toBeInstanceOf(TransportError)
+          const ranges = server.requests.filter((r) => r.url.startsWith("/metadata/")).map((r) => r.headers.range)
+          expect(ranges).toEqual([undefined, ...Array.from({ length: 5 }, () => `bytes=${stuckAt}-`)])
         })
     )
   })

@@ -1,6 +1,6 @@
 /**
- * SIGKILL at every stage of an export (the CLI's test hook CATALOG_EXPORT_CRASH_AT=<point>:<n>, see
- * src/export/CrashHook.ts): after each kill nothing looks finished, every file left with a final name
+ * SIGKILL at every stage of an export (the CLI's crash probe CATALOG_EXPORT_CRASH_AT=<point>:<n>, see
+ * src/telemetry/CrashProbe.ts): after each kill nothing looks finished, every file left with a final name
  * is a complete file, and the next run ends with output identical, row for row, to an undisturbed
  * run, without fetching again the blobs of parts already committed to a checkpoint.
  */
