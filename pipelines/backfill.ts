@@ -3,12 +3,12 @@ import { ConfigApi } from "../src/client/ConfigApi.ts"
 import { ApiError } from "../src/client/Errors.ts"
 import { MetadataApi } from "../src/client/MetadataApi.ts"
 import * as Hrn from "../src/domain/Hrn.ts"
+import { tidyCommitted } from "../src/export/Commit.ts"
 import { InvalidLayerId, LayerNotExportable, LayerNotVersioned, NotFound } from "../src/export/Errors.ts"
 import type { ExportOptions } from "../src/export/Export.ts"
 import { regionsOf } from "../src/export/Failover.ts"
 import { ExportSettings, PositiveInt } from "../src/export/JobConfig.ts"
 import { runExport } from "../src/export/Lazy.ts"
-import { tidyCommitted } from "../src/export/Commit.ts"
 import { type Manifest, readManifest } from "../src/export/Manifest.ts"
 import { exportDir, makePlan, versionBounds } from "../src/export/Plan.ts"
 import { Counters, tracking } from "../src/export/Progress.ts"
@@ -37,7 +37,12 @@ export type VersionOutcome =
     readonly bytes: number
     readonly elapsedMs: number
     /** decoding exports: what decoding made of the version */
-    readonly decode?: { readonly kind: string; readonly rows: number; readonly decoded: number; readonly failed: number }
+    readonly decode?: {
+      readonly kind: string
+      readonly rows: number
+      readonly decoded: number
+      readonly failed: number
+    }
   }
   | { readonly version: number; readonly status: "already-exported" }
   /** Versions `version..through` hold the layer's state of version `since`, which is exported: nothing new to export. */
@@ -47,7 +52,12 @@ export type VersionOutcome =
   /** Versions `version..through` were deleted (below the minimum version) and have no export here. */
   | { readonly version: number; readonly through: number; readonly status: "below-minimum"; readonly minimum: number }
   /** Versions `version..through` are past the latest version. */
-  | { readonly version: number; readonly through: number; readonly status: "not-yet-published"; readonly latest: number }
+  | {
+    readonly version: number
+    readonly through: number
+    readonly status: "not-yet-published"
+    readonly latest: number
+  }
 
 export interface BackfillTotals {
   exported: number
@@ -79,7 +89,9 @@ export interface BackfillRequest {
 
 /** A manifest's decode counts, for the outcome of a version. */
 export const decodeCounts = (m: Manifest) =>
-  m.decode === undefined ? {} : { decode: { kind: m.decode.kind, rows: m.decode.rows, decoded: m.decode.decoded, failed: m.decode.failed } }
+  m.decode === undefined
+    ? {}
+    : { decode: { kind: m.decode.kind, rows: m.decode.rows, decoded: m.decode.decoded, failed: m.decode.failed } }
 
 type Ranged = Extract<VersionOutcome, { readonly through: number }>
 const sameRange = (a: Ranged, b: VersionOutcome) =>
@@ -97,7 +109,14 @@ const orderedReporter = (report: (outcome: VersionOutcome) => Effect.Effect<void
   let pending: Ranged | undefined
   const count = (o: VersionOutcome) => {
     const n = "through" in o ? o.through - o.version + 1 : 1
-    const key = ({ "exported": "exported", "already-exported": "alreadyExported", "unchanged": "unchanged", "no-data": "noData", "below-minimum": "belowMinimum", "not-yet-published": "notYetPublished" } as const)[o.status]
+    const key = ({
+      "exported": "exported",
+      "already-exported": "alreadyExported",
+      "unchanged": "unchanged",
+      "no-data": "noData",
+      "below-minimum": "belowMinimum",
+      "not-yet-published": "notYetPublished"
+    } as const)[o.status]
     totals[key] += n
   }
   const emitPending = Effect.suspend(() => {
@@ -124,10 +143,11 @@ const orderedReporter = (report: (outcome: VersionOutcome) => Effect.Effect<void
   return {
     /** A slot for the next outcome, in version order. */
     reserve: () => slots.push(undefined) - 1,
-    settle: (slot: number, outcome: VersionOutcome) => Effect.suspend(() => {
-      slots[slot] = outcome
-      return flush
-    }),
+    settle: (slot: number, outcome: VersionOutcome) =>
+      Effect.suspend(() => {
+        slots[slot] = outcome
+        return flush
+      }),
     end: Effect.zipRight(flush, emitPending)
   }
 }
@@ -149,19 +169,36 @@ export const runBackfill = (request: BackfillRequest, report: (outcome: VersionO
     const catalog = yield* (yield* ConfigApi).getCatalog(catalogHrn)
     const layer = catalog.layers.find((l) => l.id === request.layer)
     if (layer === undefined) {
-      return yield* new NotFound({ what: "layer", message: `Catalog ${catalogHrn} has no layer '${request.layer}' (its layers: ${catalog.layers.map((l) => l.id).join(", ") || "none"}).` })
+      return yield* new NotFound({
+        what: "layer",
+        message: `Catalog ${catalogHrn} has no layer '${request.layer}' (its layers: ${
+          catalog.layers.map((l) => l.id).join(", ") || "none"
+        }).`
+      })
     }
     if (layer.layerType === "volatile") return yield* new LayerNotVersioned({ catalogHrn, layerId: layer.id })
-    if (layer.layerType !== "versioned") return yield* new LayerNotExportable({ catalogHrn, layerId: layer.id, layerType: layer.layerType })
+    if (layer.layerType !== "versioned") {
+      return yield* new LayerNotExportable({ catalogHrn, layerId: layer.id, layerType: layer.layerType })
+    }
     const regions = yield* regionsOf(catalogHrn, catalog.replication, request.region, false)
 
-    const totals: BackfillTotals = { exported: 0, alreadyExported: 0, unchanged: 0, noData: 0, belowMinimum: 0, notYetPublished: 0 }
+    const totals: BackfillTotals = {
+      exported: 0,
+      alreadyExported: 0,
+      unchanged: 0,
+      noData: 0,
+      belowMinimum: 0,
+      notYetPublished: 0
+    }
     const reporter = orderedReporter(report, totals)
     const dest = yield* destination(request.export.out)
-    const dirOf = (version: number) => exportDir({ catalogId: catalog.id, layerId: layer.id, layerType: "versioned", version })
+    const dirOf = (version: number) =>
+      exportDir({ catalogId: catalog.id, layerId: layer.id, layerType: "versioned", version })
     /** Versions whose state this run leaves exported: committed before, or to be exported now. */
     const held = new Set<number>()
-    let changeCheck: string | undefined = request.everyVersion === true ? "every version is exported (--every-version)" : undefined
+    let changeCheck: string | undefined = request.everyVersion === true
+      ? "every version is exported (--every-version)"
+      : undefined
     /** The version in which the layer last changed at `version`; none when it has no data; undefined when not known. */
     const lastChange = (version: number) =>
       changeCheck !== undefined
@@ -172,7 +209,8 @@ export const runBackfill = (request: BackfillRequest, report: (outcome: VersionO
             Effect.sync(() => {
               // 400: the version was deleted meanwhile; its export says so. Else the service has no layerVersions.
               if (e.status !== 400) {
-                changeCheck = `the service does not tell in which versions the layer changed (layerVersions answered ${e.status}), so every version is exported`
+                changeCheck =
+                  `the service does not tell in which versions the layer changed (layerVersions answered ${e.status}), so every version is exported`
               }
               return undefined
             }))
@@ -198,7 +236,12 @@ export const runBackfill = (request: BackfillRequest, report: (outcome: VersionO
         // Published since the run started?
         bounds = yield* versionBounds(catalogHrn)
         if (version > bounds.latest) {
-          yield* reporter.settle(slot, { version, through: request.to, status: "not-yet-published", latest: bounds.latest })
+          yield* reporter.settle(slot, {
+            version,
+            through: request.to,
+            status: "not-yet-published",
+            latest: bounds.latest
+          })
           break
         }
       }
@@ -233,19 +276,36 @@ export const runBackfill = (request: BackfillRequest, report: (outcome: VersionO
         const counters = new Counters()
         const exported = yield* Effect.gen(function*() {
           const plan = yield* makePlan({ catalog: catalogHrn, layer: layer.id, version, parts: request.parts })
-          return yield* tracking(plan, `${catalogHrn} ${layer.id} v${version}`, counters, runExport(plan, options, counters))
+          return yield* tracking(
+            plan,
+            `${catalogHrn} ${layer.id} v${version}`,
+            counters,
+            runExport(plan, options, counters)
+          )
         }).pipe(
-          Effect.withSpan("Export.layer", { attributes: { "catalog.hrn": catalogHrn, "layer.id": layer.id, "export.version": version } }),
+          Effect.withSpan("Export.layer", {
+            attributes: { "catalog.hrn": catalogHrn, "layer.id": layer.id, "export.version": version }
+          }),
           // Deleted while it was being exported (the minimum was raised meanwhile): reported, not fatal.
           Effect.catchAll((error) =>
-            Effect.flatMap(versionBounds(catalogHrn), (now) => (version < now.minimum ? Effect.succeed(now.minimum) : Effect.fail(error)))
+            Effect.flatMap(
+              versionBounds(catalogHrn),
+              (now) => (version < now.minimum ? Effect.succeed(now.minimum) : Effect.fail(error))
+            )
           )
         )
         yield* reporter.settle(
           slot,
           typeof exported === "number"
             ? { version, through: version, status: "below-minimum", minimum: exported }
-            : { version, status: "exported", partitions: exported.manifest.partitions, bytes: exported.manifest.bytes, elapsedMs: Date.now() - started, ...decodeCounts(exported.manifest) }
+            : {
+              version,
+              status: "exported",
+              partitions: exported.manifest.partitions,
+              bytes: exported.manifest.bytes,
+              elapsedMs: Date.now() - started,
+              ...decodeCounts(exported.manifest)
+            }
         )
       }), { concurrency: atOnce, discard: true })
     yield* reporter.end

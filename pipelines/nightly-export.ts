@@ -3,12 +3,12 @@ import type * as DataClient from "../src/client/DataClient.ts"
 import { MetadataApi } from "../src/client/MetadataApi.ts"
 import { RetryTally } from "../src/client/Retry.ts"
 import * as Hrn from "../src/domain/Hrn.ts"
+import type { DecodeRequest } from "../src/export/Decoding.ts"
 import { InvalidLayerId } from "../src/export/Errors.ts"
 import type { ExportResult } from "../src/export/Export.ts"
 import { type Failover, regionsFor, versionMissing, withFailover } from "../src/export/Failover.ts"
 import { planExport, type Planned } from "../src/export/Incremental.ts"
 import { DecodeConfig, decodeRequest, ExportSettings, PositiveInt, writeSettingsOf } from "../src/export/JobConfig.ts"
-import type { DecodeRequest } from "../src/export/Decoding.ts"
 import { runExport } from "../src/export/Lazy.ts"
 import { versionBounds } from "../src/export/Plan.ts"
 import { Counters, tracking } from "../src/export/Progress.ts"
@@ -36,7 +36,12 @@ export const NightlyJob = Schema.Struct({
 })
 export type NightlyJob = typeof NightlyJob.Type
 
-export type LayerResult = ExportResult | { readonly _tag: "UpToDate"; readonly catalogHrn: string; readonly layerId: string; readonly version: number }
+export type LayerResult = ExportResult | {
+  readonly _tag: "UpToDate"
+  readonly catalogHrn: string
+  readonly layerId: string
+  readonly version: number
+}
 
 export interface LayerOutcome {
   readonly catalog: string
@@ -99,7 +104,14 @@ export const exportLayer = (
       let ran = false
       const attempt = (region: string | undefined) =>
         Effect.gen(function*() {
-          planned ??= yield* planExport({ catalog: target.catalog, layer: target.layer, version: settings.version, mode: settings.mode, out: settings.out, parts: settings.parts })
+          planned ??= yield* planExport({
+            catalog: target.catalog,
+            layer: target.layer,
+            version: settings.version,
+            mode: settings.mode,
+            out: settings.out,
+            parts: settings.parts
+          })
             .pipe(Effect.withSpan("Export.plan"))
           if (planned._tag === "UpToDate") return planned as LayerResult
           const plan = planned.plan
@@ -118,7 +130,10 @@ export const exportLayer = (
       const blocker = () => {
         const plan = planned?._tag === "Planned" ? planned.plan : undefined
         return plan?.layerType === "versioned"
-          ? Effect.map(versionMissing(plan.catalogHrn, plan.version), Option.map((why) => `version ${plan.version} is not readable there (${why})`))
+          ? Effect.map(
+            versionMissing(plan.catalogHrn, plan.version),
+            Option.map((why) => `version ${plan.version} is not readable there (${why})`)
+          )
           : Effect.succeed(Option.none<string>())
       }
       return yield* withFailover(regions, attempt, blocker, (f) => void (failover = f))
@@ -128,7 +143,16 @@ export const exportLayer = (
       Effect.either
     )
     const counters = acrossAttempts(attempts)
-    return { catalog: target.catalog, layer: target.layer, result, note, pruned, failover, elapsedMs: Date.now() - started, counters } satisfies LayerOutcome
+    return {
+      catalog: target.catalog,
+      layer: target.layer,
+      result,
+      note,
+      pruned,
+      failover,
+      elapsedMs: Date.now() - started,
+      counters
+    } satisfies LayerOutcome
   })
 
 /**
@@ -154,7 +178,9 @@ export interface NightlyRun {
    * The Data API client for a catalog, and the key (its lookup URL) under which layers share one:
    * each catalog's HRN implies its own lookup service unless one is configured.
    */
-  readonly clientFor: (catalog: string) => { readonly key: string; readonly layer: Layer.Layer<DataClient.DataClient, unknown> }
+  readonly clientFor: (
+    catalog: string
+  ) => { readonly key: string; readonly layer: Layer.Layer<DataClient.DataClient, unknown> }
   /** Called when a layer's plan falls back (e.g. to a full export), before it is exported. */
   readonly onNote?: (catalog: string, layer: string, note: string) => Effect.Effect<void>
 }
@@ -195,10 +221,21 @@ export const runNightly = (job: NightlyJob, run: NightlyRun) =>
       Effect.gen(function*() {
         const client = yield* clientOf(target.catalog)
         if (Either.isLeft(client)) {
-          return { ...target, result: Either.left(client.left), note: undefined, pruned: [], elapsedMs: 0, counters: new Counters() } satisfies LayerOutcome
+          return {
+            ...target,
+            result: Either.left(client.left),
+            note: undefined,
+            pruned: [],
+            elapsedMs: 0,
+            counters: new Counters()
+          } satisfies LayerOutcome
         }
-        const onNote = run.onNote === undefined ? undefined : (note: string) => run.onNote!(target.catalog, target.layer, note)
-        return yield* exportLayer(target, { ...settings, decode: decodeRequest(job, target) }, onNote).pipe(Effect.provide(client.right))
+        const onNote = run.onNote === undefined
+          ? undefined
+          : (note: string) => run.onNote!(target.catalog, target.layer, note)
+        return yield* exportLayer(target, { ...settings, decode: decodeRequest(job, target) }, onNote).pipe(
+          Effect.provide(client.right)
+        )
       }), { concurrency: atOnce })
 
     // The exports stay committed when a raise is refused; the next run decides again.

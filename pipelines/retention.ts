@@ -32,7 +32,9 @@ export type RetentionJob = typeof RetentionJob.Type
 export const policyOfJob = (job: RetentionJob, file: string): Effect.Effect<Policy, JobConfigError> => {
   const given = [job.keepLast, job.olderThan, job.minimum].filter((v) => v !== undefined).length
   if (given !== 1) {
-    return Effect.fail(new JobConfigError({ message: `Job config ${file}: give exactly one of keepLast, olderThan, minimum.` }))
+    return Effect.fail(
+      new JobConfigError({ message: `Job config ${file}: give exactly one of keepLast, olderThan, minimum.` })
+    )
   }
   if (job.keepLast !== undefined) return Effect.succeed({ _tag: "KeepLast", count: job.keepLast })
   if (job.minimum !== undefined) return Effect.succeed({ _tag: "Minimum", version: job.minimum })
@@ -64,15 +66,21 @@ export interface RetentionPlan {
  * delete the last version (the service refuses that too), below the current minimum it would mean
  * undeleting versions that are gone.
  */
-const checkExplicitMinimum = (catalogHrn: string, version: number, bounds: { readonly latest: number; readonly minimum: number }) =>
+const checkExplicitMinimum = (
+  catalogHrn: string,
+  version: number,
+  bounds: { readonly latest: number; readonly minimum: number }
+) =>
   version > bounds.latest
     ? new RetentionRefused({
-      message: `Refusing to set the minimum version of ${catalogHrn} to ${version}: the latest version is ${bounds.latest}, and the last version ` +
+      message:
+        `Refusing to set the minimum version of ${catalogHrn} to ${version}: the latest version is ${bounds.latest}, and the last version ` +
         `of a catalog can never be deleted. Give --minimum ${bounds.latest} at most (it keeps only version ${bounds.latest}).`
     })
     : version < bounds.minimum
     ? new RetentionRefused({
-      message: `Refusing to set the minimum version of ${catalogHrn} to ${version}: it is already ${bounds.minimum}, and the minimum version ` +
+      message:
+        `Refusing to set the minimum version of ${catalogHrn} to ${version}: it is already ${bounds.minimum}, and the minimum version ` +
         `never moves down (versions below ${bounds.minimum} are deleted for good).`
     })
     : Effect.void
@@ -86,14 +94,21 @@ export const planRetention = (request: RetentionRequest) =>
     const catalogHrn = yield* Hrn.canonicalCatalog(request.catalog)
     const metadata = yield* MetadataApi
     const bounds = yield* versionBounds(catalogHrn)
-    const versions = yield* metadata.versions(catalogHrn, { startVersion: bounds.minimum - 1, endVersion: bounds.latest }).pipe(Stream.runCollect)
-    const stamps = [...versions].map((v) => ({ version: v.version, timestamp: v.timestamp })).sort((a, b) => a.version - b.version)
+    const versions = yield* metadata.versions(catalogHrn, {
+      startVersion: bounds.minimum - 1,
+      endVersion: bounds.latest
+    }).pipe(Stream.runCollect)
+    const stamps = [...versions].map((v) => ({ version: v.version, timestamp: v.timestamp })).sort((a, b) =>
+      a.version - b.version
+    )
     if (request.policy._tag === "Minimum") yield* checkExplicitMinimum(catalogHrn, request.policy.version, bounds)
     const target = targetMinimum(request.policy, bounds, stamps, Date.now())
     const check = request.exportCheck
     const deletes = target > bounds.minimum
     const refusal = check._tag === "Missing"
-      ? new RetentionRefused({ message: `Refusing to delete versions of ${catalogHrn} without the export guard: ${check.how}.` })
+      ? new RetentionRefused({
+        message: `Refusing to delete versions of ${catalogHrn} without the export guard: ${check.how}.`
+      })
       : deletes && check._tag === "RequireExported"
       ? yield* guard(catalogHrn, target, bounds.minimum, check.location, check.layers).pipe(
         Effect.as(undefined),
@@ -104,7 +119,9 @@ export const planRetention = (request: RetentionRequest) =>
     const shared: Array<SharedHandle> = []
     if (deletes) {
       const { layers: checked } = yield* guardedLayers(catalogHrn, layers)
-      for (const layer of checked) shared.push(...(yield* sharedHandles(catalogHrn, layer, bounds.minimum, target, bounds.latest)))
+      for (const layer of checked) {
+        shared.push(...(yield* sharedHandles(catalogHrn, layer, bounds.minimum, target, bounds.latest)))
+      }
     }
     return {
       catalogHrn,
@@ -119,7 +136,9 @@ export const planRetention = (request: RetentionRequest) =>
   })
 
 export const applyRetention = (plan: RetentionPlan) =>
-  plan.target > plan.minimum ? Effect.flatMap(MetadataApi, (m) => m.setMinimumVersion(plan.catalogHrn, plan.target)) : Effect.void
+  plan.target > plan.minimum
+    ? Effect.flatMap(MetadataApi, (m) => m.setMinimumVersion(plan.catalogHrn, plan.target))
+    : Effect.void
 
 /**
  * Turns automatic version deletion on (keep N) or off, and waits until the service has applied it:
@@ -135,21 +154,31 @@ export const setAutomaticDeletion = (catalog: string, keep: number | "disable") 
     else {
       // The whole configuration as the service sent it: PUT replaces it, so nothing may be lost on the way.
       const current = yield* config.getCatalogConfiguration(catalogHrn)
-      link = yield* config.updateCatalog(catalogHrn, { ...current, automaticVersionDeletion: { numberOfVersionsToKeep: keep } })
+      link = yield* config.updateCatalog(catalogHrn, {
+        ...current,
+        automaticVersionDeletion: { numberOfVersionsToKeep: keep }
+      })
     }
     if (link !== undefined) return yield* config.awaitStatus(link)
     const applied = (c: Readonly<Record<string, unknown>>) => {
-      const kept = (c.automaticVersionDeletion as { numberOfVersionsToKeep?: unknown } | undefined)?.numberOfVersionsToKeep
+      const kept = (c.automaticVersionDeletion as { numberOfVersionsToKeep?: unknown } | undefined)
+        ?.numberOfVersionsToKeep
       return keep === "disable" ? kept === undefined : kept === keep
     }
     yield* config.getCatalogConfiguration(catalogHrn).pipe(
       Effect.filterOrFail(applied, () => new AutomaticDeletionPending({ catalogHrn })),
-      Effect.retry({ schedule: Schedule.spaced("500 millis"), times: 120, while: (e) => e._tag === "AutomaticDeletionPending" })
+      Effect.retry({
+        schedule: Schedule.spaced("500 millis"),
+        times: 120,
+        while: (e) => e._tag === "AutomaticDeletionPending"
+      })
     )
   })
 
 /** The service accepted the change to automatic version deletion but did not show it within a minute. */
-export class AutomaticDeletionPending extends Schema.TaggedError<AutomaticDeletionPending>()("AutomaticDeletionPending", { catalogHrn: Schema.String }) {
+export class AutomaticDeletionPending
+  extends Schema.TaggedError<AutomaticDeletionPending>()("AutomaticDeletionPending", { catalogHrn: Schema.String })
+{
   override get message() {
     return `The change to automatic version deletion of ${this.catalogHrn} was accepted but its configuration did not show it within a minute; check it with catalog-export catalogs get --catalog ${this.catalogHrn}.`
   }

@@ -15,7 +15,13 @@ export const root = join(dirname(fileURLToPath(import.meta.url)), "..")
 export const entry = join(root, "dist", "catalog-export.mjs")
 
 /** Inputs of the bundle: when one is newer than it, a checkout rebuilds. */
-const inputs = () => [join(root, "src"), join(root, "pipelines"), join(root, "config", "demo.json"), join(root, "package.json"), fileURLToPath(import.meta.url)]
+const inputs = () => [
+  join(root, "src"),
+  join(root, "pipelines"),
+  join(root, "config", "demo.json"),
+  join(root, "package.json"),
+  fileURLToPath(import.meta.url)
+]
 
 const newest = (path) => {
   if (!existsSync(path)) return 0
@@ -46,7 +52,10 @@ export const build = async ({ clean = false } = {}) => {
   const result = await esbuild({
     absWorkingDir: root,
     // The encoder thread of exports (src/sinks/Encoder.ts) loads its own bundle beside the CLI's.
-    entryPoints: { "catalog-export": join(root, "src", "cli", "main.ts"), "encoder-worker": join(root, "src", "sinks", "EncoderWorker.ts") },
+    entryPoints: {
+      "catalog-export": join(root, "src", "cli", "main.ts"),
+      "encoder-worker": join(root, "src", "sinks", "EncoderWorker.ts")
+    },
     outdir: join(root, "dist"),
     // Flat: Encoder.ts finds the encoder bundle next to whichever chunk holds it (import.meta.url).
     chunkNames: "[name]-[hash]",
@@ -59,7 +68,10 @@ export const build = async ({ clean = false } = {}) => {
     target: "node20",
     external: Object.keys(pkg.dependencies ?? {}),
     // Bundled CommonJS packages (undici, ws) call require() for Node's own modules.
-    banner: { js: "import { createRequire as __catalogExportRequire } from 'node:module'; const require = __catalogExportRequire(import.meta.url);" },
+    banner: {
+      js:
+        "import { createRequire as __catalogExportRequire } from 'node:module'; const require = __catalogExportRequire(import.meta.url);"
+    },
     sourcemap: "linked",
     sourcesContent: false,
     legalComments: "none",

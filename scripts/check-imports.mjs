@@ -23,6 +23,15 @@ const allowed = {
   "src/cli": ["*"]
 }
 
+/**
+ * Single files allowed one import more than their area, and why. Otlp.ts exports telemetry over HTTP
+ * through the client's undici agent (proxies, TLS floor); only the CLI loads it, and nothing in
+ * src/client imports it, so the client's use of src/telemetry/Metrics.ts makes no cycle.
+ */
+const exceptions = {
+  "src/telemetry/Otlp.ts": ["src/client"]
+}
+
 const areaOf = (file) => {
   const parts = relative(root, file).split(/[\\/]/)
   return parts[0] === "src" ? `src/${parts[1]}` : parts[0]
@@ -60,7 +69,13 @@ for (const file of [...sources(join(root, "src")), ...sources(join(root, "pipeli
     const target = normalize(join(dirname(file), spec))
     const to = areaOf(target)
     if (to === from || !(to.startsWith("src/") || to === "pipelines")) continue
-    if (!may.includes(to)) violations.push(`${relative(root, file)} imports ${relative(root, target)} (${from} may import ${may.join(", ") || "nothing of ours"})`)
+    if (!may.includes(to) && !(exceptions[relative(root, file)] ?? []).includes(to)) {
+      violations.push(
+        `${relative(root, file)} imports ${relative(root, target)} (${from} may import ${
+          may.join(", ") || "nothing of ours"
+        })`
+      )
+    }
   }
 }
 

@@ -6,5 +6,7 @@ import * as path from "node:path"
  * real `catalog-export` hundreds of times, concurrently, and should not all find it stale at once.
  */
 export default function setup() {
-  execFileSync(process.execPath, [path.join(import.meta.dirname, "..", "src", "cli", "bin.mjs"), "--version"], { stdio: "ignore" })
+  execFileSync(process.execPath, [path.join(import.meta.dirname, "..", "src", "cli", "bin.mjs"), "--version"], {
+    stdio: "ignore"
+  })
 }

@@ -5,7 +5,9 @@ import { Effect, Schema } from "effect"
 export class UsageError extends Schema.TaggedError<UsageError>()("UsageError", { message: Schema.String }) {}
 
 /** A job over several layers or versions that failed in part; `exitCode` is the one that decides. */
-export class JobFailed extends Schema.TaggedError<JobFailed>()("JobFailed", { exitCode: Schema.Number, message: Schema.String }) {}
+export class JobFailed
+  extends Schema.TaggedError<JobFailed>()("JobFailed", { exitCode: Schema.Number, message: Schema.String })
+{}
 
 /**
  * Exit codes, as DESIGN.md promises them to cron wrappers:
@@ -28,11 +30,14 @@ export const ExitCode = {
 /** What an exit code tells whoever runs the command next: the run report's last line. */
 export const EXIT_MEANINGS: Record<number, string> = {
   [ExitCode.ok]: "done, or nothing to do",
-  [ExitCode.failure]: "failed for another reason (the output volume, an interruption, a bug): a person should look; finished parts are kept",
+  [ExitCode.failure]:
+    "failed for another reason (the output volume, an interruption, a bug): a person should look; finished parts are kept",
   [ExitCode.usage]: "bad input or usage: fix the command or the job config; running it again as it is will not help",
-  [ExitCode.auth]: "authentication or permission: fix the credentials or the grants; running it again as it is will not help",
+  [ExitCode.auth]:
+    "authentication or permission: fix the credentials or the grants; running it again as it is will not help",
   [ExitCode.notFound]: "not found: check the catalog, layer and version names",
-  [ExitCode.transient]: "transient failures outlasted the retry budget: safe to run the same command again; what is finished is skipped",
+  [ExitCode.transient]:
+    "transient failures outlasted the retry budget: safe to run the same command again; what is finished is skipped",
   [ExitCode.integrity]: "integrity: do not use that output; a person should look"
 }
 
@@ -106,7 +111,15 @@ export const unfinishedWhenInterrupted = <A, E, R>(effect: Effect.Effect<A, E, R
  * again), then integrity (6: do not use the output), authentication (3), not found (4), bad input
  * (2), anything else (1). Every layer's outcome is in the summary.
  */
-const PRECEDENCE: ReadonlyArray<number> = [ExitCode.transient, ExitCode.integrity, ExitCode.unfinished, ExitCode.auth, ExitCode.notFound, ExitCode.usage, ExitCode.failure]
+const PRECEDENCE: ReadonlyArray<number> = [
+  ExitCode.transient,
+  ExitCode.integrity,
+  ExitCode.unfinished,
+  ExitCode.auth,
+  ExitCode.notFound,
+  ExitCode.usage,
+  ExitCode.failure
+]
 
 export const decidingExitCode = (codes: ReadonlyArray<number>): number =>
   codes.filter((c) => c !== ExitCode.ok).sort((a, b) => rank(a) - rank(b))[0] ?? ExitCode.ok

@@ -1,25 +1,42 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Console, Effect } from "effect"
-import { writeSettingsOf, type WriteSettings } from "../export/JobConfig.ts"
 import { type BackfillJob, runBackfill, type VersionOutcome } from "../../pipelines/backfill.ts"
-import { clientFor, type Connection, connectionOf, type GlobalOptions, globalOptions, integerOption, loggerLayer, retryPolicyOf, summaryJson } from "./common.ts"
-import { progressLayer, type ProgressFlags } from "./progress.ts"
-import { reportDocument, writeRunReport } from "./summary.ts"
+import { type WriteSettings, writeSettingsOf } from "../export/JobConfig.ts"
+import {
+  clientFor,
+  type Connection,
+  connectionOf,
+  type GlobalOptions,
+  globalOptions,
+  integerOption,
+  loggerLayer,
+  retryPolicyOf,
+  summaryJson
+} from "./common.ts"
 import { unfinishedWhenInterrupted, UsageError } from "./Exit.ts"
 import { checkOutputDir, checkWriteSettings, positive, writeOptions } from "./export.ts"
+import { type ProgressFlags, progressLayer } from "./progress.ts"
+import { reportDocument, writeRunReport } from "./summary.ts"
 import { describeDecode } from "./summary.ts"
 
-const versions = (from: number, through: number) => (from === through ? `version ${from}` : `versions ${from}..${through}`)
+const versions = (
+  from: number,
+  through: number
+) => (from === through ? `version ${from}` : `versions ${from}..${through}`)
 
 const describeOutcome = (o: VersionOutcome) => {
   switch (o.status) {
     case "exported":
-      return `version ${o.version}: exported ${o.partitions} partitions${describeDecode(o.decode)}, ${(o.bytes / 1e6).toFixed(1)} MB in ${(o.elapsedMs / 1000).toFixed(1)} s`
+      return `version ${o.version}: exported ${o.partitions} partitions${describeDecode(o.decode)}, ${
+        (o.bytes / 1e6).toFixed(1)
+      } MB in ${(o.elapsedMs / 1000).toFixed(1)} s`
     case "already-exported":
       return `version ${o.version}: already exported, skipped`
     case "unchanged":
-      return `${versions(o.version, o.through)}: the layer did not change since version ${o.since}, whose export holds this state; skipped`
+      return `${
+        versions(o.version, o.through)
+      }: the layer did not change since version ${o.since}, whose export holds this state; skipped`
     case "no-data":
       return `${versions(o.version, o.through)}: the layer has no data yet, skipped`
     case "below-minimum":
@@ -40,10 +57,22 @@ interface BackfillSettings {
   readonly everyVersion: boolean
 }
 
-const backfill = (s: BackfillSettings, global: GlobalOptions & ProgressFlags & { readonly json: boolean }, connection: Connection) =>
+const backfill = (
+  s: BackfillSettings,
+  global: GlobalOptions & ProgressFlags & { readonly json: boolean },
+  connection: Connection
+) =>
   Effect.gen(function*() {
-    if (s.from < 0 || s.to < 0) return yield* new UsageError({ message: `--from and --to must be non-negative versions, got ${s.from}..${s.to}.` })
-    if (s.from > s.to) return yield* new UsageError({ message: `--from ${s.from} is greater than --to ${s.to}; give the range oldest first.` })
+    if (s.from < 0 || s.to < 0) {
+      return yield* new UsageError({
+        message: `--from and --to must be non-negative versions, got ${s.from}..${s.to}.`
+      })
+    }
+    if (s.from > s.to) {
+      return yield* new UsageError({
+        message: `--from ${s.from} is greater than --to ${s.to}; give the range oldest first.`
+      })
+    }
     const startedAt = Date.now()
     const versionConcurrency = yield* positive("version-concurrency")(s.versionConcurrency)
     yield* checkOutputDir(s.out)
@@ -51,12 +80,34 @@ const backfill = (s: BackfillSettings, global: GlobalOptions & ProgressFlags & {
     const client = clientFor(connection, s.catalog, { concurrency: s.write.concurrency, retry: retryPolicyOf(global) })
     const outcomes: Array<VersionOutcome> = []
     const totals = yield* runBackfill(
-      { catalog: s.catalog, layer: s.layer, from: s.from, to: s.to, parts: s.write.parts, export: { ...s.write, out: s.out }, versionConcurrency, everyVersion: s.everyVersion, region },
-      (outcome) => (global.json ? Effect.sync(() => void outcomes.push(outcome)) : Console.log(describeOutcome(outcome)))
+      {
+        catalog: s.catalog,
+        layer: s.layer,
+        from: s.from,
+        to: s.to,
+        parts: s.write.parts,
+        export: { ...s.write, out: s.out },
+        versionConcurrency,
+        everyVersion: s.everyVersion,
+        region
+      },
+      (
+        outcome
+      ) => (global.json ? Effect.sync(() => void outcomes.push(outcome)) : Console.log(describeOutcome(outcome)))
     ).pipe(Effect.provide(client), Effect.provide(progressLayer(global)))
     const { changeCheck, ...counts } = totals
     const report = reportDocument(
-      { job: "backfill", exitCode: 0, catalog: s.catalog, layer: s.layer, from: s.from, to: s.to, versions: outcomes, totals: counts, ...(changeCheck === undefined ? {} : { note: changeCheck }) },
+      {
+        job: "backfill",
+        exitCode: 0,
+        catalog: s.catalog,
+        layer: s.layer,
+        from: s.from,
+        to: s.to,
+        versions: outcomes,
+        totals: counts,
+        ...(changeCheck === undefined ? {} : { note: changeCheck })
+      },
       startedAt
     )
     yield* writeRunReport(s.out, report)
@@ -69,16 +120,20 @@ const backfill = (s: BackfillSettings, global: GlobalOptions & ProgressFlags & {
   })
 
 export const runBackfillJob = (job: BackfillJob, global: GlobalOptions & ProgressFlags & { readonly json: boolean }) =>
-  backfill({
-    catalog: job.catalog,
-    layer: job.layer,
-    from: job.from,
-    to: job.to,
-    out: job.out,
-    write: writeSettingsOf(job),
-    versionConcurrency: job.versionConcurrency ?? 1,
-    everyVersion: job.everyVersion ?? false
-  }, global, connectionOf(global, job))
+  backfill(
+    {
+      catalog: job.catalog,
+      layer: job.layer,
+      from: job.from,
+      to: job.to,
+      out: job.out,
+      write: writeSettingsOf(job),
+      versionConcurrency: job.versionConcurrency ?? 1,
+      everyVersion: job.everyVersion ?? false
+    },
+    global,
+    connectionOf(global, job)
+  )
 
 export const backfillCommand = Command.make(
   "backfill",
@@ -94,7 +149,9 @@ export const backfillCommand = Command.make(
       Options.withDescription("Versions exported at once; they share --concurrency between them.")
     ),
     everyVersion: Options.boolean("every-version").pipe(
-      Options.withDescription("Export every version, also those in which the layer did not change (by default those are skipped: the export of the version where it last changed holds their state).")
+      Options.withDescription(
+        "Export every version, also those in which the layer did not change (by default those are skipped: the export of the version where it last changed holds their state)."
+      )
     ),
     json: summaryJson
   },
@@ -104,4 +161,8 @@ export const backfillCommand = Command.make(
       unfinishedWhenInterrupted,
       Effect.provide(loggerLayer(o))
     )
-).pipe(Command.withDescription("Export every version in --from..--to of a versioned layer, skipping versions already exported and versions in which the layer did not change; safe to re-run after a kill."))
+).pipe(
+  Command.withDescription(
+    "Export every version in --from..--to of a versioned layer, skipping versions already exported and versions in which the layer did not change; safe to re-run after a kill."
+  )
+)

@@ -18,7 +18,9 @@ if (existsSync(join(root, "src", "cli", "main.ts")) && existsSync(join(root, "sc
   const { build, isStale } = await import(pathToFileURL(join(root, "scripts", "build.mjs")).href)
   if (isStale()) await build()
 } else if (!existsSync(bundle)) {
-  process.stderr.write(`catalog-export: ${bundle} is missing; this installation is incomplete, install the package again.\n`)
+  process.stderr.write(
+    `catalog-export: ${bundle} is missing; this installation is incomplete, install the package again.\n`
+  )
   process.exit(1)
 }
 

@@ -1,9 +1,12 @@
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
+import { Console, Effect, Either, type Layer, Logger, LogLevel, Option, Stream } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { Console, Effect, Either, type Layer, Logger, LogLevel, Option, Stream } from "effect"
+import { BackfillJob } from "../../pipelines/backfill.ts"
+import { NightlyJob } from "../../pipelines/nightly-export.ts"
+import { RetentionJob } from "../../pipelines/retention.ts"
 import { Auth } from "../client/Auth.ts"
 import { BlobApi, VolatileBlobApi } from "../client/BlobApi.ts"
 import { ConfigApi } from "../client/ConfigApi.ts"
@@ -16,10 +19,16 @@ import { makePlan } from "../export/Plan.ts"
 import { exportLocation } from "../retention/ExportLocation.ts"
 import { destination } from "../sinks/Destination.ts"
 import { isObjectStore } from "../sinks/ObjectStore.ts"
-import { BackfillJob } from "../../pipelines/backfill.ts"
-import { NightlyJob } from "../../pipelines/nightly-export.ts"
-import { RetentionJob } from "../../pipelines/retention.ts"
-import { clientLayer, connectionOf, globalOptions, loggerLayer, lookupUrlFor, retryOptions, retryPolicyOf, summaryJson } from "./common.ts"
+import {
+  clientLayer,
+  connectionOf,
+  globalOptions,
+  loggerLayer,
+  lookupUrlFor,
+  retryOptions,
+  retryPolicyOf,
+  summaryJson
+} from "./common.ts"
 import { ExitCode, exitCodeOf, exitMeaning, JobFailed, sentenceOf } from "./Exit.ts"
 
 /**
@@ -81,25 +90,54 @@ const localOutput = (location: string): CheckResult => {
   while (!fs.existsSync(existing) && path.dirname(existing) !== existing) existing = path.dirname(existing)
   try {
     if (!fs.statSync(existing).isDirectory()) {
-      return { check: "output", status: "fail", detail: `${location}: ${existing} is a file, not a directory; choose another --out.`, exitCode: ExitCode.usage }
+      return {
+        check: "output",
+        status: "fail",
+        detail: `${location}: ${existing} is a file, not a directory; choose another --out.`,
+        exitCode: ExitCode.usage
+      }
     }
     const probe = path.join(existing, `.catalog-export-check-${process.pid}`)
     fs.writeFileSync(probe, "")
     fs.rmSync(probe)
     const free = fs.statfsSync(existing)
     const gb = (free.bavail * free.bsize) / 1e9
-    return ok("output", `${location}: ${existing === target ? "writable" : `does not exist yet; ${existing} is writable, so it can be created`} (${gb.toFixed(1)} GB free)`)
+    return ok(
+      "output",
+      `${location}: ${
+        existing === target ? "writable" : `does not exist yet; ${existing} is writable, so it can be created`
+      } (${gb.toFixed(1)} GB free)`
+    )
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code ?? String(e)
-    return { check: "output", status: "fail", detail: `${location}: cannot write in ${existing} (${code}); choose a writable directory with --out.`, exitCode: ExitCode.usage }
+    return {
+      check: "output",
+      status: "fail",
+      detail: `${location}: cannot write in ${existing} (${code}); choose a writable directory with --out.`,
+      exitCode: ExitCode.usage
+    }
   }
 }
 
 const checkExportLocation = (spec: string) =>
   exportLocation(spec).pipe(
     Effect.flatMap((location) => location.list("")),
-    Effect.map((entries) => ok("export location", `${spec}: readable (${entries.length} entr${entries.length === 1 ? "y" : "ies"}: what the retention guard reads)`)),
-    Effect.catchAll((error) => Effect.succeed({ check: "export location", status: "fail" as const, detail: error.message, exitCode: ExitCode.usage }))
+    Effect.map((entries) =>
+      ok(
+        "export location",
+        `${spec}: readable (${entries.length} entr${
+          entries.length === 1 ? "y" : "ies"
+        }: what the retention guard reads)`
+      )
+    ),
+    Effect.catchAll((error) =>
+      Effect.succeed({
+        check: "export location",
+        status: "fail" as const,
+        detail: error.message,
+        exitCode: ExitCode.usage
+      })
+    )
   )
 
 const checkCredentials = (explicit: string | undefined) =>
@@ -121,7 +159,9 @@ const checkService = (lookupUrl: string, layers: CheckTargets["layers"]) =>
     const auth = yield* Auth
     const started = Date.now()
     const token = yield* Effect.either(auth.token)
-    if (Either.isLeft(token)) return [failed("token", "", token.left), skip("lookup", "needs a token"), skip("catalogs", "need a token")]
+    if (Either.isLeft(token)) {
+      return [failed("token", "", token.left), skip("lookup", "needs a token"), skip("catalogs", "need a token")]
+    }
     const skew = yield* auth.clockSkew
     const clock = skew === undefined
       ? "the token service sent no Date to compare clocks with"
@@ -130,17 +170,26 @@ const checkService = (lookupUrl: string, layers: CheckTargets["layers"]) =>
       : `clock skew ${(skew / 1000).toFixed(0)} s (the token service's clock minus this machine's)`
     results.push(
       skew !== undefined && Math.abs(skew) >= SKEW_WARNING_MS
-        ? warn("token", `obtained in ${Date.now() - started} ms, but this machine's ${clock}: requests are signed with the token service's clock; fix the clock (NTP)`)
+        ? warn(
+          "token",
+          `obtained in ${
+            Date.now() - started
+          } ms, but this machine's ${clock}: requests are signed with the token service's clock; fix the clock (NTP)`
+        )
         : ok("token", `obtained in ${Date.now() - started} ms; ${clock}`)
     )
     const apis = yield* Effect.either((yield* Lookup).apis())
-    if (Either.isLeft(apis)) return [...results, failed("lookup", `${lookupUrl}: `, apis.left), skip("catalogs", "need the lookup service")]
+    if (Either.isLeft(apis)) {
+      return [...results, failed("lookup", `${lookupUrl}: `, apis.left), skip("catalogs", "need the lookup service")]
+    }
     results.push(ok("lookup", `${lookupUrl}: answers (${apis.right.length} platform APIs)`))
 
     const byCatalog = new Map<string, Array<string>>()
     for (const t of layers) {
       const list = byCatalog.get(t.catalog) ?? []
-      if (t.layer !== undefined) list.push(t.layer)
+      if (t.layer !== undefined) {
+        list.push(t.layer)
+      }
       byCatalog.set(t.catalog, list)
     }
     for (const [catalog, ids] of byCatalog) {
@@ -150,7 +199,9 @@ const checkService = (lookupUrl: string, layers: CheckTargets["layers"]) =>
         continue
       }
       results.push(ok("catalog", `${catalog}: readable (${config.right.layers.length} layers)`))
-      for (const layer of ids) results.push(yield* checkLayer(catalog, layer))
+      for (const layer of ids) {
+        results.push(yield* checkLayer(catalog, layer))
+      }
     }
     return results
   })
@@ -164,10 +215,19 @@ const checkLayer = (catalog: string, layer: string) =>
     if (Option.isNone(first)) return ok("layer", `${catalog} ${layer}: readable (${where}), no partitions`)
     const blobs = plan.layerType === "volatile" ? yield* VolatileBlobApi : yield* BlobApi
     const blob = yield* blobs.head(plan.catalogHrn, plan.layerId, first.value.dataHandle)
-    return ok("layer", `${catalog} ${layer}: readable (${where}); partition '${first.value.partition}' listed and its blob ${blob.exists ? "found" : "answered"}`)
+    return ok(
+      "layer",
+      `${catalog} ${layer}: readable (${where}); partition '${first.value.partition}' listed and its blob ${
+        blob.exists ? "found" : "answered"
+      }`
+    )
   }).pipe(Effect.catchAll((error) => Effect.succeed(failed("layer", `${catalog} ${layer}: `, error))))
 
-export const runChecks = (targets: CheckTargets, retry: Parameters<typeof retryPolicyOf>[0], onResult: (r: CheckResult) => Effect.Effect<void>) =>
+export const runChecks = (
+  targets: CheckTargets,
+  retry: Parameters<typeof retryPolicyOf>[0],
+  onResult: (r: CheckResult) => Effect.Effect<void>
+) =>
   Effect.gen(function*() {
     const results: Array<CheckResult> = []
     const report = (r: CheckResult) => Effect.zipRight(Effect.sync(() => results.push(r)), onResult(r))
@@ -205,7 +265,9 @@ export const runChecks = (targets: CheckTargets, retry: Parameters<typeof retryP
   })
 
 export const describeCheck = (r: CheckResult) =>
-  `${({ ok: "ok", warn: "warn", fail: "FAIL", skip: "skip" } as const)[r.status].padEnd(4)}  ${r.check.padEnd(15)} ${r.detail}${r.exitCode === undefined ? "" : ` [exit ${r.exitCode}]`}`
+  `${({ ok: "ok", warn: "warn", fail: "FAIL", skip: "skip" } as const)[r.status].padEnd(4)}  ${
+    r.check.padEnd(15)
+  } ${r.detail}${r.exitCode === undefined ? "" : ` [exit ${r.exitCode}]`}`
 
 /** What a job config asks a run to reach and write. */
 const targetsOfConfig = (file: string) =>
@@ -215,16 +277,39 @@ const targetsOfConfig = (file: string) =>
     switch (kind) {
       case "nightly-export": {
         const job = yield* loadJob(NightlyJob, file)
-        return { layers: job.layers, out: job.out, exportLocation: undefined, lookupUrl: job.lookupUrl, credentials: job.credentials, region: job.region }
+        return {
+          layers: job.layers,
+          out: job.out,
+          exportLocation: undefined,
+          lookupUrl: job.lookupUrl,
+          credentials: job.credentials,
+          region: job.region
+        }
       }
       case "backfill": {
         const job = yield* loadJob(BackfillJob, file)
-        return { layers: [{ catalog: job.catalog, layer: job.layer }], out: job.out, exportLocation: undefined, lookupUrl: job.lookupUrl, credentials: job.credentials, region: job.region }
+        return {
+          layers: [{ catalog: job.catalog, layer: job.layer }],
+          out: job.out,
+          exportLocation: undefined,
+          lookupUrl: job.lookupUrl,
+          credentials: job.credentials,
+          region: job.region
+        }
       }
       case "retention": {
         const job = yield* loadJob(RetentionJob, file)
-        const layers = job.layers === undefined || job.layers.length === 0 ? [{ catalog: job.catalog }] : job.layers.map((layer) => ({ catalog: job.catalog, layer }))
-        return { layers, out: undefined, exportLocation: job.requireExported, lookupUrl: job.lookupUrl, credentials: job.credentials, region: job.region }
+        const layers = job.layers === undefined || job.layers.length === 0
+          ? [{ catalog: job.catalog }]
+          : job.layers.map((layer) => ({ catalog: job.catalog, layer }))
+        return {
+          layers,
+          out: undefined,
+          exportLocation: job.requireExported,
+          lookupUrl: job.lookupUrl,
+          credentials: job.credentials,
+          region: job.region
+        }
       }
     }
   })
@@ -236,16 +321,32 @@ export const checkCommand = Command.make(
     ...retryOptions,
     json: summaryJson,
     config: Args.file({ name: "config.json", exists: "yes" }).pipe(Args.optional),
-    catalog: Options.text("catalog").pipe(Options.optional, Options.withDescription("Catalog HRN to check (instead of a job config).")),
-    layer: Options.text("layer").pipe(Options.repeated, Options.withDescription("Layer of --catalog to check (repeat for several).")),
+    catalog: Options.text("catalog").pipe(
+      Options.optional,
+      Options.withDescription("Catalog HRN to check (instead of a job config).")
+    ),
+    layer: Options.text("layer").pipe(
+      Options.repeated,
+      Options.withDescription("Layer of --catalog to check (repeat for several).")
+    ),
     out: Options.text("out").pipe(Options.optional, Options.withDescription("Output location to check for writing.")),
-    requireExported: Options.text("require-exported").pipe(Options.optional, Options.withDescription("Export location the retention guard reads, to check for reading."))
+    requireExported: Options.text("require-exported").pipe(
+      Options.optional,
+      Options.withDescription("Export location the retention guard reads, to check for reading.")
+    )
   },
   (o) =>
     Effect.gen(function*() {
       const fromConfig: CheckTargets = Option.isSome(o.config)
         ? yield* targetsOfConfig(o.config.value)
-        : { layers: [], out: undefined, exportLocation: undefined, lookupUrl: undefined, credentials: undefined, region: undefined }
+        : {
+          layers: [],
+          out: undefined,
+          exportLocation: undefined,
+          lookupUrl: undefined,
+          credentials: undefined,
+          region: undefined
+        }
       const flagged = Option.match(o.catalog, {
         onNone: () => [],
         onSome: (catalog) => (o.layer.length === 0 ? [{ catalog }] : o.layer.map((layer) => ({ catalog, layer })))
@@ -263,10 +364,18 @@ export const checkCommand = Command.make(
       if (o.json) yield* Console.log(JSON.stringify({ checks: results, exitCode, exitMeaning: exitMeaning(exitCode) }))
       else {
         yield* Console.log(
-          `${count("ok")} ok, ${count("warn")} warning(s), ${count("fail")} failed${count("skip") > 0 ? `, ${count("skip")} skipped` : ""}. ` +
+          `${count("ok")} ok, ${count("warn")} warning(s), ${count("fail")} failed${
+            count("skip") > 0 ? `, ${count("skip")} skipped` : ""
+          }. ` +
             `Exit ${exitCode}: ${exitMeaning(exitCode)}.`
         )
       }
-      if (failure !== undefined) return yield* new JobFailed({ exitCode, message: `check failed: ${failure.check}: ${failure.detail}` })
+      if (failure !== undefined) {
+        return yield* new JobFailed({ exitCode, message: `check failed: ${failure.check}: ${failure.detail}` })
+      }
     }).pipe(Effect.provide(loggerLayer(o)))
-).pipe(Command.withDescription("Check a job config (or --catalog/--layer/--out) before a run: credentials, token and clock, lookup, catalogs and layers, output and export locations. One line per check; the exit code is the first failure's."))
+).pipe(
+  Command.withDescription(
+    "Check a job config (or --catalog/--layer/--out) before a run: credentials, token and clock, lookup, catalogs and layers, output and export locations. One line per check; the exit code is the first failure's."
+  )
+)

@@ -19,7 +19,9 @@ export const integerOption = (name: string) =>
   Options.text(name).pipe(
     Options.withPseudoName("integer"),
     Options.mapEffect((raw) =>
-      /^[-+]?\d+$/.test(raw.trim()) ? Effect.succeed(Number(raw)) : Effect.fail(invalidValue(`--${name} must be an integer, got '${raw}'.`))
+      /^[-+]?\d+$/.test(raw.trim())
+        ? Effect.succeed(Number(raw))
+        : Effect.fail(invalidValue(`--${name} must be an integer, got '${raw}'.`))
     )
   )
 
@@ -43,7 +45,12 @@ export const durationOption = (name: string, takes: string, valid: (d: Duration.
     Options.withPseudoName("DURATION"),
     Options.withSchema(DurationString.pipe(
       Schema.filter(valid),
-      Schema.annotations({ message: (issue) => ({ message: `--${name} takes ${takes}, got ${JSON.stringify(issue.actual)}.`, override: true }) })
+      Schema.annotations({
+        message: (issue) => ({
+          message: `--${name} takes ${takes}, got ${JSON.stringify(issue.actual)}.`,
+          override: true
+        })
+      })
     ))
   )
 
@@ -53,12 +60,20 @@ export const durationOption = (name: string, takes: string, valid: (d: Duration.
  * with exit code 5: safe to run again.
  */
 export const retryOptions = {
-  retryBudget: durationOption("retry-budget", "a positive duration such as 90s, 10m or 1h", Duration.greaterThan(Duration.zero)).pipe(
+  retryBudget: durationOption(
+    "retry-budget",
+    "a positive duration such as 90s, 10m or 1h",
+    Duration.greaterThan(Duration.zero)
+  ).pipe(
     Options.optional,
-    Options.withDescription("Longest time one request keeps retrying transient failures (429, 5xx, cut connections), Retry-After waits included; then the run stops with exit code 5. Default 10m.")
+    Options.withDescription(
+      "Longest time one request keeps retrying transient failures (429, 5xx, cut connections), Retry-After waits included; then the run stops with exit code 5. Default 10m."
+    )
   ),
   maxRetries: integerOption("max-retries").pipe(
-    Options.mapEffect((n) => n >= 0 ? Effect.succeed(n) : Effect.fail(invalidValue(`--max-retries must be 0 or more, got ${n}.`))),
+    Options.mapEffect((n) =>
+      n >= 0 ? Effect.succeed(n) : Effect.fail(invalidValue(`--max-retries must be 0 or more, got ${n}.`))
+    ),
     Options.optional,
     Options.withDescription("Retries of one request before the run stops with exit code 5. Default 20.")
   )
@@ -71,13 +86,17 @@ export interface RetryFlags {
 
 /** The retry policy the flags ask for (the client's defaults for what they leave out). */
 export const retryPolicyOf = (flags: RetryFlags): Partial<RetryPolicyShape> => ({
-  ...(flags.retryBudget !== undefined && Option.isSome(flags.retryBudget) ? { maxElapsed: flags.retryBudget.value } : {}),
+  ...(flags.retryBudget !== undefined && Option.isSome(flags.retryBudget)
+    ? { maxElapsed: flags.retryBudget.value }
+    : {}),
   ...(flags.maxRetries !== undefined && Option.isSome(flags.maxRetries) ? { maxRetries: flags.maxRetries.value } : {})
 })
 
 /** Off switch of the failover of multi-region catalogs, for the commands that export (export, run). */
 export const noFailover = Options.boolean("no-failover").pipe(
-  Options.withDescription("Multi-region catalogs: do not go on in the other region when the selected one keeps failing (5xx or no connection, 5 times in a row for one request); retry there until the retry budget is spent.")
+  Options.withDescription(
+    "Multi-region catalogs: do not go on in the other region when the selected one keeps failing (5xx or no connection, 5 times in a row for one request); retry there until the retry budget is spent."
+  )
 )
 
 /** `--json` of the commands that run a job (export, backfill, run, retention): the summary on stdout as JSON. */
@@ -90,17 +109,23 @@ export const globalOptions = {
   lookupUrl: Options.text("lookup-url").pipe(
     Options.withFallbackConfig(Config.nonEmptyString("CATALOG_LOOKUP_URL")),
     Options.optional,
-    Options.withDescription("Lookup API base URL (env CATALOG_LOOKUP_URL). Default: derived from the catalog HRN's partition (hrn:here → the HERE platform, hrn:local → http://localhost:31005/lookup/v1).")
+    Options.withDescription(
+      "Lookup API base URL (env CATALOG_LOOKUP_URL). Default: derived from the catalog HRN's partition (hrn:here → the HERE platform, hrn:local → http://localhost:31005/lookup/v1)."
+    )
   ),
   // Text, not Options.file: the credentials loader explains a missing, unreadable or directory path (exit 3).
   credentials: Options.text("credentials").pipe(
     Options.withPseudoName("FILE"),
     Options.optional,
-    Options.withDescription("credentials.properties (env HERE_CREDENTIALS_FILE, default ~/.here/credentials.properties).")
+    Options.withDescription(
+      "credentials.properties (env HERE_CREDENTIALS_FILE, default ~/.here/credentials.properties)."
+    )
   ),
   region: Options.text("region").pipe(
     Options.optional,
-    Options.withDescription("Region of a multi-region catalog to read from (lookup's region, e.g. us-oregon); default: the catalog's primary region.")
+    Options.withDescription(
+      "Region of a multi-region catalog to read from (lookup's region, e.g. us-oregon); default: the catalog's primary region."
+    )
   ),
   logFormat: choiceOption("log-format", ["text", "json"]).pipe(
     Options.optional,
@@ -144,7 +169,10 @@ export interface Connection {
  * Where flags and a job config meet, field by field: the flag (or its environment variable, read by
  * Options.withFallbackConfig), else the job config's value; the defaults come after (`clientFor`).
  */
-export const connectionOf = (flags: GlobalOptions, file: Connection = {}): { readonly [K in keyof Connection]-?: Connection[K] } => ({
+export const connectionOf = (
+  flags: GlobalOptions,
+  file: Connection = {}
+): { readonly [K in keyof Connection]-?: Connection[K] } => ({
   lookupUrl: Option.getOrElse(flags.lookupUrl, () => file.lookupUrl),
   credentials: Option.getOrElse(flags.credentials, () => file.credentials),
   region: Option.getOrElse(flags.region, () => file.region)
@@ -152,12 +180,16 @@ export const connectionOf = (flags: GlobalOptions, file: Connection = {}): { rea
 
 const defaultLogFormat = (): "text" | "json" => (process.stderr.isTTY ? "text" : "json")
 
-const stderrLogger = (format: "text" | "json") => Logger.withConsoleError(format === "json" ? Logger.jsonLogger : Logger.logfmtLogger)
+const stderrLogger = (format: "text" | "json") =>
+  Logger.withConsoleError(format === "json" ? Logger.jsonLogger : Logger.logfmtLogger)
 
 /** The logger before a command has read its flags (replaced by `loggerLayer`). */
 const initialLogger = stderrLogger(defaultLogFormat())
 
-export const defaultLoggerLayer = Layer.merge(Logger.replace(Logger.defaultLogger, initialLogger), Logger.minimumLogLevel(LogLevel.Info))
+export const defaultLoggerLayer = Layer.merge(
+  Logger.replace(Logger.defaultLogger, initialLogger),
+  Logger.minimumLogLevel(LogLevel.Info)
+)
 
 /**
  * Logs go to stderr once, as text or JSON lines; stdout carries only results (the summary), so a
@@ -180,7 +212,11 @@ export const plainWhenPiped = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
       args.map((a) => (typeof a === "string" ? (tty ? a : a.replace(ANSI, "")).replace(/\n$/, "") : a))
     const out = plain(process.stdout.isTTY)
     const err = plain(process.stderr.isTTY)
-    return Effect.withConsole(effect, { ...console, log: (...args) => console.log(...out(args)), error: (...args) => console.error(...err(args)) })
+    return Effect.withConsole(effect, {
+      ...console,
+      log: (...args) => console.log(...out(args)),
+      error: (...args) => console.error(...err(args))
+    })
   })
 
 export interface ClientSettings {
@@ -195,7 +231,9 @@ export interface ClientSettings {
 const isHttpUrl = (url: string) => /^https?:\/\/[^\s]+$/i.test(url) && URL.canParse(url)
 
 /** The Data API client for a command; a lookup URL that is no http(s) URL is bad input (exit 2), not a network failure. */
-export const clientLayer = (settings: ClientSettings): Layer.Layer<DataClient.DataClient, CredentialsError | UsageError> =>
+export const clientLayer = (
+  settings: ClientSettings
+): Layer.Layer<DataClient.DataClient, CredentialsError | UsageError> =>
   isHttpUrl(settings.lookupUrl)
     ? DataClient.layer({
       lookupUrl: settings.lookupUrl,
@@ -206,7 +244,8 @@ export const clientLayer = (settings: ClientSettings): Layer.Layer<DataClient.Da
     })
     : Layer.fail(
       new UsageError({
-        message: `The lookup URL '${settings.lookupUrl}' is not an http(s) URL; check --lookup-url, CATALOG_LOOKUP_URL or the job config's lookupUrl.`
+        message:
+          `The lookup URL '${settings.lookupUrl}' is not an http(s) URL; check --lookup-url, CATALOG_LOOKUP_URL or the job config's lookupUrl.`
       })
     )
 

@@ -1,15 +1,15 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
+import { Console, Effect, Either, Option } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { Console, Effect, Either, Option } from "effect"
+import { exportOne } from "../../pipelines/nightly-export.ts"
+import { decodeModes, onDecodeErrors } from "../decode/Shared.ts"
+import { planExport } from "../export/Incremental.ts"
+import { Compression, decodeRequest, defaults, type WriteSettings } from "../export/JobConfig.ts"
 import { destination } from "../sinks/Destination.ts"
 import { isObjectStore } from "../sinks/ObjectStore.ts"
-import { planExport } from "../export/Incremental.ts"
-import { decodeModes, onDecodeErrors } from "../decode/Shared.ts"
-import { Compression, decodeRequest, defaults, type WriteSettings } from "../export/JobConfig.ts"
 import { OutputFormat } from "../sinks/WrittenFile.ts"
-import { exportOne } from "../../pipelines/nightly-export.ts"
 import {
   choiceOption,
   clientFor,
@@ -27,7 +27,9 @@ import { progressLayer, progressOptions } from "./progress.ts"
 import { describeRaised, outcomeJson, outcomeLines, reportDocument, reportTable, writeRunReport } from "./summary.ts"
 
 export const positive = (name: string) => (value: number) =>
-  value >= 1 ? Effect.succeed(value) : Effect.fail(new UsageError({ message: `--${name} must be a positive integer, got ${value}.` }))
+  value >= 1
+    ? Effect.succeed(value)
+    : Effect.fail(new UsageError({ message: `--${name} must be a positive integer, got ${value}.` }))
 
 /**
  * Refuses an output path that is a file or cannot be written, before any data is fetched. Creates
@@ -44,7 +46,10 @@ const checkLocalDir = (out: string) =>
       let existing = path.resolve(out)
       while (!fs.existsSync(existing) && path.dirname(existing) !== existing) existing = path.dirname(existing)
       if (!fs.statSync(existing).isDirectory()) {
-        throw Object.assign(new Error(`${existing} is a file`), { code: existing === path.resolve(out) ? "EEXIST" : "ENOTDIR", file: existing })
+        throw Object.assign(new Error(`${existing} is a file`), {
+          code: existing === path.resolve(out) ? "EEXIST" : "ENOTDIR",
+          file: existing
+        })
       }
       fs.accessSync(existing, fs.constants.W_OK)
     },
@@ -70,22 +75,56 @@ export const versionArg = (raw: string) =>
 
 /** The knobs of writing an export, shared by export and backfill. */
 export const writeOptions = {
-  out: Options.text("out").pipe(Options.withDescription("Output directory or object store (s3://bucket/prefix); files go to OUT/<catalog-id>/<layer-id>/version=<V>/.")),
-  format: choiceOption("format", OutputFormat.literals).pipe(Options.withDefault(defaults.format), Options.withDescription("parquet, arrow or both.")),
-  compression: choiceOption("compression", Compression.literals).pipe(Options.withDefault(defaults.compression), Options.withDescription("Parquet page compression.")),
-  concurrency: integerOption("concurrency").pipe(Options.withDefault(defaults.concurrency), Options.withDescription("Blob downloads in flight at once.")),
-  listConcurrency: integerOption("list-concurrency").pipe(Options.withDefault(defaults.listConcurrency), Options.withDescription("Metadata parts listed and written at once.")),
-  parts: integerOption("parts").pipe(Options.withDefault(defaults.parts), Options.withDescription("Metadata parts to ask for (the unit of parallel listing and of resume).")),
-  maxFileBytes: integerOption("max-file-bytes").pipe(Options.optional, Options.withDescription("Start a new file once one reaches this size (default 256 MiB).")),
+  out: Options.text("out").pipe(
+    Options.withDescription(
+      "Output directory or object store (s3://bucket/prefix); files go to OUT/<catalog-id>/<layer-id>/version=<V>/."
+    )
+  ),
+  format: choiceOption("format", OutputFormat.literals).pipe(
+    Options.withDefault(defaults.format),
+    Options.withDescription("parquet, arrow or both.")
+  ),
+  compression: choiceOption("compression", Compression.literals).pipe(
+    Options.withDefault(defaults.compression),
+    Options.withDescription("Parquet page compression.")
+  ),
+  concurrency: integerOption("concurrency").pipe(
+    Options.withDefault(defaults.concurrency),
+    Options.withDescription("Blob downloads in flight at once.")
+  ),
+  listConcurrency: integerOption("list-concurrency").pipe(
+    Options.withDefault(defaults.listConcurrency),
+    Options.withDescription("Metadata parts listed and written at once.")
+  ),
+  parts: integerOption("parts").pipe(
+    Options.withDefault(defaults.parts),
+    Options.withDescription("Metadata parts to ask for (the unit of parallel listing and of resume).")
+  ),
+  maxFileBytes: integerOption("max-file-bytes").pipe(
+    Options.optional,
+    Options.withDescription("Start a new file once one reaches this size (default 256 MiB).")
+  ),
   decode: choiceOption("decode", decodeModes).pipe(
     Options.withDefault(defaults.decode),
-    Options.withDescription("Columns instead of blobs: auto decodes protobuf with the layer's schema, GeoJSON to GeoParquet and JSON by content type; none (the default) writes the raw bytes.")
+    Options.withDescription(
+      "Columns instead of blobs: auto decodes protobuf with the layer's schema, GeoJSON to GeoParquet and JSON by content type; none (the default) writes the raw bytes."
+    )
   ),
-  schemaBundle: Options.text("schema-bundle").pipe(Options.withPseudoName("FILE.zip"), Options.optional, Options.withDescription("Decode protobuf with this schema bundle instead of the layer's schema.")),
-  explode: Options.text("explode").pipe(Options.withPseudoName("FIELD"), Options.optional, Options.withDescription("Protobuf: one row per element of this repeated top-level field.")),
+  schemaBundle: Options.text("schema-bundle").pipe(
+    Options.withPseudoName("FILE.zip"),
+    Options.optional,
+    Options.withDescription("Decode protobuf with this schema bundle instead of the layer's schema.")
+  ),
+  explode: Options.text("explode").pipe(
+    Options.withPseudoName("FIELD"),
+    Options.optional,
+    Options.withDescription("Protobuf: one row per element of this repeated top-level field.")
+  ),
   onDecodeError: choiceOption("on-decode-error", onDecodeErrors).pipe(
     Options.withDefault(defaults.onDecodeError),
-    Options.withDescription("A blob that does not decode: fail (exit 6), skip it, or write it raw (data and decode_error columns).")
+    Options.withDescription(
+      "A blob that does not decode: fail (exit 6), skip it, or write it raw (data and decode_error columns)."
+    )
   ),
   ...retryOptions,
   ...progressOptions
@@ -106,17 +145,39 @@ export interface WriteFlags {
   readonly onDecodeError: (typeof onDecodeErrors)[number]
 }
 
-export const checkWriteSettings = (o: WriteFlags): Effect.Effect<WriteSettings & { readonly out: string }, UsageError> =>
+export const checkWriteSettings = (
+  o: WriteFlags
+): Effect.Effect<WriteSettings & { readonly out: string }, UsageError> =>
   Effect.gen(function*() {
     const concurrency = yield* positive("concurrency")(o.concurrency)
     const listConcurrency = yield* positive("list-concurrency")(o.listConcurrency)
     const parts = yield* positive("parts")(o.parts)
-    const maxFileBytes = Option.isSome(o.maxFileBytes) ? yield* positive("max-file-bytes")(o.maxFileBytes.value) : undefined
+    const maxFileBytes = Option.isSome(o.maxFileBytes)
+      ? yield* positive("max-file-bytes")(o.maxFileBytes.value)
+      : undefined
     if (o.decode === "none" && (Option.isSome(o.explode) || Option.isSome(o.schemaBundle))) {
-      return yield* new UsageError({ message: `--${Option.isSome(o.explode) ? "explode" : "schema-bundle"} decodes protobuf: add --decode auto or --decode protobuf.` })
+      return yield* new UsageError({
+        message: `--${
+          Option.isSome(o.explode) ? "explode" : "schema-bundle"
+        } decodes protobuf: add --decode auto or --decode protobuf.`
+      })
     }
-    const decode = decodeRequest({ decode: o.decode, onDecodeError: o.onDecodeError, explode: Option.getOrUndefined(o.explode), schemaBundle: Option.getOrUndefined(o.schemaBundle) })
-    return { out: o.out, format: o.format, compression: o.compression, concurrency, listConcurrency, parts, maxFileBytes, decode }
+    const decode = decodeRequest({
+      decode: o.decode,
+      onDecodeError: o.onDecodeError,
+      explode: Option.getOrUndefined(o.explode),
+      schemaBundle: Option.getOrUndefined(o.schemaBundle)
+    })
+    return {
+      out: o.out,
+      format: o.format,
+      compression: o.compression,
+      concurrency,
+      listConcurrency,
+      parts,
+      maxFileBytes,
+      decode
+    }
   })
 
 export const exportCommand = Command.make(
@@ -124,17 +185,57 @@ export const exportCommand = Command.make(
   {
     ...globalOptions,
     ...writeOptions,
-    out: Options.text("out").pipe(Options.optional, Options.withDescription("Output directory or object store (s3://bucket/prefix); files go to OUT/<catalog-id>/<layer-id>/version=<V>/.")),
-    catalog: Options.text("catalog").pipe(Options.optional, Options.withDescription("Catalog HRN, e.g. hrn:here:data::olp-here:rib-2.")),
-    layer: Options.text("layer").pipe(Options.optional, Options.withDescription("Layer id (a versioned or volatile layer).")),
-    plan: Options.text("plan").pipe(Options.optional, Options.withDescription("Run one shard of a plan made by the plan command (its location, as printed); --catalog, --layer and --out come from it.")),
-    shard: integerOption("shard").pipe(Options.optional, Options.withDescription("With --plan: the shard to run (0..N-1); default from JOB_COMPLETION_INDEX, AWS_BATCH_JOB_ARRAY_INDEX, CLOUD_RUN_TASK_INDEX or BATCH_TASK_INDEX.")),
-    version: Options.text("version").pipe(Options.withDefault("latest"), Options.withDescription("Catalog version to export, or 'latest'.")),
-    mode: choiceOption("mode", ["full", "changes"]).pipe(Options.withDefault("full" as const), Options.withDescription("changes: only what changed since the layer's cursor (_state.json) in --out; a full export when there is none.")),
-    raiseMinimum: Options.boolean("raise-minimum").pipe(Options.withDescription("After the export is committed, raise the catalog's minimum version to it, if every versioned layer's data below is exported to --out.")),
-    keepSnapshots: integerOption("keep-snapshots").pipe(Options.optional, Options.withDescription("Volatile layers: after the new snapshot, keep the newest N snapshot directories and remove older ones.")),
+    out: Options.text("out").pipe(
+      Options.optional,
+      Options.withDescription(
+        "Output directory or object store (s3://bucket/prefix); files go to OUT/<catalog-id>/<layer-id>/version=<V>/."
+      )
+    ),
+    catalog: Options.text("catalog").pipe(
+      Options.optional,
+      Options.withDescription("Catalog HRN, e.g. hrn:here:data::olp-here:rib-2.")
+    ),
+    layer: Options.text("layer").pipe(
+      Options.optional,
+      Options.withDescription("Layer id (a versioned or volatile layer).")
+    ),
+    plan: Options.text("plan").pipe(
+      Options.optional,
+      Options.withDescription(
+        "Run one shard of a plan made by the plan command (its location, as printed); --catalog, --layer and --out come from it."
+      )
+    ),
+    shard: integerOption("shard").pipe(
+      Options.optional,
+      Options.withDescription(
+        "With --plan: the shard to run (0..N-1); default from JOB_COMPLETION_INDEX, AWS_BATCH_JOB_ARRAY_INDEX, CLOUD_RUN_TASK_INDEX or BATCH_TASK_INDEX."
+      )
+    ),
+    version: Options.text("version").pipe(
+      Options.withDefault("latest"),
+      Options.withDescription("Catalog version to export, or 'latest'.")
+    ),
+    mode: choiceOption("mode", ["full", "changes"]).pipe(
+      Options.withDefault("full" as const),
+      Options.withDescription(
+        "changes: only what changed since the layer's cursor (_state.json) in --out; a full export when there is none."
+      )
+    ),
+    raiseMinimum: Options.boolean("raise-minimum").pipe(
+      Options.withDescription(
+        "After the export is committed, raise the catalog's minimum version to it, if every versioned layer's data below is exported to --out."
+      )
+    ),
+    keepSnapshots: integerOption("keep-snapshots").pipe(
+      Options.optional,
+      Options.withDescription(
+        "Volatile layers: after the new snapshot, keep the newest N snapshot directories and remove older ones."
+      )
+    ),
     force: Options.boolean("force").pipe(Options.withDescription("Export again even if a manifest says it is done.")),
-    dryRun: Options.boolean("dry-run").pipe(Options.withDescription("Print the plan (pinned version and parts) as JSON and stop.")),
+    dryRun: Options.boolean("dry-run").pipe(
+      Options.withDescription("Print the plan (pinned version and parts) as JSON and stop.")
+    ),
     noFailover,
     json: summaryJson
   },
@@ -143,32 +244,73 @@ export const exportCommand = Command.make(
       if (Option.isSome(flags.plan)) {
         const given = (["catalog", "layer", "out"] as const).filter((name) => Option.isSome(flags[name]))
         if (given.length > 0) {
-          return yield* new UsageError({ message: `--plan runs a shard of a pinned plan, which names the catalog, layer and output; drop ${given.map((g) => `--${g}`).join(", ")}.` })
+          return yield* new UsageError({
+            message: `--plan runs a shard of a pinned plan, which names the catalog, layer and output; drop ${
+              given.map((g) => `--${g}`).join(", ")
+            }.`
+          })
         }
-        if (Option.isSome(flags.shard) && flags.shard.value < 0) return yield* new UsageError({ message: `--shard must be 0 or more, got ${flags.shard.value}.` })
+        if (Option.isSome(flags.shard) && flags.shard.value < 0) {
+          return yield* new UsageError({ message: `--shard must be 0 or more, got ${flags.shard.value}.` })
+        }
         const settings = yield* checkWriteSettings({ ...flags, out: "" })
         const { runShardCommand } = yield* Effect.promise(() => import("./shards.ts"))
-        return yield* runShardCommand({ ...settings, plan: flags.plan.value, shard: flags.shard, json: flags.json }, flags)
+        return yield* runShardCommand(
+          { ...settings, plan: flags.plan.value, shard: flags.shard, json: flags.json },
+          flags
+        )
       }
-      if (Option.isSome(flags.shard)) return yield* new UsageError({ message: "--shard needs --plan: a shard belongs to a plan made by the plan command." })
+      if (Option.isSome(flags.shard)) {
+        return yield* new UsageError({
+          message: "--shard needs --plan: a shard belongs to a plan made by the plan command."
+        })
+      }
       const missing = (["catalog", "layer", "out"] as const).filter((name) => Option.isNone(flags[name]))
-      if (missing.length > 0) return yield* new UsageError({ message: `Missing ${missing.map((m) => `--${m}`).join(", ")}: export needs --catalog, --layer and --out (or --plan LOCATION to run a shard of a plan).` })
-      const o = { ...flags, catalog: Option.getOrThrow(flags.catalog), layer: Option.getOrThrow(flags.layer), out: Option.getOrThrow(flags.out) }
+      if (missing.length > 0) {
+        return yield* new UsageError({
+          message: `Missing ${
+            missing.map((m) => `--${m}`).join(", ")
+          }: export needs --catalog, --layer and --out (or --plan LOCATION to run a shard of a plan).`
+        })
+      }
+      const o = {
+        ...flags,
+        catalog: Option.getOrThrow(flags.catalog),
+        layer: Option.getOrThrow(flags.layer),
+        out: Option.getOrThrow(flags.out)
+      }
       const version = yield* versionArg(o.version)
       const settings = yield* checkWriteSettings(o)
-      const keepSnapshots = Option.isSome(o.keepSnapshots) ? yield* positive("keep-snapshots")(o.keepSnapshots.value) : undefined
+      const keepSnapshots = Option.isSome(o.keepSnapshots)
+        ? yield* positive("keep-snapshots")(o.keepSnapshots.value)
+        : undefined
       const connection = connectionOf(o)
       const client = clientFor(connection, o.catalog, { concurrency: settings.concurrency, retry: retryPolicyOf(o) })
       return yield* Effect.gen(function*() {
         if (o.dryRun) {
-          const planned = yield* planExport({ catalog: o.catalog, layer: o.layer, version, mode: o.mode, out: o.out, parts: settings.parts })
+          const planned = yield* planExport({
+            catalog: o.catalog,
+            layer: o.layer,
+            version,
+            mode: o.mode,
+            out: o.out,
+            parts: settings.parts
+          })
           return yield* Console.log(JSON.stringify(planned, null, 2))
         }
         const startedAt = Date.now()
         yield* checkOutputDir(o.out)
         const { outcome, raised, raiseFailure } = yield* exportOne(
           { catalog: o.catalog, layer: o.layer },
-          { ...settings, mode: o.mode, version, force: o.force, keepSnapshots, region: connection.region, failover: !o.noFailover },
+          {
+            ...settings,
+            mode: o.mode,
+            version,
+            force: o.force,
+            keepSnapshots,
+            region: connection.region,
+            failover: !o.noFailover
+          },
           o.raiseMinimum,
           (note) => Effect.logInfo(`${o.catalog} ${o.layer}: ${note}`)
         ).pipe(Effect.provide(progressLayer(o)))
@@ -184,4 +326,8 @@ export const exportCommand = Command.make(
         if (Option.isSome(raiseFailure)) return yield* Effect.fail(raiseFailure.value)
       }).pipe(Effect.provide(client))
     }).pipe(unfinishedWhenInterrupted, Effect.provide(loggerLayer(flags)))
-).pipe(Command.withDescription("Export one layer version (or a volatile layer's current data) to Parquet and/or Arrow files."))
+).pipe(
+  Command.withDescription(
+    "Export one layer version (or a volatile layer's current data) to Parquet and/or Arrow files."
+  )
+)

@@ -12,5 +12,11 @@ export const loadServer = Effect.promise(async () => {
     import("../server/Seed.ts"),
     import("../server/Server.ts")
   ])
-  return { Faults, LocalService, defaultSeed: Seed.defaultSeed, noSeed: Seed.noSeed, defaultServiceOptions: Server.defaultServiceOptions }
+  return {
+    Faults,
+    LocalService,
+    defaultSeed: Seed.defaultSeed,
+    noSeed: Seed.noSeed,
+    defaultServiceOptions: Server.defaultServiceOptions
+  }
 })

@@ -6,12 +6,12 @@ import { TOOL } from "../domain/Tool.ts"
 import { Encoder } from "../sinks/Encoder.ts"
 import { CrashProbe } from "../telemetry/CrashProbe.ts"
 import * as Telemetry from "../telemetry/Telemetry.ts"
-import { ExitCode, exitCodeOf, interruption, sentenceOf } from "./Exit.ts"
 import { adminCommands } from "./admin.ts"
-import { demoCommand } from "./demo.ts"
 import { backfillCommand } from "./backfill.ts"
 import { checkCommand } from "./check.ts"
 import { defaultLoggerLayer, plainWhenPiped } from "./common.ts"
+import { demoCommand } from "./demo.ts"
+import { ExitCode, exitCodeOf, interruption, sentenceOf } from "./Exit.ts"
 import { exportCommand } from "./export.ts"
 import { inspectCommands } from "./inspect.ts"
 import { publishCommand } from "./publish.ts"
@@ -23,8 +23,25 @@ import { serve } from "./serve.ts"
 import { commitCommand, planCommand } from "./shards.ts"
 
 const root = Command.make("catalog-export").pipe(
-  Command.withDescription("Export data catalogs to Parquet and Arrow, and run a local catalog service to develop against."),
-  Command.withSubcommands([serve, exportCommand, planCommand, commitCommand, backfillCommand, retentionCommand, runCommand, checkCommand, demoCommand, ...inspectCommands, ...adminCommands, publishCommand, schemasCommand, regionsCommand])
+  Command.withDescription(
+    "Export data catalogs to Parquet and Arrow, and run a local catalog service to develop against."
+  ),
+  Command.withSubcommands([
+    serve,
+    exportCommand,
+    planCommand,
+    commitCommand,
+    backfillCommand,
+    retentionCommand,
+    runCommand,
+    checkCommand,
+    demoCommand,
+    ...inspectCommands,
+    ...adminCommands,
+    publishCommand,
+    schemasCommand,
+    regionsCommand
+  ])
 )
 
 const cli = Command.run(root, { name: TOOL.name, version: TOOL.version })
@@ -42,7 +59,11 @@ const program = cli(process.argv).pipe(
     Effect.gen(function*() {
       exitCode = exitCodeOf(error)
       // @effect/cli has already printed its own message for parse errors.
-      if (!(error as { _tag?: string })._tag?.match(/^(CommandMismatch|CorrectedFlag|HelpRequested|InvalidArgument|InvalidValue|MissingFlag|MissingValue|MissingSubcommand|MultipleValuesDetected|NoBuiltInMatch|UnclusteredFlag)$/)) {
+      if (
+        !(error as { _tag?: string })._tag?.match(
+          /^(CommandMismatch|CorrectedFlag|HelpRequested|InvalidArgument|InvalidValue|MissingFlag|MissingValue|MissingSubcommand|MultipleValuesDetected|NoBuiltInMatch|UnclusteredFlag)$/
+        )
+      ) {
         yield* Console.error(`catalog-export: ${sentenceOf(error)}`)
       }
     })

@@ -1,10 +1,10 @@
 import { Console, Effect, Either, Option } from "effect"
-import { writeSettingsOf } from "../export/JobConfig.ts"
 import { type NightlyJob, runNightly } from "../../pipelines/nightly-export.ts"
+import { writeSettingsOf } from "../export/JobConfig.ts"
 import { clientFor, connectionOf, type GlobalOptions, lookupUrlFor, retryPolicyOf } from "./common.ts"
-import { checkOutputDir } from "./export.ts"
 import { decidingExitCode, ExitCode, exitCodeOf, JobFailed, sentenceOf } from "./Exit.ts"
-import { progressLayer, type ProgressFlags } from "./progress.ts"
+import { checkOutputDir } from "./export.ts"
+import { type ProgressFlags, progressLayer } from "./progress.ts"
 import { describeRaised, outcomeJson, outcomeLines, reportDocument, reportTable, writeRunReport } from "./summary.ts"
 
 /**
@@ -13,7 +13,11 @@ import { describeRaised, outcomeJson, outcomeLines, reportDocument, reportTable,
  * exit code is the deciding one of the failed layers (`decidingExitCode`: 5 when any failure is
  * transient), and the one sentence on stderr names that layer.
  */
-export const runNightlyJob = (job: NightlyJob, global: GlobalOptions & ProgressFlags & { readonly json?: boolean; readonly noFailover?: boolean }, showHints: boolean) =>
+export const runNightlyJob = (
+  job: NightlyJob,
+  global: GlobalOptions & ProgressFlags & { readonly json?: boolean; readonly noFailover?: boolean },
+  showHints: boolean
+) =>
   Effect.gen(function*() {
     const startedAt = Date.now()
     yield* checkOutputDir(job.out)
@@ -52,7 +56,9 @@ export const runNightlyJob = (job: NightlyJob, global: GlobalOptions & ProgressF
     if (failed.length > 0) {
       const deciding = failed.find((o) => Either.isLeft(o.result) && exitCodeOf(o.result.left) === exitCode)!
       const why = Either.isLeft(deciding.result) ? sentenceOf(deciding.result.left) : ""
-      const others = failed.length > 1 ? ` ${failed.length} of ${outcomes.length} layers failed; every layer's outcome is in the summary.` : ""
+      const others = failed.length > 1
+        ? ` ${failed.length} of ${outcomes.length} layers failed; every layer's outcome is in the summary.`
+        : ""
       return yield* new JobFailed({ exitCode, message: `${deciding.catalog} ${deciding.layer}: ${why}${others}` })
     }
     if (Option.isSome(raiseFailure)) return yield* Effect.fail(raiseFailure.value)

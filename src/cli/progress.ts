@@ -10,7 +10,11 @@ import { durationOption, type GlobalOptions } from "./common.ts"
  */
 
 export const progressOptions = {
-  progressInterval: durationOption("progress-interval", "a duration of 100ms or more such as 10s or 1m", Duration.greaterThanOrEqualTo(Duration.millis(100))).pipe(
+  progressInterval: durationOption(
+    "progress-interval",
+    "a duration of 100ms or more such as 10s or 1m",
+    Duration.greaterThanOrEqualTo(Duration.millis(100))
+  ).pipe(
     Options.optional,
     Options.withDescription("How often a JSON progress line is written when stderr is not a terminal (default 10s).")
   )
@@ -31,8 +35,16 @@ export const progressLayer = (global: GlobalOptions & ProgressFlags): Layer.Laye
   const style = progressStyle(global)
   if (style === "none") return Layer.empty
   if (style === "json") {
-    const every = global.progressInterval !== undefined && Option.isSome(global.progressInterval) ? global.progressInterval.value : Duration.seconds(10)
-    return Layer.succeed(Progress, { track: (tracked) => Effect.asVoid(Effect.forkScoped(Effect.schedule(Effect.sync(() => writeJsonLine(tracked)), Schedule.spaced(every)))) })
+    const every = global.progressInterval !== undefined && Option.isSome(global.progressInterval)
+      ? global.progressInterval.value
+      : Duration.seconds(10)
+    return Layer.succeed(Progress, {
+      track: (tracked) =>
+        Effect.asVoid(Effect.forkScoped(Effect.schedule(
+          Effect.sync(() => writeJsonLine(tracked)),
+          Schedule.spaced(every)
+        )))
+    })
   }
   return Layer.scoped(Progress, terminalBoard)
 }
@@ -74,7 +86,9 @@ const terminalBoard = Effect.gen(function*() {
     // A terminal that does not tell its size (columns 0) gets 120.
     const width = Math.max(40, (stderr.columns || 120) - 1)
     const labelWidth = Math.min(Math.max(...[...bars].map((b) => b.label.length)), Math.floor(width / 3))
-    const lines = [...bars].map((b) => fit(barLine(b.label.padEnd(labelWidth).slice(0, labelWidth), b.counters.snapshot()), width))
+    const lines = [...bars].map((b) =>
+      fit(barLine(b.label.padEnd(labelWidth).slice(0, labelWidth), b.counters.snapshot()), width)
+    )
     write(lines.map((l) => ERASE_LINE + l).join("\n"))
     drawn = lines.length
   }
@@ -120,13 +134,19 @@ export const barLine = (label: string, s: Snapshot): string => {
   const bar = "█".repeat(filled) + "░".repeat(BAR_WIDTH - filled)
   const percent = s.percent === null ? "  ?%" : `${Math.floor(s.percent)}%`.padStart(4)
   const total = s.total === null ? "?" : count(s.total)
-  return `${label} ${bar} ${percent} ${count(s.partitions)}/${total}  ${megabytes(s.bytes)}  ${count(Math.round(s.rate))}/s  ` +
-    `${(s.bytesRate / 1e6).toFixed(1)} MB/s  eta ${s.etaSeconds === null ? "?" : duration(s.etaSeconds)}  ${s.retries} ${s.retries === 1 ? "retry" : "retries"}`
+  return `${label} ${bar} ${percent} ${count(s.partitions)}/${total}  ${megabytes(s.bytes)}  ${
+    count(Math.round(s.rate))
+  }/s  ` +
+    `${(s.bytesRate / 1e6).toFixed(1)} MB/s  eta ${
+      s.etaSeconds === null ? "?" : duration(s.etaSeconds)
+    }  ${s.retries} ${s.retries === 1 ? "retry" : "retries"}`
 }
 
 const count = (n: number) => n.toLocaleString("en-US")
 
-export const megabytes = (bytes: number) => (bytes >= 1e9 ? `${(bytes / 1e9).toFixed(2)} GB` : `${(bytes / 1e6).toFixed(1)} MB`)
+export const megabytes = (
+  bytes: number
+) => (bytes >= 1e9 ? `${(bytes / 1e9).toFixed(2)} GB` : `${(bytes / 1e6).toFixed(1)} MB`)
 
 /** `45s`, `3m05s`, `2h04m`; `precise`: `2.4s` below a minute. */
 export const duration = (seconds: number, precise = false): string => {

@@ -1,10 +1,10 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
+import { Console, Effect, Option } from "effect"
 import { createHash, randomUUID } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { gzipSync } from "node:zlib"
-import { Console, Effect, Option } from "effect"
 import { BlobApi, VolatileBlobApi } from "../client/BlobApi.ts"
 import { ConfigApi } from "../client/ConfigApi.ts"
 import { PublishApi } from "../client/PublishApi.ts"
@@ -31,7 +31,9 @@ const DIGESTS: Record<string, string> = { "SHA-1": "sha1", "SHA-256": "sha256", 
 const fromFlags = (pairs: ReadonlyArray<string>) =>
   Effect.forEach(pairs, (pair) => {
     const at = pair.indexOf("=")
-    if (at <= 0 || at === pair.length - 1) return Effect.fail(new UsageError({ message: `--partition takes ID=FILE, got '${pair}'.` }))
+    if (at <= 0 || at === pair.length - 1) {
+      return Effect.fail(new UsageError({ message: `--partition takes ID=FILE, got '${pair}'.` }))
+    }
     return Effect.succeed({ partition: pair.slice(0, at), file: pair.slice(at + 1) })
   })
 
@@ -43,24 +45,35 @@ const fromDir = (dir: string) =>
         .filter((e) => e.isFile() && !e.name.startsWith("."))
         .map((e) => ({ partition: e.name, file: path.join(dir, e.name) }))
         .sort((a, b) => (a.partition < b.partition ? -1 : 1)),
-    catch: (e) => new UsageError({ message: `--from-dir ${dir}: cannot list it (${e instanceof Error ? e.message : String(e)}).` })
+    catch: (e) =>
+      new UsageError({ message: `--from-dir ${dir}: cannot list it (${e instanceof Error ? e.message : String(e)}).` })
   })
 
 const checkSources = (sources: ReadonlyArray<Source>) =>
   Effect.gen(function*() {
-    if (sources.length === 0) return yield* new UsageError({ message: "Nothing to publish: give --partition ID=FILE (repeatable) or --from-dir DIR with files in it." })
+    if (sources.length === 0) {
+      return yield* new UsageError({
+        message: "Nothing to publish: give --partition ID=FILE (repeatable) or --from-dir DIR with files in it."
+      })
+    }
     const seen = new Set<string>()
     for (const s of sources) {
       if (!PARTITION_ID.test(s.partition)) {
-        return yield* new UsageError({ message: `'${s.partition}' is not a valid partition id: use 1-500 characters of A-Z, a-z, 0-9, '_', '-', '.', ':'.` })
+        return yield* new UsageError({
+          message:
+            `'${s.partition}' is not a valid partition id: use 1-500 characters of A-Z, a-z, 0-9, '_', '-', '.', ':'.`
+        })
       }
       if (seen.has(s.partition)) return yield* new UsageError({ message: `Partition '${s.partition}' is given twice.` })
       seen.add(s.partition)
       const stat = yield* Effect.try({
         try: () => fs.statSync(s.file),
-        catch: () => new UsageError({ message: `${s.file} (partition '${s.partition}') does not exist or cannot be read.` })
+        catch: () =>
+          new UsageError({ message: `${s.file} (partition '${s.partition}') does not exist or cannot be read.` })
       })
-      if (!stat.isFile()) return yield* new UsageError({ message: `${s.file} (partition '${s.partition}') is not a file.` })
+      if (!stat.isFile()) {
+        return yield* new UsageError({ message: `${s.file} (partition '${s.partition}') is not a file.` })
+      }
     }
   })
 
@@ -77,67 +90,99 @@ export const publishCommand = Command.make(
       Options.repeated,
       Options.withDescription("A partition and the file with its content; repeat for more.")
     ),
-    fromDir: Options.directory("from-dir").pipe(Options.optional, Options.withDescription("Publish every regular file of DIR; file names are partition ids.")),
-    concurrency: integerOption("concurrency").pipe(Options.withDefault(8), Options.withDescription("Blob uploads in flight (default 8)."))
+    fromDir: Options.directory("from-dir").pipe(
+      Options.optional,
+      Options.withDescription("Publish every regular file of DIR; file names are partition ids.")
+    ),
+    concurrency: integerOption("concurrency").pipe(
+      Options.withDefault(8),
+      Options.withDescription("Blob uploads in flight (default 8).")
+    )
   },
   (o) =>
-    withClient(o, o.catalog, Effect.gen(function*() {
-      const hrn = yield* Hrn.canonicalCatalog(o.catalog)
-      if (o.concurrency < 1 || o.concurrency > 256) return yield* new UsageError({ message: `--concurrency must be 1-256, got ${o.concurrency}.` })
-      if (Option.isSome(o.fromDir) && o.partition.length > 0) return yield* new UsageError({ message: "Give either --partition or --from-dir, not both." })
-      const sources = Option.isSome(o.fromDir) ? yield* fromDir(o.fromDir.value) : yield* fromFlags(o.partition)
-      yield* checkSources(sources)
-
-      const catalog = yield* (yield* ConfigApi).getCatalog(hrn)
-      const layer = catalog.layers.find((l) => l.id === o.layer)
-      if (layer === undefined) return yield* new UsageError({ message: `Catalog ${hrn} has no layer '${o.layer}' (layers: ${catalog.layers.map((l) => l.id).join(", ")}).` })
-      if (layer.layerType !== "versioned" && layer.layerType !== "volatile") {
-        return yield* new UsageError({ message: `Layer '${o.layer}' is a ${layer.layerType} layer; publish writes versioned and volatile layers.` })
-      }
-      const blobs = layer.layerType === "volatile" ? yield* VolatileBlobApi : yield* BlobApi
-      const gzip = layer.contentEncoding === "gzip"
-      const digest = layer.digest === undefined ? undefined : DIGESTS[layer.digest]
-      const contentType = layer.contentType ?? "application/octet-stream"
-      const publisher = yield* PublishApi
-
-      const publication = yield* publisher.initPublication(hrn, [o.layer])
-      const upload = (source: Source) =>
-        Effect.gen(function*() {
-          const bytes = yield* Effect.try({
-            try: () => new Uint8Array(fs.readFileSync(source.file)),
-            catch: (e) => new UsageError({ message: `Cannot read ${source.file}: ${e instanceof Error ? e.message : String(e)}.` })
-          })
-          const stored = gzip ? new Uint8Array(gzipSync(bytes)) : bytes
-          const dataHandle = randomUUID()
-          yield* blobs.put(hrn, o.layer, dataHandle, stored, { contentType, ...(gzip ? { contentEncoding: "gzip" } : {}) })
-          return {
-            partition: source.partition,
-            dataHandle,
-            dataSize: bytes.byteLength,
-            ...(gzip ? { compressedDataSize: stored.byteLength } : {}),
-            ...(digest === undefined ? {} : { checksum: createHash(digest).update(bytes).digest("hex") })
-          } satisfies PublishPartition
-        })
-      const done: Publication = yield* Effect.gen(function*() {
-        const partitions = yield* Effect.forEach(sources, upload, { concurrency: o.concurrency })
-        yield* publisher.uploadPartitions(hrn, o.layer, publication.id, partitions)
-        yield* publisher.submitPublication(hrn, publication.id)
-        for (;;) {
-          const current = yield* publisher.getPublication(hrn, publication.id)
-          if (current.details.state !== "submitted" && current.details.state !== "initialized") return current
-          yield* Effect.sleep(POLL)
+    withClient(
+      o,
+      o.catalog,
+      Effect.gen(function*() {
+        const hrn = yield* Hrn.canonicalCatalog(o.catalog)
+        if (o.concurrency < 1 || o.concurrency > 256) {
+          return yield* new UsageError({ message: `--concurrency must be 1-256, got ${o.concurrency}.` })
         }
-      }).pipe(Effect.onError(() => Effect.ignore(publisher.cancelPublication(hrn, publication.id))))
-      if (done.details.state !== "succeeded") {
-        return yield* new UsageError({ message: `Publication ${done.id} ended ${done.details.state}: ${done.details.message}.` })
-      }
-      const bytes = sources.reduce((n, s) => n + fs.statSync(s.file).size, 0)
-      yield* Console.log(
-        o.json
-          ? JSON.stringify(done)
-          : layer.layerType === "versioned"
-          ? `Published ${sources.length} partition(s), ${bytes} bytes, to ${hrn} layer ${o.layer} as catalog version ${done.catalogVersion}.`
-          : `Published ${sources.length} partition(s), ${bytes} bytes, to the volatile layer ${o.layer} of ${hrn}.`
-      )
-    }))
-).pipe(Command.withDescription("Publish files into a versioned or volatile layer as one publication (one new catalog version)."))
+        if (Option.isSome(o.fromDir) && o.partition.length > 0) {
+          return yield* new UsageError({ message: "Give either --partition or --from-dir, not both." })
+        }
+        const sources = Option.isSome(o.fromDir) ? yield* fromDir(o.fromDir.value) : yield* fromFlags(o.partition)
+        yield* checkSources(sources)
+
+        const catalog = yield* (yield* ConfigApi).getCatalog(hrn)
+        const layer = catalog.layers.find((l) => l.id === o.layer)
+        if (layer === undefined) {
+          return yield* new UsageError({
+            message: `Catalog ${hrn} has no layer '${o.layer}' (layers: ${catalog.layers.map((l) => l.id).join(", ")}).`
+          })
+        }
+        if (layer.layerType !== "versioned" && layer.layerType !== "volatile") {
+          return yield* new UsageError({
+            message: `Layer '${o.layer}' is a ${layer.layerType} layer; publish writes versioned and volatile layers.`
+          })
+        }
+        const blobs = layer.layerType === "volatile" ? yield* VolatileBlobApi : yield* BlobApi
+        const gzip = layer.contentEncoding === "gzip"
+        const digest = layer.digest === undefined ? undefined : DIGESTS[layer.digest]
+        const contentType = layer.contentType ?? "application/octet-stream"
+        const publisher = yield* PublishApi
+
+        const publication = yield* publisher.initPublication(hrn, [o.layer])
+        const upload = (source: Source) =>
+          Effect.gen(function*() {
+            const bytes = yield* Effect.try({
+              try: () => new Uint8Array(fs.readFileSync(source.file)),
+              catch: (e) =>
+                new UsageError({
+                  message: `Cannot read ${source.file}: ${e instanceof Error ? e.message : String(e)}.`
+                })
+            })
+            const stored = gzip ? new Uint8Array(gzipSync(bytes)) : bytes
+            const dataHandle = randomUUID()
+            yield* blobs.put(hrn, o.layer, dataHandle, stored, {
+              contentType,
+              ...(gzip ? { contentEncoding: "gzip" } : {})
+            })
+            return {
+              partition: source.partition,
+              dataHandle,
+              dataSize: bytes.byteLength,
+              ...(gzip ? { compressedDataSize: stored.byteLength } : {}),
+              ...(digest === undefined ? {} : { checksum: createHash(digest).update(bytes).digest("hex") })
+            } satisfies PublishPartition
+          })
+        const done: Publication = yield* Effect.gen(function*() {
+          const partitions = yield* Effect.forEach(sources, upload, { concurrency: o.concurrency })
+          yield* publisher.uploadPartitions(hrn, o.layer, publication.id, partitions)
+          yield* publisher.submitPublication(hrn, publication.id)
+          for (;;) {
+            const current = yield* publisher.getPublication(hrn, publication.id)
+            if (current.details.state !== "submitted" && current.details.state !== "initialized") return current
+            yield* Effect.sleep(POLL)
+          }
+        }).pipe(Effect.onError(() => Effect.ignore(publisher.cancelPublication(hrn, publication.id))))
+        if (done.details.state !== "succeeded") {
+          return yield* new UsageError({
+            message: `Publication ${done.id} ended ${done.details.state}: ${done.details.message}.`
+          })
+        }
+        const bytes = sources.reduce((n, s) => n + fs.statSync(s.file).size, 0)
+        yield* Console.log(
+          o.json
+            ? JSON.stringify(done)
+            : layer.layerType === "versioned"
+            ? `Published ${sources.length} partition(s), ${bytes} bytes, to ${hrn} layer ${o.layer} as catalog version ${done.catalogVersion}.`
+            : `Published ${sources.length} partition(s), ${bytes} bytes, to the volatile layer ${o.layer} of ${hrn}.`
+        )
+      })
+    )
+).pipe(
+  Command.withDescription(
+    "Publish files into a versioned or volatile layer as one publication (one new catalog version)."
+  )
+)

@@ -1,33 +1,59 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Console, Effect, Option } from "effect"
-import type { Policy } from "../retention/Policy.ts"
-import { applyRetention, planRetention, policyOfJob, type RetentionJob, type RetentionPlan, setAutomaticDeletion } from "../../pipelines/retention.ts"
+import {
+  applyRetention,
+  planRetention,
+  policyOfJob,
+  type RetentionJob,
+  type RetentionPlan,
+  setAutomaticDeletion
+} from "../../pipelines/retention.ts"
 import { exportCheckOf } from "../retention/Guard.ts"
 import type { SharedHandle } from "../retention/HandleReuse.ts"
-import { clientFor, type Connection, connectionOf, durationOption, type GlobalOptions, globalOptions, loggerLayer } from "./common.ts"
+import type { Policy } from "../retention/Policy.ts"
+import {
+  clientFor,
+  type Connection,
+  connectionOf,
+  durationOption,
+  type GlobalOptions,
+  globalOptions,
+  loggerLayer
+} from "./common.ts"
 import { UsageError } from "./Exit.ts"
 
 const date = (ms: number) => new Date(ms).toISOString()
 
 const describePlan = (plan: RetentionPlan) => {
-  const head = `Catalog ${plan.catalogHrn}: minimum version ${plan.minimum}, latest ${plan.latest}. Policy: ${plan.policy}.`
+  const head =
+    `Catalog ${plan.catalogHrn}: minimum version ${plan.minimum}, latest ${plan.latest}. Policy: ${plan.policy}.`
   if (plan.target <= plan.minimum) return `${head}\nNothing to delete: the minimum version stays ${plan.minimum}.`
   const first = plan.deleted[0]
   const last = plan.deleted[plan.deleted.length - 1]
-  const span = first === undefined || last === undefined ? "" : `, created ${date(first.timestamp)} to ${date(last.timestamp)}`
-  return `${head}\nRaising the minimum version to ${plan.target} deletes versions ${plan.minimum}..${plan.target - 1} ` +
+  const span = first === undefined || last === undefined
+    ? ""
+    : `, created ${date(first.timestamp)} to ${date(last.timestamp)}`
+  return `${head}\nRaising the minimum version to ${plan.target} deletes versions ${plan.minimum}..${
+    plan.target - 1
+  } ` +
     `(${plan.deleted.length} version(s)${span}).\n` +
     `This cannot be undone: deleted versions, their partition metadata and their data are removed permanently.`
 }
 
 const describeShared = (shared: ReadonlyArray<SharedHandle>) => {
   if (shared.length === 0) return []
-  const shown = shared.slice(0, 10).map((h) => `'${h.partition}' of layer '${h.layer}' (version ${h.version}, data handle ${h.dataHandle}, published by version ${h.publishedBy.version})`)
+  const shown = shared.slice(0, 10).map((h) =>
+    `'${h.partition}' of layer '${h.layer}' (version ${h.version}, data handle ${h.dataHandle}, published by version ${h.publishedBy.version})`
+  )
   return [
     `warning: ${shared.length} partition(s) of the versions that stay reference data handles first published in versions this deletes; ` +
-    `their data is deleted with those versions (the interface's data-handle rule 3: a handle reused across versions): ${shown.join(", ")}` +
-    `${shared.length > shown.length ? `, and ${shared.length - shown.length} more` : ""}. Publish their data under new data handles before deleting, or keep those versions.`
+    `their data is deleted with those versions (the interface's data-handle rule 3: a handle reused across versions): ${
+      shown.join(", ")
+    }` +
+    `${
+      shared.length > shown.length ? `, and ${shared.length - shown.length} more` : ""
+    }. Publish their data under new data handles before deleting, or keep those versions.`
   ]
 }
 
@@ -104,12 +130,17 @@ const auto = Command.make(
   {
     ...globalOptions,
     catalog,
-    keep: Options.integer("keep").pipe(Options.optional, Options.withDescription("Keep this many versions: each new version deletes the oldest beyond it (1..50000).")),
+    keep: Options.integer("keep").pipe(
+      Options.optional,
+      Options.withDescription("Keep this many versions: each new version deletes the oldest beyond it (1..50000).")
+    ),
     disable: Options.boolean("disable").pipe(Options.withDescription("Turn automatic version deletion off."))
   },
   (o) =>
     Effect.gen(function*() {
-      if (Option.isSome(o.keep) === o.disable) return yield* new UsageError({ message: "Give exactly one of --keep N and --disable." })
+      if (Option.isSome(o.keep) === o.disable) {
+        return yield* new UsageError({ message: "Give exactly one of --keep N and --disable." })
+      }
       if (Option.isSome(o.keep) && (o.keep.value < 1 || o.keep.value > 50_000)) {
         return yield* new UsageError({ message: `--keep must be within 1..50000, got ${o.keep.value}.` })
       }
@@ -131,30 +162,57 @@ export const retentionCommand = Command.make(
     // Optional here only so that `retention auto --catalog X` parses (@effect/cli requires a parent's
     // required options even when a subcommand runs); checked below.
     catalog: catalog.pipe(Options.optional),
-    keepLast: Options.integer("keep-last").pipe(Options.optional, Options.withDescription("Keep the newest N versions.")),
-    olderThan: durationOption("older-than", 'a duration such as 30d, 12h or "7 days"').pipe(Options.optional, Options.withDescription("Delete versions created longer ago than this (30d, 12h, \"7 days\").")),
-    minimum: Options.integer("minimum").pipe(Options.optional, Options.withDescription("Raise the minimum version to exactly V.")),
+    keepLast: Options.integer("keep-last").pipe(
+      Options.optional,
+      Options.withDescription("Keep the newest N versions.")
+    ),
+    olderThan: durationOption("older-than", "a duration such as 30d, 12h or \"7 days\"").pipe(
+      Options.optional,
+      Options.withDescription("Delete versions created longer ago than this (30d, 12h, \"7 days\").")
+    ),
+    minimum: Options.integer("minimum").pipe(
+      Options.optional,
+      Options.withDescription("Raise the minimum version to exactly V.")
+    ),
     requireExported: Options.text("require-exported").pipe(
       Options.withPseudoName("LOCATION"),
       Options.optional,
-      Options.withDescription("Where the exports of this catalog are (the --out of the exports): only versions whose data is in an intact committed export there may be deleted. This or --skip-export-check is required.")
+      Options.withDescription(
+        "Where the exports of this catalog are (the --out of the exports): only versions whose data is in an intact committed export there may be deleted. This or --skip-export-check is required."
+      )
     ),
-    skipExportCheck: Options.boolean("skip-export-check").pipe(Options.withDescription("Delete versions whether or not they were exported (no export guard).")),
-    layers: Options.text("layer").pipe(Options.repeated, Options.withDescription("With --require-exported: the layers whose exports count (default: every versioned layer).")),
+    skipExportCheck: Options.boolean("skip-export-check").pipe(
+      Options.withDescription("Delete versions whether or not they were exported (no export guard).")
+    ),
+    layers: Options.text("layer").pipe(
+      Options.repeated,
+      Options.withDescription(
+        "With --require-exported: the layers whose exports count (default: every versioned layer)."
+      )
+    ),
     dryRun: Options.boolean("dry-run").pipe(Options.withDescription("Print what would be deleted and change nothing.")),
     json: Options.boolean("json").pipe(Options.withDescription("Print the plan and its outcome as one JSON object."))
   },
   (o) =>
     Effect.gen(function*() {
       if (Option.isNone(o.catalog)) return yield* new UsageError({ message: "Give the catalog with --catalog HRN." })
-      const given = [Option.isSome(o.keepLast), Option.isSome(o.olderThan), Option.isSome(o.minimum)].filter(Boolean).length
-      if (given !== 1) return yield* new UsageError({ message: "Give exactly one of --keep-last N, --older-than DURATION, --minimum V." })
+      const given =
+        [Option.isSome(o.keepLast), Option.isSome(o.olderThan), Option.isSome(o.minimum)].filter(Boolean).length
+      if (given !== 1) {
+        return yield* new UsageError({
+          message: "Give exactly one of --keep-last N, --older-than DURATION, --minimum V."
+        })
+      }
       let policy: Policy
       if (Option.isSome(o.keepLast)) {
-        if (o.keepLast.value < 1) return yield* new UsageError({ message: `--keep-last must be at least 1, got ${o.keepLast.value}.` })
+        if (o.keepLast.value < 1) {
+          return yield* new UsageError({ message: `--keep-last must be at least 1, got ${o.keepLast.value}.` })
+        }
         policy = { _tag: "KeepLast", count: o.keepLast.value }
       } else if (Option.isSome(o.minimum)) {
-        if (o.minimum.value < 0) return yield* new UsageError({ message: `--minimum must be a version (>= 0), got ${o.minimum.value}.` })
+        if (o.minimum.value < 0) {
+          return yield* new UsageError({ message: `--minimum must be a version (>= 0), got ${o.minimum.value}.` })
+        }
         policy = { _tag: "Minimum", version: o.minimum.value }
       } else {
         policy = { _tag: "OlderThan", age: Option.getOrThrow(o.olderThan) }
@@ -171,6 +229,8 @@ export const retentionCommand = Command.make(
       }, connectionOf(o))
     }).pipe(Effect.provide(loggerLayer(o)))
 ).pipe(
-  Command.withDescription("Raise a catalog's minimum version (deleting older versions) by a policy, only past versions already exported."),
+  Command.withDescription(
+    "Raise a catalog's minimum version (deleting older versions) by a policy, only past versions already exported."
+  ),
   Command.withSubcommands([auto])
 )

@@ -1,10 +1,10 @@
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import { Effect } from "effect"
-import { jobKindOf, load } from "../export/JobConfig.ts"
 import { BackfillJob } from "../../pipelines/backfill.ts"
 import { NightlyJob } from "../../pipelines/nightly-export.ts"
 import { RetentionJob } from "../../pipelines/retention.ts"
+import { jobKindOf, load } from "../export/JobConfig.ts"
 import { runBackfillJob } from "./backfill.ts"
 import { globalOptions, loggerLayer, noFailover, retryOptions, summaryJson } from "./common.ts"
 import { unfinishedWhenInterrupted } from "./Exit.ts"
@@ -15,7 +15,14 @@ import { runRetentionJob } from "./retention.ts"
 /** `run config.json`: the `job` field says which pipeline; the rest is that pipeline's validated config. */
 export const runCommand = Command.make(
   "run",
-  { ...globalOptions, ...retryOptions, noFailover, ...progressOptions, json: summaryJson, config: Args.file({ name: "config.json" }) },
+  {
+    ...globalOptions,
+    ...retryOptions,
+    noFailover,
+    ...progressOptions,
+    json: summaryJson,
+    config: Args.file({ name: "config.json" })
+  },
   (o) =>
     Effect.gen(function*() {
       const kind = yield* jobKindOf(o.config)

@@ -7,48 +7,109 @@ import { UsageError } from "./Exit.ts"
 import { loadServer } from "./lazy.ts"
 
 const options = {
-  port: Options.integer("port").pipe(Options.withDefault(31005), Options.withDescription("TCP port; 0 picks a free one (default 31005, the port HERE SDKs use for a local lookup service).")),
+  port: Options.integer("port").pipe(
+    Options.withDefault(31005),
+    Options.withDescription(
+      "TCP port; 0 picks a free one (default 31005, the port HERE SDKs use for a local lookup service)."
+    )
+  ),
   host: Options.text("host").pipe(Options.withDefault("127.0.0.1"), Options.withDescription("Address to listen on.")),
-  data: Options.directory("data").pipe(Options.optional, Options.withDescription("Directory for SQLite metadata and blob files; survives restarts. A temporary directory when absent.")),
-  seed: Options.choice("seed", ["demo", "none"]).pipe(Options.withDefault("demo" as const), Options.withDescription("Seed the demo catalogs (skipped when --data already holds them).")),
-  seedPartitions: Options.integer("seed-partitions").pipe(Options.withDefault(SEED_DEFAULTS.partitions), Options.withDescription("Partitions of the demo 'places' layer at its first version.")),
-  seedVersions: Options.integer("seed-versions").pipe(Options.withDefault(SEED_DEFAULTS.versions), Options.withDescription("Catalog versions the demo seed creates.")),
-  seedBlobBytes: Options.integer("seed-blob-bytes").pipe(Options.withDefault(SEED_DEFAULTS.blobBytes), Options.withDescription("Bytes of each 'places' blob.")),
-  credentialsOut: Options.file("credentials-out").pipe(Options.optional, Options.withDescription("Write a credentials.properties for the demo application (read and write on every seeded catalog).")),
-  faults: Options.text("faults").pipe(Options.optional, Options.withDescription("Fault rates per request, e.g. 429=0.1,503=0.03,reset=0.02,truncate=0.01.")),
-  faultSeed: Options.integer("fault-seed").pipe(Options.withDefault(1), Options.withDescription("Seed of the fault generator; the same seed gives the same sequence.")),
-  latency: Options.text("latency").pipe(Options.optional, Options.withDescription("Added latency in ms: N or MIN-MAX.")),
-  retryAfter: Options.integer("retry-after").pipe(Options.withDefault(1), Options.withDescription("Seconds announced in Retry-After on injected 429/503.")),
-  faultsIncludeAuth: Options.boolean("faults-include-auth").pipe(Options.withDescription("Inject faults into token and lookup requests too.")),
-  tokenLifetime: Options.integer("token-lifetime").pipe(Options.withDefault(MAX_TOKEN_SECONDS), Options.withDescription("Longest token lifetime the service grants, in seconds (at most 86400).")),
+  data: Options.directory("data").pipe(
+    Options.optional,
+    Options.withDescription(
+      "Directory for SQLite metadata and blob files; survives restarts. A temporary directory when absent."
+    )
+  ),
+  seed: Options.choice("seed", ["demo", "none"]).pipe(
+    Options.withDefault("demo" as const),
+    Options.withDescription("Seed the demo catalogs (skipped when --data already holds them).")
+  ),
+  seedPartitions: Options.integer("seed-partitions").pipe(
+    Options.withDefault(SEED_DEFAULTS.partitions),
+    Options.withDescription("Partitions of the demo 'places' layer at its first version.")
+  ),
+  seedVersions: Options.integer("seed-versions").pipe(
+    Options.withDefault(SEED_DEFAULTS.versions),
+    Options.withDescription("Catalog versions the demo seed creates.")
+  ),
+  seedBlobBytes: Options.integer("seed-blob-bytes").pipe(
+    Options.withDefault(SEED_DEFAULTS.blobBytes),
+    Options.withDescription("Bytes of each 'places' blob.")
+  ),
+  credentialsOut: Options.file("credentials-out").pipe(
+    Options.optional,
+    Options.withDescription(
+      "Write a credentials.properties for the demo application (read and write on every seeded catalog)."
+    )
+  ),
+  faults: Options.text("faults").pipe(
+    Options.optional,
+    Options.withDescription("Fault rates per request, e.g. 429=0.1,503=0.03,reset=0.02,truncate=0.01.")
+  ),
+  faultSeed: Options.integer("fault-seed").pipe(
+    Options.withDefault(1),
+    Options.withDescription("Seed of the fault generator; the same seed gives the same sequence.")
+  ),
+  latency: Options.text("latency").pipe(
+    Options.optional,
+    Options.withDescription("Added latency in ms: N or MIN-MAX.")
+  ),
+  retryAfter: Options.integer("retry-after").pipe(
+    Options.withDefault(1),
+    Options.withDescription("Seconds announced in Retry-After on injected 429/503.")
+  ),
+  faultsIncludeAuth: Options.boolean("faults-include-auth").pipe(
+    Options.withDescription("Inject faults into token and lookup requests too.")
+  ),
+  tokenLifetime: Options.integer("token-lifetime").pipe(
+    Options.withDefault(MAX_TOKEN_SECONDS),
+    Options.withDescription("Longest token lifetime the service grants, in seconds (at most 86400).")
+  ),
   regionsDown: Options.text("regions-down").pipe(
     Options.withPseudoName("REGION[,REGION]"),
     Options.optional,
-    Options.withDescription("Start with these regions down (eu-ireland, us-oregon): their catalog-bound APIs answer 503 until `catalog-export regions up`.")
+    Options.withDescription(
+      "Start with these regions down (eu-ireland, us-oregon): their catalog-bound APIs answer 503 until `catalog-export regions up`."
+    )
   ),
   replicationDelay: Options.integer("replication-delay").pipe(
     Options.withDefault(1000),
-    Options.withDescription("Milliseconds a volatile or stream write to one region of a multi-region catalog takes to reach the other (default 1000).")
+    Options.withDescription(
+      "Milliseconds a volatile or stream write to one region of a multi-region catalog takes to reach the other (default 1000)."
+    )
   )
 }
 
 const positive = (name: string, value: number, min = 1) =>
-  value >= min ? Effect.succeed(value) : Effect.fail(new UsageError({ message: `--${name} must be at least ${min}, got ${value}.` }))
+  value >= min
+    ? Effect.succeed(value)
+    : Effect.fail(new UsageError({ message: `--${name} must be at least ${min}, got ${value}.` }))
 
 export const serve = Command.make("serve", options, (o) =>
   Effect.gen(function*() {
-    if (o.port < 0 || o.port > 65535) return yield* new UsageError({ message: `--port must be within 0..65535, got ${o.port}.` })
+    if (o.port < 0 || o.port > 65535) {
+      return yield* new UsageError({ message: `--port must be within 0..65535, got ${o.port}.` })
+    }
     yield* positive("seed-partitions", o.seedPartitions, 0)
     yield* positive("seed-versions", o.seedVersions)
     yield* positive("seed-blob-bytes", o.seedBlobBytes, 0)
     yield* positive("token-lifetime", o.tokenLifetime)
     yield* positive("replication-delay", o.replicationDelay, 0)
-    const regionsDown = yield* Effect.forEach(Option.getOrElse(o.regionsDown, () => "").split(",").filter((r) => r.trim() !== ""), (raw) => {
-      const region = regionOf(raw)
-      return region === undefined
-        ? Effect.fail(new UsageError({ message: `--regions-down: unknown region '${raw.trim()}'; the regions are ${SELECTABLE_REGIONS.join(" and ")}.` }))
-        : Effect.succeed(region)
-    })
+    const regionsDown = yield* Effect.forEach(
+      Option.getOrElse(o.regionsDown, () => "").split(",").filter((r) => r.trim() !== ""),
+      (raw) => {
+        const region = regionOf(raw)
+        return region === undefined
+          ? Effect.fail(
+            new UsageError({
+              message: `--regions-down: unknown region '${raw.trim()}'; the regions are ${
+                SELECTABLE_REGIONS.join(" and ")
+              }.`
+            })
+          )
+          : Effect.succeed(region)
+      }
+    )
     const { Faults, LocalService, defaultSeed, noSeed, defaultServiceOptions } = yield* loadServer
     const parsed = yield* Effect.try({
       try: () => ({
@@ -82,4 +143,8 @@ export const serve = Command.make("serve", options, (o) =>
     }
     yield* Console.log(LocalService.listeningLine(service))
     return yield* Effect.never
-  }).pipe(Effect.scoped)).pipe(Command.withDescription("Run the local catalog service (lookup, config, metadata, query, blob, publish, token) on loopback."))
+  }).pipe(Effect.scoped)).pipe(
+    Command.withDescription(
+      "Run the local catalog service (lookup, config, metadata, query, blob, publish, token) on loopback."
+    )
+  )

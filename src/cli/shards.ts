@@ -1,20 +1,31 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import { Console, Effect, Option } from "effect"
+import { raiseToExported } from "../../pipelines/nightly-export.ts"
 import type { DecodeRequest } from "../export/Decoding.ts"
 import { planExport } from "../export/Incremental.ts"
 import { defaults } from "../export/JobConfig.ts"
+import { readManifest } from "../export/Manifest.ts"
 import { exportDir, type Plan, shardsOf, withShards } from "../export/Plan.ts"
 import { Counters, tracking } from "../export/Progress.ts"
-import { readManifest } from "../export/Manifest.ts"
-import { forgetRuns, planKey, pinPlan, readPlan } from "../export/Shards.ts"
+import { forgetRuns, pinPlan, planKey, readPlan } from "../export/Shards.ts"
 import { destination } from "../sinks/Destination.ts"
 import { isObjectStore } from "../sinks/ObjectStore.ts"
-import { raiseToExported } from "../../pipelines/nightly-export.ts"
-import { choiceOption, clientFor, connectionOf, type GlobalOptions, globalOptions, integerOption, loggerLayer, retryOptions, retryPolicyOf, summaryJson } from "./common.ts"
+import {
+  choiceOption,
+  clientFor,
+  connectionOf,
+  type GlobalOptions,
+  globalOptions,
+  integerOption,
+  loggerLayer,
+  retryOptions,
+  retryPolicyOf,
+  summaryJson
+} from "./common.ts"
 import { unfinishedWhenInterrupted, UsageError } from "./Exit.ts"
 import { checkOutputDir, positive, versionArg } from "./export.ts"
-import { progressLayer, type ProgressFlags } from "./progress.ts"
+import { type ProgressFlags, progressLayer } from "./progress.ts"
 import { describeRaised, describeResult } from "./summary.ts"
 
 /**
@@ -24,7 +35,12 @@ import { describeRaised, describeResult } from "./summary.ts"
  */
 
 /** Where engines put the index of an array job's task, in the order they are looked up. */
-export const INDEX_VARIABLES = ["JOB_COMPLETION_INDEX", "AWS_BATCH_JOB_ARRAY_INDEX", "CLOUD_RUN_TASK_INDEX", "BATCH_TASK_INDEX"] as const
+export const INDEX_VARIABLES = [
+  "JOB_COMPLETION_INDEX",
+  "AWS_BATCH_JOB_ARRAY_INDEX",
+  "CLOUD_RUN_TASK_INDEX",
+  "BATCH_TASK_INDEX"
+] as const
 
 /** The shard to run: `--shard`, else the engine's index variable. */
 export const shardIndex = (flag: Option.Option<number>, env: NodeJS.ProcessEnv = process.env) => {
@@ -36,7 +52,11 @@ export const shardIndex = (flag: Option.Option<number>, env: NodeJS.ProcessEnv =
       ? Effect.succeed({ shard: Number(raw), from: name })
       : Effect.fail(new UsageError({ message: `${name} must be a shard index (0, 1, ...), got '${raw}'.` }))
   }
-  return Effect.fail(new UsageError({ message: `Which shard? Give --shard I, or run it as an array job that sets one of ${INDEX_VARIABLES.join(", ")}.` }))
+  return Effect.fail(
+    new UsageError({
+      message: `Which shard? Give --shard I, or run it as an array job that sets one of ${INDEX_VARIABLES.join(", ")}.`
+    })
+  )
 }
 
 /** The location of a plan as given (`.../version=V/_plan.json`, or its directory): the destination and the plan's key in it. */
@@ -49,7 +69,10 @@ export const planLocation = (location: string) =>
     const key = segments.slice(-4).join("/")
     const root = segments.slice(0, -4).join("/")
     if (segments.length < 4 || !/^(version=\d+|snapshot=\d{8}T\d{6}Z)$/.test(segments.at(-2)!)) {
-      return yield* new UsageError({ message: `--plan ${location} is not the location of a plan (OUT/<catalog-id>/<layer-id>/version=<V>/_plan.json, as the plan command prints it).` })
+      return yield* new UsageError({
+        message:
+          `--plan ${location} is not the location of a plan (OUT/<catalog-id>/<layer-id>/version=<V>/_plan.json, as the plan command prints it).`
+      })
     }
     const dest = yield* destination(root === "" && !isObjectStore(location) ? "." : root)
     const plan = yield* readPlan(dest, key)
@@ -57,7 +80,9 @@ export const planLocation = (location: string) =>
     // Commit removes the plan: a committed export answers every later run of the plan.
     const committed = yield* readManifest(dest, segments.slice(-4, -1).join("/"))
     if (Option.isSome(committed)) return { dest, key, plan: undefined, committed: committed.value }
-    return yield* new UsageError({ message: `There is no plan at ${dest.at(key)}: run catalog-export plan first, or check --plan.` })
+    return yield* new UsageError({
+      message: `There is no plan at ${dest.at(key)}: run catalog-export plan first, or check --plan.`
+    })
   })
 
 const clientOfPlan = (o: GlobalOptions, plan: Pick<Plan, "catalogHrn">, concurrency: number) =>
@@ -69,12 +94,29 @@ export const planCommand = Command.make(
     ...globalOptions,
     catalog: Options.text("catalog").pipe(Options.withDescription("Catalog HRN.")),
     layer: Options.text("layer").pipe(Options.withDescription("Layer id (a versioned or volatile layer).")),
-    version: Options.text("version").pipe(Options.withDefault("latest"), Options.withDescription("Catalog version to export, or 'latest'.")),
-    mode: choiceOption("mode", ["full", "changes"]).pipe(Options.withDefault("full" as const), Options.withDescription("changes: only what changed since the layer's cursor (_state.json) in --out.")),
-    shards: integerOption("shards").pipe(Options.withDescription("Workers that will run the plan (an array job's size).")),
-    parts: integerOption("parts").pipe(Options.optional, Options.withDescription(`Metadata parts to ask for; default ${defaults.parts} per shard (the unit of listing and of resume).`)),
-    out: Options.text("out").pipe(Options.withDescription("Output directory or object store (s3://bucket/prefix), as for export.")),
-    force: Options.boolean("force").pipe(Options.withDescription("Plan again, forgetting the shards an earlier plan of the same version finished."))
+    version: Options.text("version").pipe(
+      Options.withDefault("latest"),
+      Options.withDescription("Catalog version to export, or 'latest'.")
+    ),
+    mode: choiceOption("mode", ["full", "changes"]).pipe(
+      Options.withDefault("full" as const),
+      Options.withDescription("changes: only what changed since the layer's cursor (_state.json) in --out.")
+    ),
+    shards: integerOption("shards").pipe(
+      Options.withDescription("Workers that will run the plan (an array job's size).")
+    ),
+    parts: integerOption("parts").pipe(
+      Options.optional,
+      Options.withDescription(
+        `Metadata parts to ask for; default ${defaults.parts} per shard (the unit of listing and of resume).`
+      )
+    ),
+    out: Options.text("out").pipe(
+      Options.withDescription("Output directory or object store (s3://bucket/prefix), as for export.")
+    ),
+    force: Options.boolean("force").pipe(
+      Options.withDescription("Plan again, forgetting the shards an earlier plan of the same version finished.")
+    )
   },
   (o) =>
     Effect.gen(function*() {
@@ -83,7 +125,14 @@ export const planCommand = Command.make(
       const parts = Option.isSome(o.parts) ? yield* positive("parts")(o.parts.value) : defaults.parts * shards
       yield* checkOutputDir(o.out)
       return yield* Effect.gen(function*() {
-        const planned = yield* planExport({ catalog: o.catalog, layer: o.layer, version, mode: o.mode, out: o.out, parts })
+        const planned = yield* planExport({
+          catalog: o.catalog,
+          layer: o.layer,
+          version,
+          mode: o.mode,
+          out: o.out,
+          parts
+        })
         if (planned._tag === "UpToDate") {
           return yield* Console.log(JSON.stringify({ plan: null, shards: 0, version: planned.version, upToDate: true }))
         }
@@ -93,19 +142,36 @@ export const planCommand = Command.make(
         let plan = yield* pinPlan(dest, wanted, o.force)
         if (shardsOf(plan).length !== shards) {
           // Pinned before with another shard count: running it with this one would leave shards out.
-          const started = (yield* dest.list(`${exportDir(plan)}/_shards`)).length + (yield* dest.list(`${exportDir(plan)}/_parts`)).length
+          const started = (yield* dest.list(`${exportDir(plan)}/_shards`)).length +
+            (yield* dest.list(`${exportDir(plan)}/_parts`)).length
           if (started > 0) {
             return yield* new UsageError({
-              message: `${dest.at(planKey(exportDir(plan)))} already plans ${shardsOf(plan).length} shards and some have run; run it with ${shardsOf(plan).length} workers, or plan again with --force (their work is lost).`
+              message: `${dest.at(planKey(exportDir(plan)))} already plans ${
+                shardsOf(plan).length
+              } shards and some have run; run it with ${
+                shardsOf(plan).length
+              } workers, or plan again with --force (their work is lost).`
             })
           }
           yield* forgetRuns(dest, exportDir(plan))
           plan = yield* pinPlan(dest, wanted, false)
         }
-        yield* Console.log(JSON.stringify({ plan: dest.at(planKey(exportDir(plan))), shards: shardsOf(plan).length, version: plan.version, ...(plan.snapshot === undefined ? {} : { snapshot: plan.snapshot }), parts: plan.parts.length }))
+        yield* Console.log(
+          JSON.stringify({
+            plan: dest.at(planKey(exportDir(plan))),
+            shards: shardsOf(plan).length,
+            version: plan.version,
+            ...(plan.snapshot === undefined ? {} : { snapshot: plan.snapshot }),
+            parts: plan.parts.length
+          })
+        )
       }).pipe(Effect.provide(clientOfPlan(o, { catalogHrn: o.catalog }, 4)))
     }).pipe(Effect.provide(loggerLayer(o)))
-).pipe(Command.withDescription("Pin a layer version and deal its metadata parts to N shards: writes OUT/<catalog-id>/<layer-id>/version=<V>/_plan.json and prints {\"plan\", \"shards\", \"version\"} as one JSON line."))
+).pipe(
+  Command.withDescription(
+    "Pin a layer version and deal its metadata parts to N shards: writes OUT/<catalog-id>/<layer-id>/version=<V>/_plan.json and prints {\"plan\", \"shards\", \"version\"} as one JSON line."
+  )
+)
 
 export interface ShardRunSettings {
   readonly plan: string
@@ -127,11 +193,17 @@ export const runShardCommand = (s: ShardRunSettings, o: GlobalOptions & Progress
     const { dest, key, plan, committed } = yield* planLocation(s.plan)
     if (plan === undefined) {
       const dir = dest.at(key.slice(0, key.lastIndexOf("/")))
-      return yield* Console.log(s.json ? JSON.stringify({ status: "already-committed", shard, dir }) : `Already committed: ${dir}/_manifest.json (${committed.partitions} partitions); shard ${shard} has nothing to do.`)
+      return yield* Console.log(
+        s.json
+          ? JSON.stringify({ status: "already-committed", shard, dir })
+          : `Already committed: ${dir}/_manifest.json (${committed.partitions} partitions); shard ${shard} has nothing to do.`
+      )
     }
     const count = shardsOf(plan).length
     if (shard >= count) {
-      return yield* new UsageError({ message: `Shard ${shard} (${from}) does not exist: ${dest.at(key)} has ${count} shard(s), 0..${count - 1}.` })
+      return yield* new UsageError({
+        message: `Shard ${shard} (${from}) does not exist: ${dest.at(key)} has ${count} shard(s), 0..${count - 1}.`
+      })
     }
     yield* checkOutputDir(dest.name)
     return yield* Effect.gen(function*() {
@@ -145,16 +217,39 @@ export const runShardCommand = (s: ShardRunSettings, o: GlobalOptions & Progress
       const elapsedMs = Date.now() - started
       const retries = counters.retries
       if (result._tag === "AlreadyExported") {
-        return yield* Console.log(s.json ? JSON.stringify({ status: "already-committed", shard, dir: result.dir }) : describeResult(result, elapsedMs, retries))
+        return yield* Console.log(
+          s.json
+            ? JSON.stringify({ status: "already-committed", shard, dir: result.dir })
+            : describeResult(result, elapsedMs, retries)
+        )
       }
       const m = result.shard
-      const reused = counters.skippedParts > 0 ? `, ${counters.skippedParts} part(s) reused from an interrupted run` : ""
+      const reused = counters.skippedParts > 0
+        ? `, ${counters.skippedParts} part(s) reused from an interrupted run`
+        : ""
       yield* Console.log(
         s.json
-          ? JSON.stringify({ status: "shard-exported", shard, shards: count, dir: result.dir, partitions: m.partitions, deleted: m.deleted, bytes: m.bytes, files: m.files.length, elapsedMs, retries })
-          : `Exported shard ${shard} of ${count} (${label.split(" shard ")[0]} ${plan.layerType === "volatile" ? `snapshot ${plan.snapshot}` : `version ${plan.version}`}): ` +
-            `${m.partitions} partitions (${m.deleted} deleted), ${(m.bytes / 1e6).toFixed(1)} MB, ${m.files.length} file(s) in ${(elapsedMs / 1000).toFixed(1)} s ` +
-            `(${retries} retries${reused}) -> ${result.dir}. Commit once every shard has finished: catalog-export commit --plan ${dest.at(key)}`
+          ? JSON.stringify({
+            status: "shard-exported",
+            shard,
+            shards: count,
+            dir: result.dir,
+            partitions: m.partitions,
+            deleted: m.deleted,
+            bytes: m.bytes,
+            files: m.files.length,
+            elapsedMs,
+            retries
+          })
+          : `Exported shard ${shard} of ${count} (${label.split(" shard ")[0]} ${
+            plan.layerType === "volatile" ? `snapshot ${plan.snapshot}` : `version ${plan.version}`
+          }): ` +
+            `${m.partitions} partitions (${m.deleted} deleted), ${
+              (m.bytes / 1e6).toFixed(1)
+            } MB, ${m.files.length} file(s) in ${(elapsedMs / 1000).toFixed(1)} s ` +
+            `(${retries} retries${reused}) -> ${result.dir}. Commit once every shard has finished: catalog-export commit --plan ${
+              dest.at(key)
+            }`
       )
     }).pipe(Effect.provide(clientOfPlan(o, plan, s.concurrency)), Effect.provide(progressLayer(o)))
   })
@@ -165,7 +260,11 @@ export const commitCommand = Command.make(
     ...globalOptions,
     ...retryOptions,
     plan: Options.text("plan").pipe(Options.withDescription("The plan's location, as the plan command printed it.")),
-    raiseMinimum: Options.boolean("raise-minimum").pipe(Options.withDescription("Then raise the catalog's minimum version to the exported version, if every versioned layer's data below is exported there.")),
+    raiseMinimum: Options.boolean("raise-minimum").pipe(
+      Options.withDescription(
+        "Then raise the catalog's minimum version to the exported version, if every versioned layer's data below is exported there."
+      )
+    ),
     json: summaryJson
   },
   (o) =>
@@ -174,20 +273,40 @@ export const commitCommand = Command.make(
       const { commitPlan } = yield* Effect.promise(() => import("../export/Export.ts"))
       const started = Date.now()
       const dir = dest.at(key.slice(0, key.lastIndexOf("/")))
-      const result = plan === undefined ? { _tag: "AlreadyExported" as const, dir, manifest: committed } : yield* commitPlan(dest, plan)
+      const result = plan === undefined
+        ? { _tag: "AlreadyExported" as const, dir, manifest: committed }
+        : yield* commitPlan(dest, plan)
       const m = result.manifest
       yield* Console.log(
         o.json
-          ? JSON.stringify({ status: result._tag === "Exported" ? "committed" : "already-committed", dir: result.dir, version: m.version, partitions: m.partitions, deleted: m.deleted, bytes: m.bytes, files: m.files.length })
+          ? JSON.stringify({
+            status: result._tag === "Exported" ? "committed" : "already-committed",
+            dir: result.dir,
+            version: m.version,
+            partitions: m.partitions,
+            deleted: m.deleted,
+            bytes: m.bytes,
+            files: m.files.length
+          })
           : result._tag === "AlreadyExported"
           ? `Already committed: ${result.dir}/_manifest.json; nothing to do.`
-          : `Committed ${m.catalogHrn} ${m.layerId} ${m.layerType === "volatile" ? `snapshot ${m.snapshot}` : `version ${m.version}`} from ${plan === undefined ? 0 : shardsOf(plan).length} shard(s): ` +
-            `${m.partitions} partitions (${m.deleted} deleted), ${(m.bytes / 1e6).toFixed(1)} MB, ${m.files.length} file(s) in ${((Date.now() - started) / 1000).toFixed(1)} s -> ${result.dir}`
+          : `Committed ${m.catalogHrn} ${m.layerId} ${
+            m.layerType === "volatile" ? `snapshot ${m.snapshot}` : `version ${m.version}`
+          } from ${plan === undefined ? 0 : shardsOf(plan).length} shard(s): ` +
+            `${m.partitions} partitions (${m.deleted} deleted), ${
+              (m.bytes / 1e6).toFixed(1)
+            } MB, ${m.files.length} file(s) in ${((Date.now() - started) / 1000).toFixed(1)} s -> ${result.dir}`
       )
       // Also when committed before: a raise refused by an earlier commit is decided again.
       if (o.raiseMinimum && m.layerType === "versioned") {
-        const raised = yield* raiseToExported(m.catalogHrn, m.version, dest.name).pipe(Effect.provide(clientOfPlan(o, m, 4)))
+        const raised = yield* raiseToExported(m.catalogHrn, m.version, dest.name).pipe(
+          Effect.provide(clientOfPlan(o, m, 4))
+        )
         if (raised !== undefined && !o.json) yield* Console.log(describeRaised(raised))
       }
     }).pipe(unfinishedWhenInterrupted, Effect.provide(loggerLayer(o)))
-).pipe(Command.withDescription("Commit a sharded export once every shard has finished: checks every shard's files, writes _manifest.json and the cursor; exit 7 (nothing committed) while shards are missing."))
+).pipe(
+  Command.withDescription(
+    "Commit a sharded export once every shard has finished: checks every shard's files, writes _manifest.json and the cursor; exit 7 (nothing committed) while shards are missing."
+  )
+)

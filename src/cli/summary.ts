@@ -1,10 +1,10 @@
 import { Effect, Either, Option, Predicate } from "effect"
 import { decodeCounts } from "../../pipelines/backfill.ts"
 import type { LayerOutcome, LayerResult, MinimumRaised } from "../../pipelines/nightly-export.ts"
+import { TOOL } from "../domain/Tool.ts"
 import type { Failover } from "../export/Failover.ts"
 import { writeJson } from "../export/Json.ts"
 import type { Manifest } from "../export/Manifest.ts"
-import { TOOL } from "../domain/Tool.ts"
 import { rate } from "../export/Progress.ts"
 import { destination } from "../sinks/Destination.ts"
 import { ExitCode, exitCodeOf, exitMeaning, sentenceOf } from "./Exit.ts"
@@ -14,11 +14,24 @@ const RUN_REPORT = "_run.json"
 
 const mb = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`
 
-const what = (m: { catalogHrn: string; layerId: string; layerType: string; version: number; snapshot?: string | undefined; mode: string }) =>
-  `${m.catalogHrn} ${m.layerId} ${m.layerType === "volatile" ? `snapshot ${m.snapshot}` : `version ${m.version}`}${m.mode === "changes" ? " (changes)" : ""}`
+const what = (
+  m: {
+    catalogHrn: string
+    layerId: string
+    layerType: string
+    version: number
+    snapshot?: string | undefined
+    mode: string
+  }
+) =>
+  `${m.catalogHrn} ${m.layerId} ${m.layerType === "volatile" ? `snapshot ${m.snapshot}` : `version ${m.version}`}${
+    m.mode === "changes" ? " (changes)" : ""
+  }`
 
 /** What decoding made of an export, for its summary line; empty for raw exports. */
-export const describeDecode = (d: { readonly kind: string; readonly rows: number; readonly failed: number } | undefined): string => {
+export const describeDecode = (
+  d: { readonly kind: string; readonly rows: number; readonly failed: number } | undefined
+): string => {
   if (d === undefined) return ""
   const failed = d.failed === 0 ? "" : `, ${d.failed} did not decode`
   return `, decoded as ${d.kind} into ${d.rows} rows${failed}`
@@ -33,10 +46,16 @@ export const describeResult = (result: LayerResult, elapsedMs: number, retries: 
   if (result._tag === "AlreadyExported") {
     return `Already exported ${what(m)} (${result.dir}/_manifest.json); nothing to do. Use --force to export again.`
   }
-  const reused = result.counters.skippedParts > 0 ? `, ${result.counters.skippedParts} part(s) reused from an interrupted run` : ""
-  return `Exported ${what(m)}: ${m.partitions} partitions (${m.deleted} deleted)${describeDecode(m.decode)}, ${mb(m.bytes)}, ${m.files.length} file(s) ` +
+  const reused = result.counters.skippedParts > 0
+    ? `, ${result.counters.skippedParts} part(s) reused from an interrupted run`
+    : ""
+  return `Exported ${what(m)}: ${m.partitions} partitions (${m.deleted} deleted)${describeDecode(m.decode)}, ${
+    mb(m.bytes)
+  }, ${m.files.length} file(s) ` +
     `in ${(elapsedMs / 1000).toFixed(1)} s (${rate(m.partitions, elapsedMs).toFixed(0)} partitions/s, ` +
-    `${(m.bytes / 1e6 / Math.max(elapsedMs / 1000, 0.001)).toFixed(1)} MB/s, ${retries} retries${reused}) -> ${result.dir}`
+    `${
+      (m.bytes / 1e6 / Math.max(elapsedMs / 1000, 0.001)).toFixed(1)
+    } MB/s, ${retries} retries${reused}) -> ${result.dir}`
 }
 
 /** A query a user can paste to look at what was written. */
@@ -57,8 +76,12 @@ export const describeRegions = (regions: Manifest["regions"], failover: Failover
   if (regions === undefined || regions.length === 0) return undefined
   const byRegion = new Map<string, Array<number>>()
   for (const { part, region } of regions) byRegion.set(region, [...(byRegion.get(region) ?? []), part])
-  const served = [...byRegion].map(([region, parts]) => `${region} (part${parts.length === 1 ? "" : "s"} ${parts.join(", ")})`).join(" and ")
-  return `read from ${served}${failover === undefined ? "" : `; failed over from ${failover.from} to ${failover.to} after: ${failover.reason}`}`
+  const served = [...byRegion].map(([region, parts]) =>
+    `${region} (part${parts.length === 1 ? "" : "s"} ${parts.join(", ")})`
+  ).join(" and ")
+  return `read from ${served}${
+    failover === undefined ? "" : `; failed over from ${failover.from} to ${failover.to} after: ${failover.reason}`
+  }`
 }
 
 /** One layer's outcome as JSON: the `--json` summary of `export` and, per layer, of `run` (and their `_run.json`). */
@@ -114,21 +137,30 @@ export const outcomeLines = (o: LayerOutcome, showHints: boolean): ReadonlyArray
   if (Either.isLeft(o.result)) {
     return [
       `Failed ${o.catalog} ${o.layer} (exit ${exitCodeOf(o.result.left)}): ${sentenceOf(o.result.left)}`,
-      ...(o.failover === undefined ? [] : [`  after failing over from ${o.failover.from} to ${o.failover.to} (${o.failover.reason})`])
+      ...(o.failover === undefined
+        ? []
+        : [`  after failing over from ${o.failover.from} to ${o.failover.to} (${o.failover.reason})`])
     ]
   }
   const hint = showHints ? duckdbHint(o.result.right) : undefined
-  const regions = o.result.right._tag === "UpToDate" ? undefined : describeRegions(o.result.right.manifest.regions, o.failover)
+  const regions = o.result.right._tag === "UpToDate"
+    ? undefined
+    : describeRegions(o.result.right.manifest.regions, o.failover)
   return [
     ...(o.note === undefined ? [] : [`${o.catalog} ${o.layer}: ${o.note}`]),
     describeResult(o.result.right, o.elapsedMs, o.counters.retries),
     ...(regions === undefined ? [] : [`  ${regions}`]),
     ...(hint === undefined ? [] : [`  query it: ${hint}`]),
-    ...(o.pruned.length === 0 ? [] : [`  removed ${o.pruned.length} older snapshot(s) (keeping the newest): ${o.pruned.join(", ")}`])
+    ...(o.pruned.length === 0
+      ? []
+      : [`  removed ${o.pruned.length} older snapshot(s) (keeping the newest): ${o.pruned.join(", ")}`])
   ]
 }
 
-export const describeRaised = (r: MinimumRaised) => `Raised the minimum version of ${r.catalogHrn} from ${r.from} to ${r.to}: versions ${r.from}..${r.to - 1} are deleted.`
+export const describeRaised = (r: MinimumRaised) =>
+  `Raised the minimum version of ${r.catalogHrn} from ${r.from} to ${r.to}: versions ${r.from}..${
+    r.to - 1
+  } are deleted.`
 
 /**
  * The run report for a person at a terminal: a row per layer (outcome, partitions, bytes, files,
@@ -138,19 +170,32 @@ export const reportTable = (outcomes: ReadonlyArray<LayerOutcome>, exitCode: num
   const rows = outcomes.map((o) => {
     const retries = o.counters.retries === 0
       ? "0"
-      : `${o.counters.retries} (${Object.entries(o.counters.retriesByReason).map(([reason, n]) => `${reason}: ${n}`).join(", ")})`
-    const row = (outcome: string, partitions: string, bytes: string, files: string) =>
-      [`${o.catalog} ${o.layer}`, outcome, partitions, bytes, files, duration(o.elapsedMs / 1000, true), retries]
+      : `${o.counters.retries} (${
+        Object.entries(o.counters.retriesByReason).map(([reason, n]) => `${reason}: ${n}`).join(", ")
+      })`
+    const row = (
+      outcome: string,
+      partitions: string,
+      bytes: string,
+      files: string
+    ) => [`${o.catalog} ${o.layer}`, outcome, partitions, bytes, files, duration(o.elapsedMs / 1000, true), retries]
     if (Either.isLeft(o.result)) {
       const c = o.counters
-      const done = c.partitions === 0 && c.total === undefined ? "-" : `${c.partitions.toLocaleString("en-US")}/${c.total?.toLocaleString("en-US") ?? "?"}`
+      const done = c.partitions === 0 && c.total === undefined
+        ? "-"
+        : `${c.partitions.toLocaleString("en-US")}/${c.total?.toLocaleString("en-US") ?? "?"}`
       return row(`failed (exit ${exitCodeOf(o.result.left)})`, done, c.bytes === 0 ? "-" : megabytes(c.bytes), "-")
     }
     const r = o.result.right
     if (r._tag === "UpToDate") return row(`up to date (v${r.version})`, "-", "-", "-")
     const m = r.manifest
     const which = m.layerType === "volatile" ? "snapshot" : `v${m.version}${m.mode === "changes" ? " changes" : ""}`
-    return row(`${r._tag === "Exported" ? "exported" : "already exported"} ${which}`, m.partitions.toLocaleString("en-US"), megabytes(m.bytes), String(m.files.length))
+    return row(
+      `${r._tag === "Exported" ? "exported" : "already exported"} ${which}`,
+      m.partitions.toLocaleString("en-US"),
+      megabytes(m.bytes),
+      String(m.files.length)
+    )
   })
   const header = ["LAYER", "OUTCOME", "PARTITIONS", "BYTES", "FILES", "DURATION", "RETRIES"]
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)))
@@ -176,10 +221,16 @@ export const reportDocument = (fields: Record<string, unknown> & { readonly exit
  * nothing more is written there). A report that cannot be written does not change the run's
  * outcome; it is logged.
  */
-export const writeRunReport = (out: string, document: unknown, outcomes: ReadonlyArray<Pick<LayerOutcome, "result">> = []) =>
+export const writeRunReport = (
+  out: string,
+  document: unknown,
+  outcomes: ReadonlyArray<Pick<LayerOutcome, "result">> = []
+) =>
   Effect.gen(function*() {
     if (outcomes.some((o) => Either.isLeft(o.result) && Predicate.isTagged(o.result.left, "SinkError"))) return
     const dest = yield* destination(out)
     if (!dest.remote && Option.isNone(yield* dest.stat(""))) return
     yield* writeJson(dest, RUN_REPORT, document)
-  }).pipe(Effect.catchAll((e) => Effect.logWarning(`could not write the run report ${RUN_REPORT} in ${out}: ${e.message}`)))
+  }).pipe(
+    Effect.catchAll((e) => Effect.logWarning(`could not write the run report ${RUN_REPORT} in ${out}: ${e.message}`))
+  )

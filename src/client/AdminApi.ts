@@ -69,7 +69,10 @@ export interface AdminApiShape {
   /** Polls a status link (`flags=noRedirects`) until it is not pending. */
   readonly awaitOperation: (link: StatusLink, options?: AwaitOptions) => Effect.Effect<OperationStatus, AdminFailure>
   /** Polls until the catalog is visible (new catalogs take a while to appear). */
-  readonly awaitCatalog: (hrn: string, options?: Omit<AwaitOptions, "onPending">) => Effect.Effect<Catalog, AdminFailure>
+  readonly awaitCatalog: (
+    hrn: string,
+    options?: Omit<AwaitOptions, "onPending">
+  ) => Effect.Effect<Catalog, AdminFailure>
 }
 
 const DEFAULT_INTERVAL = Duration.millis(500)
@@ -93,7 +96,7 @@ export const createdHrn = (status: OperationStatus): string | undefined => {
 export class AdminApi extends Context.Tag("catalog-export/client/AdminApi")<AdminApi, AdminApiShape>() {
   static readonly layer: Layer.Layer<AdminApi, never, ApiClient | Lookup | ConfigApi> = Layer.effect(
     AdminApi,
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const api = yield* ApiClient
       const lookup = yield* Lookup
       const config = yield* ConfigApi
@@ -102,19 +105,32 @@ export class AdminApi extends Context.Tag("catalog-export/client/AdminApi")<Admi
 
       /** Sends a change and reads what the service answered: a status link, the catalog, or no body; and warnings. */
       const accepted = (request: HttpClientRequest.HttpClientRequest) =>
-        api.use(HttpClientRequest.acceptJson(request), (response: HttpClientResponse.HttpClientResponse) =>
-          Effect.gen(function* () {
-            const text = yield* readText(response)
-            const warnings = parseWarnings(response.headers["warning"])
-            if (text.trim() === "") return { link: undefined, catalog: undefined, warnings } satisfies Accepted
-            const fail = (reason: string) =>
-              new ResponseDecodeError({ method: request.method, url: redactUrl(requestUrl(request)), status: response.status, reason })
-            const body = yield* Effect.try({ try: () => JSON.parse(text) as unknown, catch: () => fail("invalid JSON") })
-            const answer = yield* Effect.mapError(decodeAnswer(body), (e) => fail(`expected a status link or a catalog: ${ParseResult.TreeFormatter.formatErrorSync(e)}`))
-            return "href" in answer && !("layers" in answer)
-              ? { link: answer, catalog: undefined, warnings } satisfies Accepted
-              : { link: undefined, catalog: answer as Catalog, warnings } satisfies Accepted
-          })
+        api.use(
+          HttpClientRequest.acceptJson(request),
+          (response: HttpClientResponse.HttpClientResponse) =>
+            Effect.gen(function*() {
+              const text = yield* readText(response)
+              const warnings = parseWarnings(response.headers["warning"])
+              if (text.trim() === "") return { link: undefined, catalog: undefined, warnings } satisfies Accepted
+              const fail = (reason: string) =>
+                new ResponseDecodeError({
+                  method: request.method,
+                  url: redactUrl(requestUrl(request)),
+                  status: response.status,
+                  reason
+                })
+              const body = yield* Effect.try({
+                try: () => JSON.parse(text) as unknown,
+                catch: () => fail("invalid JSON")
+              })
+              const answer = yield* Effect.mapError(
+                decodeAnswer(body),
+                (e) => fail(`expected a status link or a catalog: ${ParseResult.TreeFormatter.formatErrorSync(e)}`)
+              )
+              return "href" in answer && !("layers" in answer)
+                ? { link: answer, catalog: undefined, warnings } satisfies Accepted
+                : { link: undefined, catalog: answer as Catalog, warnings } satisfies Accepted
+            })
         )
 
       /** The config API answers 403 for a catalog that is missing or not the caller's. */
@@ -125,10 +141,12 @@ export class AdminApi extends Context.Tag("catalog-export/client/AdminApi")<Admi
           (e) => Effect.fail(new CatalogNotFound({ hrn, status: e.status, detail: e.detail ?? e.title }))
         )
 
-      const createCatalog = Effect.fn("AdminApi.createCatalog")(function* (configuration: unknown) {
+      const createCatalog = Effect.fn("AdminApi.createCatalog")(function*(configuration: unknown) {
         const root = yield* base
         const id = String((configuration as { id?: unknown } | null)?.id ?? "")
-        return yield* accepted(HttpClientRequest.post(joinUrl(root, "/catalogs")).pipe(HttpClientRequest.bodyUnsafeJson(configuration))).pipe(
+        return yield* accepted(
+          HttpClientRequest.post(joinUrl(root, "/catalogs")).pipe(HttpClientRequest.bodyUnsafeJson(configuration))
+        ).pipe(
           Effect.catchIf(
             (e): e is ApiError => e instanceof ApiError && e.status === 409,
             (e) => Effect.fail(new CatalogExists({ id, detail: e.detail ?? e.title }))
@@ -136,49 +154,65 @@ export class AdminApi extends Context.Tag("catalog-export/client/AdminApi")<Admi
         )
       })
 
-      const updateCatalog = Effect.fn("AdminApi.updateCatalog")(function* (hrn: string, configuration: unknown) {
+      const updateCatalog = Effect.fn("AdminApi.updateCatalog")(function*(hrn: string, configuration: unknown) {
         const root = yield* base
-        return yield* accepted(HttpClientRequest.put(joinUrl(root, `/catalogs/${hrn}`)).pipe(HttpClientRequest.bodyUnsafeJson(configuration))).pipe(
+        return yield* accepted(
+          HttpClientRequest.put(joinUrl(root, `/catalogs/${hrn}`)).pipe(HttpClientRequest.bodyUnsafeJson(configuration))
+        ).pipe(
           notFound(hrn)
         )
       })
 
-      const deleteCatalog = Effect.fn("AdminApi.deleteCatalog")(function* (hrn: string) {
+      const deleteCatalog = Effect.fn("AdminApi.deleteCatalog")(function*(hrn: string) {
         const root = yield* base
         return yield* accepted(HttpClientRequest.del(joinUrl(root, `/catalogs/${hrn}`))).pipe(notFound(hrn))
       })
 
-      const deleteLayer = Effect.fn("AdminApi.deleteLayer")(function* (hrn: string, layerId: string) {
+      const deleteLayer = Effect.fn("AdminApi.deleteLayer")(function*(hrn: string, layerId: string) {
         const root = yield* base
-        return yield* accepted(HttpClientRequest.del(joinUrl(root, `/catalogs/${hrn}/layers/${segment(layerId)}`))).pipe(notFound(hrn))
+        return yield* accepted(HttpClientRequest.del(joinUrl(root, `/catalogs/${hrn}/layers/${segment(layerId)}`)))
+          .pipe(notFound(hrn))
       })
 
-      const awaitOperation = Effect.fn("AdminApi.awaitOperation")(function* (link: StatusLink, options: AwaitOptions = {}) {
-        const request = HttpClientRequest.get(link.href).pipe(HttpClientRequest.setUrlParam("flags", "noRedirects"))
-        const interval = Duration.decode(options.interval ?? DEFAULT_INTERVAL)
-        const deadline = Date.now() + Duration.toMillis(Duration.decode(options.timeout ?? DEFAULT_TIMEOUT))
-        for (;;) {
-          const status = yield* api.json(request, OperationStatus, { accept: (s) => s === 200 || s === 201 || s === 202 || s === 410 })
-          if (status.status === "failure") return yield* new OperationFailed({ href: link.href, reason: status.reason ?? "Operation failed." })
-          if (status.status !== "pending") return status
-          if (options.onPending !== undefined) yield* options.onPending(status)
-          if (Date.now() > deadline) return yield* new OperationFailed({ href: link.href, reason: "still pending when the wait ran out" })
-          yield* Effect.sleep(interval)
+      const awaitOperation = Effect.fn("AdminApi.awaitOperation")(
+        function*(link: StatusLink, options: AwaitOptions = {}) {
+          const request = HttpClientRequest.get(link.href).pipe(HttpClientRequest.setUrlParam("flags", "noRedirects"))
+          const interval = Duration.decode(options.interval ?? DEFAULT_INTERVAL)
+          const deadline = Date.now() + Duration.toMillis(Duration.decode(options.timeout ?? DEFAULT_TIMEOUT))
+          for (;;) {
+            const status = yield* api.json(request, OperationStatus, {
+              accept: (s) => s === 200 || s === 201 || s === 202 || s === 410
+            })
+            if (status.status === "failure") {
+              return yield* new OperationFailed({ href: link.href, reason: status.reason ?? "Operation failed." })
+            }
+            if (status.status !== "pending") return status
+            if (options.onPending !== undefined) yield* options.onPending(status)
+            if (Date.now() > deadline) {
+              return yield* new OperationFailed({ href: link.href, reason: "still pending when the wait ran out" })
+            }
+            yield* Effect.sleep(interval)
+          }
         }
-      })
+      )
 
-      const awaitCatalog = Effect.fn("AdminApi.awaitCatalog")(function* (hrn: string, options: Omit<AwaitOptions, "onPending"> = {}) {
-        const interval = Duration.decode(options.interval ?? DEFAULT_INTERVAL)
-        const deadline = Date.now() + Duration.toMillis(Duration.decode(options.timeout ?? DEFAULT_TIMEOUT))
-        for (;;) {
-          const found = yield* config.getCatalog(hrn).pipe(
-            Effect.map((catalog): Catalog | undefined => catalog),
-            Effect.catchTag("CatalogNotFound", (e) => (Date.now() > deadline ? Effect.fail(e) : Effect.succeed(undefined)))
-          )
-          if (found !== undefined) return found
-          yield* Effect.sleep(interval)
+      const awaitCatalog = Effect.fn("AdminApi.awaitCatalog")(
+        function*(hrn: string, options: Omit<AwaitOptions, "onPending"> = {}) {
+          const interval = Duration.decode(options.interval ?? DEFAULT_INTERVAL)
+          const deadline = Date.now() + Duration.toMillis(Duration.decode(options.timeout ?? DEFAULT_TIMEOUT))
+          for (;;) {
+            const found = yield* config.getCatalog(hrn).pipe(
+              Effect.map((catalog): Catalog | undefined => catalog),
+              Effect.catchTag(
+                "CatalogNotFound",
+                (e) => (Date.now() > deadline ? Effect.fail(e) : Effect.succeed(undefined))
+              )
+            )
+            if (found !== undefined) return found
+            yield* Effect.sleep(interval)
+          }
         }
-      })
+      )
 
       return AdminApi.of({ createCatalog, updateCatalog, deleteCatalog, deleteLayer, awaitOperation, awaitCatalog })
     })

@@ -4,7 +4,7 @@ import { Context, Effect, Layer, ParseResult, Redacted, Schema, Stream } from "e
 import { Auth } from "./Auth.ts"
 import { bodyStream, readBytes, readText } from "./Bodies.ts"
 import { requestUrl } from "./ErrorMapping.ts"
-import { ApiError, type RequestFailure, redactUrl, ResponseDecodeError, TransportError } from "./Errors.ts"
+import { ApiError, redactUrl, type RequestFailure, ResponseDecodeError, TransportError } from "./Errors.ts"
 import { Http, type SendOptions } from "./Http.ts"
 
 /**
@@ -54,7 +54,10 @@ export interface ApiClientShape {
   readonly bytes: (
     request: HttpClientRequest.HttpClientRequest,
     options?: SendOptions
-  ) => Effect.Effect<{ readonly response: HttpClientResponse.HttpClientResponse; readonly bytes: Uint8Array }, RequestFailure>
+  ) => Effect.Effect<
+    { readonly response: HttpClientResponse.HttpClientResponse; readonly bytes: Uint8Array },
+    RequestFailure
+  >
   /** Sends the request and drops the body; for 204-style answers. */
   readonly discard: (
     request: HttpClientRequest.HttpClientRequest,
@@ -73,7 +76,7 @@ export interface ApiClientShape {
 export class ApiClient extends Context.Tag("catalog-export/client/ApiClient")<ApiClient, ApiClientShape>() {
   static readonly layer: Layer.Layer<ApiClient, never, Http | Auth> = Layer.effect(
     ApiClient,
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const http = yield* Http
       const auth = yield* Auth
 
@@ -86,10 +89,14 @@ export class ApiClient extends Context.Tag("catalog-export/client/ApiClient")<Ap
           Effect.flatMap(http.send(HttpClientRequest.bearerToken(request, token), options), f)
         // The token is taken afresh for every attempt: a request retried for longer than a token
         // lives (Retry-After waits) must not keep sending the one it started with.
-        const attempt = Effect.flatMap(auth.token, (token) =>
-          Effect.catchIf(once(token), isUnauthorized, () =>
-            Effect.zipRight(auth.invalidate(token), Effect.flatMap(auth.token, once))
-          )
+        const attempt = Effect.flatMap(
+          auth.token,
+          (token) =>
+            Effect.catchIf(
+              once(token),
+              isUnauthorized,
+              () => Effect.zipRight(auth.invalidate(token), Effect.flatMap(auth.token, once))
+            )
         )
         return http.retrying(attempt)
       }
@@ -97,10 +104,14 @@ export class ApiClient extends Context.Tag("catalog-export/client/ApiClient")<Ap
       const execute = (request: HttpClientRequest.HttpClientRequest, options?: SendOptions) =>
         use(request, Effect.succeed, options)
 
-      const json = <A, I>(request: HttpClientRequest.HttpClientRequest, schema: Schema.Schema<A, I>, options?: SendOptions) => {
+      const json = <A, I>(
+        request: HttpClientRequest.HttpClientRequest,
+        schema: Schema.Schema<A, I>,
+        options?: SendOptions
+      ) => {
         const decode = Schema.decodeUnknown(schema, { onExcessProperty: "ignore" })
         const read = (response: HttpClientResponse.HttpClientResponse) =>
-          Effect.gen(function* () {
+          Effect.gen(function*() {
             const text = yield* readText(response)
             const decodeError = (reason: string) =>
               new ResponseDecodeError({
@@ -115,7 +126,10 @@ export class ApiClient extends Context.Tag("catalog-export/client/ApiClient")<Ap
             } catch (e) {
               return yield* decodeError(`invalid JSON (${e instanceof Error ? e.message : String(e)})`)
             }
-            return yield* Effect.mapError(decode(body), (e) => decodeError(ParseResult.TreeFormatter.formatErrorSync(e)))
+            return yield* Effect.mapError(
+              decode(body),
+              (e) => decodeError(ParseResult.TreeFormatter.formatErrorSync(e))
+            )
           })
         return use(HttpClientRequest.acceptJson(request), read, options)
       }
@@ -126,7 +140,10 @@ export class ApiClient extends Context.Tag("catalog-export/client/ApiClient")<Ap
       const discard = (request: HttpClientRequest.HttpClientRequest, options?: SendOptions) =>
         use(request, (response) => Effect.as(Effect.ignore(response.arrayBuffer), response), options)
 
-      const resumable = <A = Uint8Array, E = never>(request: HttpClientRequest.HttpClientRequest, options: ResumeOptions<A, E> = {}) =>
+      const resumable = <A = Uint8Array, E = never>(
+        request: HttpClientRequest.HttpClientRequest,
+        options: ResumeOptions<A, E> = {}
+      ) =>
         Stream.suspend(() => {
           const first = options.range?.start ?? 0
           const last = options.range?.end
@@ -141,11 +158,10 @@ export class ApiClient extends Context.Tag("catalog-export/client/ApiClient")<Ap
           /** One request for the bytes from `offset` on; ending before the document is complete is a cut. */
           const from = (offset: number): Stream.Stream<Uint8Array, ResumeFailure> =>
             Stream.unwrap(
-              Effect.gen(function* () {
-                const ranged =
-                  offset > 0 || last !== undefined
-                    ? HttpClientRequest.setHeader(request, "range", `bytes=${offset}-${last ?? ""}`)
-                    : request
+              Effect.gen(function*() {
+                const ranged = offset > 0 || last !== undefined
+                  ? HttpClientRequest.setHeader(request, "range", `bytes=${offset}-${last ?? ""}`)
+                  : request
                 const response = yield* execute(ranged)
                 const start = response.status === 206 ? contentRangeStart(response.headers["content-range"]) : 0
                 if (start === undefined || start > offset) {
@@ -154,7 +170,9 @@ export class ApiClient extends Context.Tag("catalog-export/client/ApiClient")<Ap
                     method: ranged.method,
                     url: redactUrl(requestUrl(ranged)),
                     status: response.status,
-                    reason: `asked for bytes from ${offset}, got Content-Range "${response.headers["content-range"] ?? ""}"`
+                    reason: `asked for bytes from ${offset}, got Content-Range "${
+                      response.headers["content-range"] ?? ""
+                    }"`
                   })
                 }
                 expectedEnd = expectedEndOf(response, start, last)
@@ -178,7 +196,9 @@ export class ApiClient extends Context.Tag("catalog-export/client/ApiClient")<Ap
                 return Stream.concat(
                   body,
                   Stream.suspend(() =>
-                    isComplete() ? Stream.empty : Stream.fail(transportCut(ranged, "the response ended before the document was complete"))
+                    isComplete()
+                      ? Stream.empty
+                      : Stream.fail(transportCut(ranged, "the response ended before the document was complete"))
                   )
                 )
               })
@@ -190,7 +210,9 @@ export class ApiClient extends Context.Tag("catalog-export/client/ApiClient")<Ap
             const offset = resumeAt()
             return Stream.unwrap(
               Effect.as(
-                Effect.logDebug("resuming a cut download").pipe(Effect.annotateLogs({ url: redactUrl(requestUrl(request)), offset })),
+                Effect.logDebug("resuming a cut download").pipe(
+                  Effect.annotateLogs({ url: redactUrl(requestUrl(request)), offset })
+                ),
                 decode(from(offset))
               )
             )
@@ -217,7 +239,9 @@ const contentRangeStart = (value: string | undefined): number | undefined => {
 /** Exclusive end offset of the wanted bytes, when the response says how long it is. */
 const expectedEndOf = (response: HttpClientResponse.HttpClientResponse, start: number, last: number | undefined) => {
   const length = Number(response.headers["content-length"])
-  const fromHeaders = Number.isFinite(length) && response.headers["content-length"] !== undefined ? start + length : undefined
+  const fromHeaders = Number.isFinite(length) && response.headers["content-length"] !== undefined
+    ? start + length
+    : undefined
   const wanted = last === undefined ? undefined : last + 1
   if (fromHeaders === undefined) return wanted
   return wanted === undefined ? fromHeaders : Math.min(wanted, fromHeaders)

@@ -33,16 +33,29 @@ export type ArtifactFailure = LookupFailure | SchemaNotFound
 export interface ArtifactApiShape {
   readonly getSchema: (schemaHrn: string) => Effect.Effect<SchemaDetails, ArtifactFailure>
   /** Every page of `GET /schema`. */
-  readonly listSchemas: (options?: { readonly pageSize?: number }) => Effect.Effect<ReadonlyArray<SchemaInfo>, ArtifactFailure>
+  readonly listSchemas: (
+    options?: { readonly pageSize?: number }
+  ) => Effect.Effect<ReadonlyArray<SchemaInfo>, ArtifactFailure>
   /** The file a variant points at (its url is relative to the artifact API's base URL). */
   readonly getVariant: (variant: Variant) => Effect.Effect<Uint8Array, ArtifactFailure>
   /** The schema bundle (variant `ds`) of a schema. */
   readonly getSchemaBundle: (schemaHrn: string) => Effect.Effect<Uint8Array, ArtifactFailure>
   readonly getArtifactFile: (artifactHrn: string, fileName: string) => Effect.Effect<Uint8Array, ArtifactFailure>
-  readonly putArtifactFile: (artifactHrn: string, fileName: string, bytes: Uint8Array, contentType?: string) => Effect.Effect<void, ArtifactFailure>
-  readonly registerArtifact: (groupId: string, artifactId: string) => Effect.Effect<RegisterArtifactResponse, ArtifactFailure>
+  readonly putArtifactFile: (
+    artifactHrn: string,
+    fileName: string,
+    bytes: Uint8Array,
+    contentType?: string
+  ) => Effect.Effect<void, ArtifactFailure>
+  readonly registerArtifact: (
+    groupId: string,
+    artifactId: string
+  ) => Effect.Effect<RegisterArtifactResponse, ArtifactFailure>
   /** `PUT /schema/{schemaHrn}`: the local service's way to create a schema from uploaded files. */
-  readonly createSchema: (schemaHrn: string, request: CreateSchemaRequest) => Effect.Effect<SchemaDetails, ArtifactFailure>
+  readonly createSchema: (
+    schemaHrn: string,
+    request: CreateSchemaRequest
+  ) => Effect.Effect<SchemaDetails, ArtifactFailure>
 }
 
 const isNotFound = (e: unknown): e is ApiError => e instanceof ApiError && (e.status === 404 || e.status === 403)
@@ -50,19 +63,28 @@ const isNotFound = (e: unknown): e is ApiError => e instanceof ApiError && (e.st
 export class ArtifactApi extends Context.Tag("catalog-export/client/ArtifactApi")<ArtifactApi, ArtifactApiShape>() {
   static readonly layer: Layer.Layer<ArtifactApi, never, ApiClient | Lookup> = Layer.effect(
     ArtifactApi,
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const api = yield* ApiClient
       const lookup = yield* Lookup
       const base = lookup.baseUrl({ api: "artifact", version: "v1" })
 
-      const getSchema = Effect.fn("ArtifactApi.getSchema")(function* (schemaHrn: string) {
+      const getSchema = Effect.fn("ArtifactApi.getSchema")(function*(schemaHrn: string) {
         const root = yield* base
         return yield* api.json(HttpClientRequest.get(joinUrl(root, `/schema/${schemaHrn}`)), SchemaDetails).pipe(
-          Effect.catchIf(isNotFound, (e) => Effect.fail(new SchemaNotFound({ hrn: schemaHrn, reason: `not found or not readable with these credentials (${e.status})` })))
+          Effect.catchIf(
+            isNotFound,
+            (e) =>
+              Effect.fail(
+                new SchemaNotFound({
+                  hrn: schemaHrn,
+                  reason: `not found or not readable with these credentials (${e.status})`
+                })
+              )
+          )
         )
       })
 
-      const listSchemas = Effect.fn("ArtifactApi.listSchemas")(function* (options?: { readonly pageSize?: number }) {
+      const listSchemas = Effect.fn("ArtifactApi.listSchemas")(function*(options?: { readonly pageSize?: number }) {
         const root = yield* base
         const items: Array<SchemaInfo> = []
         let url = `${joinUrl(root, "/schema")}?limit=${options?.pageSize ?? 100}`
@@ -78,54 +100,91 @@ export class ArtifactApi extends Context.Tag("catalog-export/client/ArtifactApi"
 
       const fetchBytes = (url: string) => Effect.map(api.bytes(HttpClientRequest.get(url)), (r) => r.bytes)
 
-      const getVariant = Effect.fn("ArtifactApi.getVariant")(function* (variant: Variant) {
+      const getVariant = Effect.fn("ArtifactApi.getVariant")(function*(variant: Variant) {
         const root = yield* base
         return yield* fetchBytes(joinUrl(root, `/${variant.url.replace(/^\/+/, "")}`))
       })
 
-      const getArtifactFile = Effect.fn("ArtifactApi.getArtifactFile")(function* (artifactHrn: string, fileName: string) {
-        const root = yield* base
-        return yield* fetchBytes(joinUrl(root, `/artifact/${artifactHrn}/${segment(fileName)}`))
-      })
+      const getArtifactFile = Effect.fn("ArtifactApi.getArtifactFile")(
+        function*(artifactHrn: string, fileName: string) {
+          const root = yield* base
+          return yield* fetchBytes(joinUrl(root, `/artifact/${artifactHrn}/${segment(fileName)}`))
+        }
+      )
 
-      const getSchemaBundle = Effect.fn("ArtifactApi.getSchemaBundle")(function* (schemaHrn: string) {
+      const getSchemaBundle = Effect.fn("ArtifactApi.getSchemaBundle")(function*(schemaHrn: string) {
         const details = yield* getSchema(schemaHrn)
         const variant = details.variants.find((v) => v.id === SCHEMA_BUNDLE_VARIANT)
         if (variant === undefined) {
           return yield* new SchemaNotFound({
             hrn: schemaHrn,
-            reason: `it has no schema bundle (variant "${SCHEMA_BUNDLE_VARIANT}"; variants: ${details.variants.map((v) => v.id).join(", ") || "none"})`
+            reason: `it has no schema bundle (variant "${SCHEMA_BUNDLE_VARIANT}"; variants: ${
+              details.variants.map((v) => v.id).join(", ") || "none"
+            })`
           })
         }
         return yield* getVariant(variant).pipe(
-          Effect.catchIf(isNotFound, (e) => Effect.fail(new SchemaNotFound({ hrn: schemaHrn, reason: `its schema bundle ${variant.url} is not readable (${e.status})` })))
+          Effect.catchIf(
+            isNotFound,
+            (e) =>
+              Effect.fail(
+                new SchemaNotFound({
+                  hrn: schemaHrn,
+                  reason: `its schema bundle ${variant.url} is not readable (${e.status})`
+                })
+              )
+          )
         )
       })
 
-      const putArtifactFile = Effect.fn("ArtifactApi.putArtifactFile")(function* (
+      const putArtifactFile = Effect.fn("ArtifactApi.putArtifactFile")(function*(
         artifactHrn: string,
         fileName: string,
         bytes: Uint8Array,
         contentType = "application/octet-stream"
       ) {
         const root = yield* base
-        yield* api.discard(HttpClientRequest.put(joinUrl(root, `/artifact/${artifactHrn}/${segment(fileName)}`)).pipe(HttpClientRequest.bodyUint8Array(bytes, contentType)))
-      })
-
-      const registerArtifact = Effect.fn("ArtifactApi.registerArtifact")(function* (groupId: string, artifactId: string) {
-        const root = yield* base
-        return yield* api.json(
-          HttpClientRequest.put(joinUrl(root, `/artifact/register/${segment(groupId)}/${segment(artifactId)}`)).pipe(HttpClientRequest.bodyUnsafeJson({})),
-          RegisterArtifactResponse
+        yield* api.discard(
+          HttpClientRequest.put(joinUrl(root, `/artifact/${artifactHrn}/${segment(fileName)}`)).pipe(
+            HttpClientRequest.bodyUint8Array(bytes, contentType)
+          )
         )
       })
 
-      const createSchema = Effect.fn("ArtifactApi.createSchema")(function* (schemaHrn: string, request: CreateSchemaRequest) {
-        const root = yield* base
-        return yield* api.json(HttpClientRequest.put(joinUrl(root, `/schema/${schemaHrn}`)).pipe(HttpClientRequest.bodyUnsafeJson(request)), SchemaDetails)
-      })
+      const registerArtifact = Effect.fn("ArtifactApi.registerArtifact")(
+        function*(groupId: string, artifactId: string) {
+          const root = yield* base
+          return yield* api.json(
+            HttpClientRequest.put(joinUrl(root, `/artifact/register/${segment(groupId)}/${segment(artifactId)}`)).pipe(
+              HttpClientRequest.bodyUnsafeJson({})
+            ),
+            RegisterArtifactResponse
+          )
+        }
+      )
 
-      return ArtifactApi.of({ getSchema, listSchemas, getVariant, getSchemaBundle, getArtifactFile, putArtifactFile, registerArtifact, createSchema })
+      const createSchema = Effect.fn("ArtifactApi.createSchema")(
+        function*(schemaHrn: string, request: CreateSchemaRequest) {
+          const root = yield* base
+          return yield* api.json(
+            HttpClientRequest.put(joinUrl(root, `/schema/${schemaHrn}`)).pipe(
+              HttpClientRequest.bodyUnsafeJson(request)
+            ),
+            SchemaDetails
+          )
+        }
+      )
+
+      return ArtifactApi.of({
+        getSchema,
+        listSchemas,
+        getVariant,
+        getSchemaBundle,
+        getArtifactFile,
+        putArtifactFile,
+        registerArtifact,
+        createSchema
+      })
     })
   )
 }

@@ -5,7 +5,14 @@ import * as OAuth1 from "../domain/OAuth1.ts"
 import { readText } from "./Bodies.ts"
 import { Credentials, type CredentialsShape } from "./Credentials.ts"
 import { parseHttpDate } from "./ErrorMapping.ts"
-import { ApiError, AuthError, redactUrl, type RegionUnavailable, type RetryBudgetExhausted, type TransportError } from "./Errors.ts"
+import {
+  ApiError,
+  AuthError,
+  redactUrl,
+  type RegionUnavailable,
+  type RetryBudgetExhausted,
+  type TransportError
+} from "./Errors.ts"
 import { Http } from "./Http.ts"
 
 /**
@@ -48,7 +55,7 @@ export class Auth extends Context.Tag("catalog-export/client/Auth")<Auth, AuthSh
 }
 
 const make = (options: AuthOptions) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const http = yield* Http
     const credentials = yield* Credentials
     const scope = yield* Effect.scope
@@ -59,10 +66,14 @@ const make = (options: AuthOptions) =>
     const clockOffset = yield* Ref.make(0)
     const skew = yield* Ref.make<number | undefined>(undefined)
 
-    const requestOnce = Effect.gen(function* () {
+    const requestOnce = Effect.gen(function*() {
       const offset = yield* Ref.get(clockOffset)
       const startedAt = yield* Clock.currentTimeMillis
-      const authorization = signTokenRequest(credentials, Math.floor((startedAt + offset) / 1000), randomBytes(16).toString("hex"))
+      const authorization = signTokenRequest(
+        credentials,
+        Math.floor((startedAt + offset) / 1000),
+        randomBytes(16).toString("hex")
+      )
       const body: Record<string, unknown> = { grantType: "client_credentials", expiresIn }
       if (credentials.scope !== undefined) body.scope = credentials.scope
       const request = HttpClientRequest.post(credentials.tokenEndpointUrl).pipe(
@@ -73,7 +84,9 @@ const make = (options: AuthOptions) =>
       const response = yield* http.send(request)
       const serverTime = parseHttpDate(response.headers["date"])
       // The Date header counts whole seconds: compare it with the middle of that second.
-      if (serverTime !== undefined) yield* Ref.set(skew, serverTime + 500 - Math.round((startedAt + (yield* Clock.currentTimeMillis)) / 2))
+      if (serverTime !== undefined) {
+        yield* Ref.set(skew, serverTime + 500 - Math.round((startedAt + (yield* Clock.currentTimeMillis)) / 2))
+      }
       const text = yield* readText(response)
       return yield* parseTokenResponse(text, credentials.tokenEndpointUrl, startedAt, expiresIn)
     })
@@ -81,15 +94,14 @@ const make = (options: AuthOptions) =>
     // A fresh nonce and timestamp per attempt: retrying a signed request as-is would reuse the nonce.
     const requestToken = http.retrying(requestOnce).pipe(
       Effect.catchIf(isClockSkew, (error) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const now = yield* Clock.currentTimeMillis
           yield* Ref.set(clockOffset, error.serverTime - now)
           yield* Effect.logWarning("token request timestamp rejected; signing with the token service's clock").pipe(
             Effect.annotateLogs({ clockOffsetMs: error.serverTime - now })
           )
           return yield* http.retrying(requestOnce)
-        })
-      ),
+        })),
       Effect.catchIf(
         (e): e is ApiError => e instanceof ApiError,
         (e) =>
@@ -106,9 +118,12 @@ const make = (options: AuthOptions) =>
     )
 
     /** Joins the token request under way, or starts one that outlives an interrupted caller. */
-    const fetchShared = Effect.gen(function* () {
+    const fetchShared = Effect.gen(function*() {
       const mine = yield* Deferred.make<Token, TokenFailure>()
-      const flight = yield* Ref.modify(inFlight, (existing) => (existing === undefined ? [mine, mine] : [existing, existing]))
+      const flight = yield* Ref.modify(
+        inFlight,
+        (existing) => (existing === undefined ? [mine, mine] : [existing, existing])
+      )
       if (flight === mine) {
         yield* requestToken.pipe(
           Effect.tap((token) => Ref.set(current, token)),
@@ -121,7 +136,7 @@ const make = (options: AuthOptions) =>
       return yield* Deferred.await(flight)
     })
 
-    const token = Effect.gen(function* () {
+    const token = Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
       const held = yield* Ref.get(current)
       if (held !== undefined && now < held.refreshAt) return held.value
@@ -152,7 +167,7 @@ export const signTokenRequest = (
   })
 
 const parseTokenResponse = (text: string, endpoint: string, requestedAt: number, requestedExpiresIn: number) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const fail = (reason: string) => new AuthError({ endpoint: redactUrl(endpoint), status: 200, reason })
     let body: unknown
     try {
@@ -163,10 +178,18 @@ const parseTokenResponse = (text: string, endpoint: string, requestedAt: number,
     if (typeof body !== "object" || body === null) return yield* fail("the token response is not a JSON object")
     const fields = body as Record<string, unknown>
     const accessToken = fields.accessToken ?? fields.access_token
-    if (typeof accessToken !== "string" || accessToken === "") return yield* fail("the token response has no access token")
+    if (typeof accessToken !== "string" || accessToken === "") {
+      return yield* fail("the token response has no access token")
+    }
     const rawExpiresIn = fields.expiresIn ?? fields.expires_in
     const expiresIn = typeof rawExpiresIn === "string" ? Number(rawExpiresIn) : rawExpiresIn
-    const lifetimeMs = (typeof expiresIn === "number" && Number.isFinite(expiresIn) && expiresIn > 0 ? expiresIn : requestedExpiresIn) * 1000
+    const lifetimeMs =
+      (typeof expiresIn === "number" && Number.isFinite(expiresIn) && expiresIn > 0 ? expiresIn : requestedExpiresIn) *
+      1000
     const expiresAt = requestedAt + lifetimeMs
-    return { value: Redacted.make(accessToken), expiresAt, refreshAt: expiresAt - refreshMargin(lifetimeMs) } satisfies Token
+    return {
+      value: Redacted.make(accessToken),
+      expiresAt,
+      refreshAt: expiresAt - refreshMargin(lifetimeMs)
+    } satisfies Token
   })

@@ -56,11 +56,27 @@ export interface BlobShape {
     options: FetcherOptions<T>
   ) => Effect.Effect<BlobFetcherHandle<T>, BlobFailure, Scope.Scope>
   /** The whole blob (or range); 204 gives empty bytes. */
-  readonly get: (hrn: string, layer: string, dataHandle: string, range?: ByteRange) => Effect.Effect<Uint8Array, BlobFailure>
+  readonly get: (
+    hrn: string,
+    layer: string,
+    dataHandle: string,
+    range?: ByteRange
+  ) => Effect.Effect<Uint8Array, BlobFailure>
   /** The blob as a stream; a cut connection continues where it stopped. */
-  readonly getStream: (hrn: string, layer: string, dataHandle: string, range?: ByteRange) => Stream.Stream<Uint8Array, BlobFailure>
+  readonly getStream: (
+    hrn: string,
+    layer: string,
+    dataHandle: string,
+    range?: ByteRange
+  ) => Stream.Stream<Uint8Array, BlobFailure>
   readonly head: (hrn: string, layer: string, dataHandle: string) => Effect.Effect<BlobInfo, BlobFailure>
-  readonly put: (hrn: string, layer: string, dataHandle: string, data: Uint8Array, options: PutOptions) => Effect.Effect<void, BlobFailure>
+  readonly put: (
+    hrn: string,
+    layer: string,
+    dataHandle: string,
+    data: Uint8Array,
+    options: PutOptions
+  ) => Effect.Effect<void, BlobFailure>
 }
 
 export interface VolatileBlobShape extends BlobShape {
@@ -68,7 +84,7 @@ export interface VolatileBlobShape extends BlobShape {
 }
 
 const makeBlobApi = (apiName: "blob" | "volatile-blob") =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const api = yield* ApiClient
     const lookup = yield* Lookup
     const http = yield* Http
@@ -77,33 +93,43 @@ const makeBlobApi = (apiName: "blob" | "volatile-blob") =>
     const limits = retryLimits(yield* RetryPolicy)
     const url = (hrn: string, layer: string, dataHandle: string) =>
       Effect.map(lookup.baseUrl({ api: apiName, version: "v1", hrn }), (root) =>
-        joinUrl(root, `/layers/${segment(layer)}/data/${segment(dataHandle)}`)
-      )
+        joinUrl(root, `/layers/${segment(layer)}/data/${segment(dataHandle)}`))
 
     const get = (hrn: string, layer: string, dataHandle: string, range?: ByteRange) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         let request = HttpClientRequest.get(yield* url(hrn, layer, dataHandle))
-        if (range !== undefined) request = HttpClientRequest.setHeader(request, "range", `bytes=${range.start}-${range.end ?? ""}`)
+        if (range !== undefined) {
+          request = HttpClientRequest.setHeader(request, "range", `bytes=${range.start}-${range.end ?? ""}`)
+        }
         const { response, bytes } = yield* api.bytes(request)
         // A server that ignores Range sends everything.
-        if (range !== undefined && response.status === 200) return bytes.slice(range.start, range.end === undefined ? undefined : range.end + 1)
+        if (range !== undefined && response.status === 200) {
+          return bytes.slice(range.start, range.end === undefined ? undefined : range.end + 1)
+        }
         return bytes
       })
 
     const getStream = (hrn: string, layer: string, dataHandle: string, range?: ByteRange) =>
       Stream.unwrap(
         Effect.map(url(hrn, layer, dataHandle), (target) =>
-          api.resumable(HttpClientRequest.get(target), range === undefined ? {} : { range })
-        )
+          api.resumable(HttpClientRequest.get(target), range === undefined ? {} : { range }))
       )
 
     const head = (hrn: string, layer: string, dataHandle: string) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const response = yield* api
           .discard(HttpClientRequest.head(yield* url(hrn, layer, dataHandle)))
-          .pipe(Effect.catchIf((e): e is ApiError => e instanceof ApiError && e.status === 404, () => Effect.succeed(undefined)))
+          .pipe(Effect.catchIf((e): e is ApiError =>
+            e instanceof ApiError && e.status === 404, () =>
+            Effect.succeed(undefined)))
         if (response === undefined) {
-          return { exists: false, contentLength: undefined, contentType: undefined, contentEncoding: undefined, etag: undefined }
+          return {
+            exists: false,
+            contentLength: undefined,
+            contentType: undefined,
+            contentEncoding: undefined,
+            etag: undefined
+          }
         }
         const length = response.headers["content-length"]
         return {
@@ -116,19 +142,26 @@ const makeBlobApi = (apiName: "blob" | "volatile-blob") =>
       })
 
     const put = (hrn: string, layer: string, dataHandle: string, data: Uint8Array, options: PutOptions) =>
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         let request = HttpClientRequest.put(yield* url(hrn, layer, dataHandle)).pipe(
           HttpClientRequest.bodyUint8Array(data, options.contentType)
         )
-        if (options.contentEncoding !== undefined) request = HttpClientRequest.setHeader(request, "content-encoding", options.contentEncoding)
+        if (options.contentEncoding !== undefined) {
+          request = HttpClientRequest.setHeader(request, "content-encoding", options.contentEncoding)
+        }
         yield* api.discard(request)
       })
 
     const del = (hrn: string, layer: string, dataHandle: string) =>
-      Effect.flatMap(url(hrn, layer, dataHandle), (target) => Effect.asVoid(api.discard(HttpClientRequest.del(target))))
+      Effect.flatMap(url(hrn, layer, dataHandle), (target) =>
+        Effect.asVoid(api.discard(HttpClientRequest.del(target))))
 
-    const fetcher = <T extends { readonly dataHandle: string }>(hrn: string, layer: string, options: FetcherOptions<T>) =>
-      Effect.gen(function* () {
+    const fetcher = <T extends { readonly dataHandle: string }>(
+      hrn: string,
+      layer: string,
+      options: FetcherOptions<T>
+    ) =>
+      Effect.gen(function*() {
         const runtime = yield* Effect.runtime<never>()
         const outages = yield* FiberRef.get(outageLimit)
         const tally = yield* RetryTally
@@ -140,7 +173,9 @@ const makeBlobApi = (apiName: "blob" | "volatile-blob") =>
         })
         // Rejects with the token failure itself (AuthError, ...), which then ends the fetch.
         const promise = <A, E>(effect: Effect.Effect<A, E>) =>
-          Runtime.runPromise(runtime)(Effect.either(effect)).then((result) => (Either.isRight(result) ? result.right : Promise.reject(result.left)))
+          Runtime.runPromise(runtime)(Effect.either(effect)).then((
+            result
+          ) => (Either.isRight(result) ? result.right : Promise.reject(result.left)))
         const fetcher = yield* Effect.acquireRelease(
           Effect.sync(() =>
             new BlobFetcher<T>({
@@ -150,8 +185,12 @@ const makeBlobApi = (apiName: "blob" | "volatile-blob") =>
               outageLimit: outages,
               maxRedirects: httpOptions.maxRedirects,
               userAgent: httpOptions.userAgent,
-              token: () => promise(token),
-              refreshToken: (stale) => promise(Effect.zipRight(Redacted.value(current) === stale ? auth.invalidate(current) : Effect.void, token)),
+              token: () =>
+                promise(token),
+              refreshToken: (stale) =>
+                promise(
+                  Effect.zipRight(Redacted.value(current) === stale ? auth.invalidate(current) : Effect.void, token)
+                ),
               onRetry: (step) => {
                 recordRetry(tally, step)
                 Runtime.runFork(runtime)(logRetry(step))
@@ -159,9 +198,12 @@ const makeBlobApi = (apiName: "blob" | "volatile-blob") =>
               ...(Metrics.requestTiming.enabled ? { onAnswered: Metrics.blobAnswered } : {})
             })
           ),
-          (fetcher) => Effect.sync(() => fetcher.close())
+          (fetcher) =>
+            Effect.sync(() =>
+              fetcher.close()
+            )
         )
-        const refresh = Effect.gen(function* () {
+        const refresh = Effect.gen(function*() {
           fetcher.setTarget(yield* lookup.baseUrl({ api: apiName, version: "v1", hrn }), layer)
           fetcher.setToken(yield* token)
         })
@@ -185,11 +227,16 @@ type BlobDependencies = ApiClient | Lookup | Http | Auth | HttpOptions | RetryPo
 export class BlobApi extends Context.Tag("catalog-export/client/BlobApi")<BlobApi, BlobShape>() {
   static readonly layer: Layer.Layer<BlobApi, never, BlobDependencies> = Layer.effect(
     BlobApi,
-    Effect.map(makeBlobApi("blob"), ({ fetcher, get, getStream, head, put }) => BlobApi.of({ fetcher, get, getStream, head, put }))
+    Effect.map(
+      makeBlobApi("blob"),
+      ({ fetcher, get, getStream, head, put }) => BlobApi.of({ fetcher, get, getStream, head, put })
+    )
   )
 }
 
-export class VolatileBlobApi extends Context.Tag("catalog-export/client/VolatileBlobApi")<VolatileBlobApi, VolatileBlobShape>() {
+export class VolatileBlobApi
+  extends Context.Tag("catalog-export/client/VolatileBlobApi")<VolatileBlobApi, VolatileBlobShape>()
+{
   static readonly layer: Layer.Layer<VolatileBlobApi, never, BlobDependencies> = Layer.effect(
     VolatileBlobApi,
     Effect.map(makeBlobApi("volatile-blob"), (impl) => VolatileBlobApi.of(impl))

@@ -109,7 +109,9 @@ class Download<T extends { readonly dataHandle: string }> implements Dispatcher.
   headers(): Record<string, string> {
     const raw = this.rawHeaders ?? []
     const out: Record<string, string> = {}
-    for (let i = 0; i + 1 < raw.length; i += 2) out[raw[i]!.toString("latin1").toLowerCase()] = raw[i + 1]!.toString("latin1")
+    for (let i = 0; i + 1 < raw.length; i += 2) {
+      out[raw[i]!.toString("latin1").toLowerCase()] = raw[i + 1]!.toString("latin1")
+    }
     return out
   }
 }
@@ -141,7 +143,9 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
   }
 
   setToken(token: string): void {
-    if (this.headers.authorization !== `Bearer ${token}`) this.headers = { ...this.anonymous, authorization: `Bearer ${token}` }
+    if (this.headers.authorization !== `Bearer ${token}`) {
+      this.headers = { ...this.anonymous, authorization: `Bearer ${token}` }
+    }
   }
 
   /** Blobs queued or in flight. */
@@ -178,9 +182,16 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
 
   private pump(): void {
     const { concurrency, isPaused } = this.options
-    while (!this.stopped && this.active.size < concurrency && this.head < this.queue.length && !(isPaused?.() ?? false)) {
+    while (
+      !this.stopped && this.active.size < concurrency && this.head < this.queue.length && !(isPaused?.() ?? false)
+    ) {
       const item = this.queue[this.head]!
-      const download = new Download(this, item, this.tags[this.head]!, this.pathPrefix + encodeURIComponent(item.dataHandle))
+      const download = new Download(
+        this,
+        item,
+        this.tags[this.head]!,
+        this.pathPrefix + encodeURIComponent(item.dataHandle)
+      )
       if (++this.head >= 4096 && this.head * 2 >= this.queue.length) {
         this.queue = this.queue.slice(this.head)
         this.tags = this.tags.slice(this.head)
@@ -196,10 +207,19 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
     download.path = path
     download.authorized = authorized
     download.status = 0
-    download.rawHeaders = download.first = download.rest = download.abort = undefined
+    download.rawHeaders =
+      download.first =
+      download.rest =
+      download.abort =
+        undefined
     if (this.options.onAnswered !== undefined) download.sentAt = performance.now()
     try {
-      this.options.dispatcher.dispatch({ origin, path, method: "GET", headers: authorized ? this.headers : this.anonymous }, download)
+      this.options.dispatcher.dispatch({
+        origin,
+        path,
+        method: "GET",
+        headers: authorized ? this.headers : this.anonymous
+      }, download)
     } catch (error) {
       this.fail(transportFailure("GET", download.href, error, false), download.item)
     }
@@ -220,8 +240,17 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
       return this.pump()
     }
     const headers = download.headers()
-    if (REDIRECT_STATUSES.has(status) && headers.location !== undefined) return this.redirect(download, headers.location)
-    const error = apiErrorFrom("GET", download.href, status, headers, Buffer.from(download.body).toString("utf8"), Date.now())
+    if (REDIRECT_STATUSES.has(status) && headers.location !== undefined) {
+      return this.redirect(download, headers.location)
+    }
+    const error = apiErrorFrom(
+      "GET",
+      download.href,
+      status,
+      headers,
+      Buffer.from(download.body).toString("utf8"),
+      Date.now()
+    )
     if (status === 401 && !download.refreshedToken && download.authorized) return this.reauthorize(download, error)
     if (isRetriableStatus(status)) return this.retry(download, error)
     this.fail(error, download.item)
@@ -239,11 +268,22 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
   private redirect(download: Download<T>, location: string): void {
     const redirect = redirectOf("GET", download.status, download.href, location)
     if (redirect === undefined || download.redirects >= this.options.maxRedirects) {
-      const refused = redirectRefused("GET", download.href, download.status, redirect === undefined ? "invalid" : "too many", this.options.maxRedirects)
+      const refused = redirectRefused(
+        "GET",
+        download.href,
+        download.status,
+        redirect === undefined ? "invalid" : "too many",
+        this.options.maxRedirects
+      )
       return this.fail(refused, download.item)
     }
     download.redirects++
-    this.send(download, redirect.url.origin, redirect.url.pathname + redirect.url.search, download.authorized && !redirect.dropAuthorization)
+    this.send(
+      download,
+      redirect.url.origin,
+      redirect.url.pathname + redirect.url.search,
+      download.authorized && !redirect.dropAuthorization
+    )
   }
 
   /** Sends the blob's request again from the start, with the token `token` gives. */

@@ -1,8 +1,8 @@
 import type * as HttpClientError from "@effect/platform/HttpClientError"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import { Effect, Stream } from "effect"
-import type { TransportError } from "./Errors.ts"
 import { transportError } from "./ErrorMapping.ts"
+import type { TransportError } from "./Errors.ts"
 
 /**
  * Reading a response body: a failure on the way (connection cut, idle timeout) is a retriable
@@ -21,5 +21,6 @@ export const readBytes = (response: HttpClientResponse.HttpClientResponse): Effe
     bodyError(response)
   )
 
-export const bodyStream = (response: HttpClientResponse.HttpClientResponse): Stream.Stream<Uint8Array, TransportError> =>
-  Stream.mapError(response.stream, bodyError(response))
+export const bodyStream = (
+  response: HttpClientResponse.HttpClientResponse
+): Stream.Stream<Uint8Array, TransportError> => Stream.mapError(response.stream, bodyError(response))

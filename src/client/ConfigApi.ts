@@ -35,7 +35,10 @@ export interface ConfigApiShape {
   /** `DELETE /catalogs/{hrn}/automaticVersionDeletion`: 202, with a status link or none, as `updateCatalog`. */
   readonly disableAutomaticVersionDeletion: (hrn: string) => Effect.Effect<StatusLink | undefined, ConfigFailure>
   /** Polls a status link (with `flags=noRedirects`) until it is no longer pending; fails on `failure`. */
-  readonly awaitStatus: (link: StatusLink, onPending?: (status: OperationStatus) => Effect.Effect<void>) => Effect.Effect<OperationStatus, ConfigFailure>
+  readonly awaitStatus: (
+    link: StatusLink,
+    onPending?: (status: OperationStatus) => Effect.Effect<void>
+  ) => Effect.Effect<OperationStatus, ConfigFailure>
 }
 
 const STATUS_POLL = "500 millis"
@@ -51,13 +54,19 @@ const MaybeStatusLink = Schema.UndefinedOr(StatusLink)
 export class ConfigApi extends Context.Tag("catalog-export/client/ConfigApi")<ConfigApi, ConfigApiShape>() {
   static readonly layer: Layer.Layer<ConfigApi, never, ApiClient | Lookup> = Layer.effect(
     ConfigApi,
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const api = yield* ApiClient
       const lookup = yield* Lookup
       const base = lookup.baseUrl({ api: "config", version: "v1" })
 
-      const listPages = <A, I>(schema: Schema.Schema<{ readonly results: { readonly items: ReadonlyArray<A>; readonly next?: string | undefined } }, I>, params: Record<string, string>) =>
-        Effect.gen(function* () {
+      const listPages = <A, I>(
+        schema: Schema.Schema<
+          { readonly results: { readonly items: ReadonlyArray<A>; readonly next?: string | undefined } },
+          I
+        >,
+        params: Record<string, string>
+      ) =>
+        Effect.gen(function*() {
           const root = yield* base
           const items: Array<A> = []
           let request = HttpClientRequest.get(joinUrl(root, "/catalogs")).pipe(HttpClientRequest.setUrlParams(params))
@@ -68,7 +77,9 @@ export class ConfigApi extends Context.Tag("catalog-export/client/ConfigApi")<Co
             const seconds = ((yield* Clock.currentTimeMillis) - started) / 1000
             if (seconds > PARTIAL_LIST_SECONDS) {
               yield* Effect.logWarning(
-                `The catalog list took ${seconds.toFixed(0)} s to arrive; the config API may return a partial list when generating it takes over ` +
+                `The catalog list took ${
+                  seconds.toFixed(0)
+                } s to arrive; the config API may return a partial list when generating it takes over ` +
                   `${PARTIAL_LIST_SECONDS} s, so catalogs may be missing from it. Narrow the list (q, layerType) or page it (limit).`
               )
             }
@@ -80,15 +91,15 @@ export class ConfigApi extends Context.Tag("catalog-export/client/ConfigApi")<Co
           }
         })
 
-      const listCatalogs = Effect.fn("ConfigApi.listCatalogs")(function* (options?: ListCatalogsOptions) {
+      const listCatalogs = Effect.fn("ConfigApi.listCatalogs")(function*(options?: ListCatalogsOptions) {
         return yield* listPages(SummaryList, { ...options?.params })
       })
 
-      const listCatalogsVerbose = Effect.fn("ConfigApi.listCatalogsVerbose")(function* (options?: ListCatalogsOptions) {
+      const listCatalogsVerbose = Effect.fn("ConfigApi.listCatalogsVerbose")(function*(options?: ListCatalogsOptions) {
         return yield* listPages(VerboseList, { ...options?.params, verbose: "true" })
       })
 
-      const getCatalog = Effect.fn("ConfigApi.getCatalog")(function* (hrn: string) {
+      const getCatalog = Effect.fn("ConfigApi.getCatalog")(function*(hrn: string) {
         const root = yield* base
         return yield* api.json(HttpClientRequest.get(joinUrl(root, `/catalogs/${hrn}`)), Catalog).pipe(
           Effect.catchIf(
@@ -98,7 +109,7 @@ export class ConfigApi extends Context.Tag("catalog-export/client/ConfigApi")<Co
         )
       })
 
-      const getCatalogConfiguration = Effect.fn("ConfigApi.getCatalogConfiguration")(function* (hrn: string) {
+      const getCatalogConfiguration = Effect.fn("ConfigApi.getCatalogConfiguration")(function*(hrn: string) {
         const root = yield* base
         return yield* api.json(HttpClientRequest.get(joinUrl(root, `/catalogs/${hrn}`)), RawCatalog).pipe(
           Effect.catchIf(
@@ -108,30 +119,50 @@ export class ConfigApi extends Context.Tag("catalog-export/client/ConfigApi")<Co
         )
       })
 
-      const updateCatalog = Effect.fn("ConfigApi.updateCatalog")(function* (hrn: string, configuration: unknown) {
+      const updateCatalog = Effect.fn("ConfigApi.updateCatalog")(function*(hrn: string, configuration: unknown) {
         const root = yield* base
-        return yield* api.json(HttpClientRequest.put(joinUrl(root, `/catalogs/${hrn}`)).pipe(HttpClientRequest.bodyUnsafeJson(configuration)), MaybeStatusLink)
+        return yield* api.json(
+          HttpClientRequest.put(joinUrl(root, `/catalogs/${hrn}`)).pipe(
+            HttpClientRequest.bodyUnsafeJson(configuration)
+          ),
+          MaybeStatusLink
+        )
       })
 
-      const disableAutomaticVersionDeletion = Effect.fn("ConfigApi.disableAutomaticVersionDeletion")(function* (hrn: string) {
-        const root = yield* base
-        return yield* api.json(HttpClientRequest.del(joinUrl(root, `/catalogs/${hrn}/automaticVersionDeletion`)), MaybeStatusLink)
-      })
+      const disableAutomaticVersionDeletion = Effect.fn("ConfigApi.disableAutomaticVersionDeletion")(
+        function*(hrn: string) {
+          const root = yield* base
+          return yield* api.json(
+            HttpClientRequest.del(joinUrl(root, `/catalogs/${hrn}/automaticVersionDeletion`)),
+            MaybeStatusLink
+          )
+        }
+      )
 
-      const awaitStatus = Effect.fn("ConfigApi.awaitStatus")(function* (
+      const awaitStatus = Effect.fn("ConfigApi.awaitStatus")(function*(
         link: StatusLink,
         onPending: (status: OperationStatus) => Effect.Effect<void> = () => Effect.void
       ) {
         const request = HttpClientRequest.get(link.href).pipe(HttpClientRequest.setUrlParam("flags", "noRedirects"))
         for (;;) {
-          const status = yield* api.json(request, OperationStatus, { accept: (s) => s === 200 || s === 201 || s === 202 })
+          const status = yield* api.json(request, OperationStatus, {
+            accept: (s) => s === 200 || s === 201 || s === 202
+          })
           if (status.status !== "pending") return status
           yield* onPending(status)
           yield* Effect.sleep(STATUS_POLL)
         }
       })
 
-      return ConfigApi.of({ listCatalogs, listCatalogsVerbose, getCatalog, getCatalogConfiguration, updateCatalog, disableAutomaticVersionDeletion, awaitStatus })
+      return ConfigApi.of({
+        listCatalogs,
+        listCatalogsVerbose,
+        getCatalog,
+        getCatalogConfiguration,
+        updateCatalog,
+        disableAutomaticVersionDeletion,
+        awaitStatus
+      })
     })
   )
 }

@@ -35,9 +35,12 @@ export class Credentials extends Context.Tag("catalog-export/client/Credentials"
   static readonly layer = (path?: string) =>
     Layer.effect(
       Credentials,
-      Effect.tap(load(path), (c) => Effect.flatMap(looseAccess(c.source), (why) => (why === undefined ? Effect.void : Effect.logWarning(why))))
+      Effect.tap(load(path), (c) =>
+        Effect.flatMap(looseAccess(c.source), (why) => (why === undefined ? Effect.void : Effect.logWarning(why))))
     )
-  static readonly layerValue = (value: Omit<CredentialsShape, "source" | "userId" | "clientId" | "scope"> & Partial<CredentialsShape>) =>
+  static readonly layerValue = (
+    value: Omit<CredentialsShape, "source" | "userId" | "clientId" | "scope"> & Partial<CredentialsShape>
+  ) =>
     Layer.succeed(
       Credentials,
       Credentials.of({ source: "given in code", userId: undefined, clientId: undefined, scope: undefined, ...value })
@@ -45,32 +48,30 @@ export class Credentials extends Context.Tag("catalog-export/client/Credentials"
 }
 
 export const resolvePath = (explicit?: string) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     if (explicit !== undefined && explicit !== "") return { path: explicit, origin: "given" as const }
     const fromEnv = yield* Effect.orElseSucceed(Config.option(Config.string(ENV_VAR)), () => Option.none<string>())
     if (Option.isSome(fromEnv) && fromEnv.value !== "") return { path: fromEnv.value, origin: "env" as const }
     return { path: defaultPath(), origin: "default" as const }
   })
 
-const HOW_TO_FIX =
-  `Pass --credentials FILE, set ${ENV_VAR}, or save the credentials.properties of your app ` +
+const HOW_TO_FIX = `Pass --credentials FILE, set ${ENV_VAR}, or save the credentials.properties of your app ` +
   `(platform portal: Access Manager > Apps > Credentials) as ~/.here/credentials.properties.`
 
-export const load = Effect.fn("Credentials.load")(function* (explicitPath?: string) {
+export const load = Effect.fn("Credentials.load")(function*(explicitPath?: string) {
   const { path, origin } = yield* resolvePath(explicitPath)
   const text = yield* Effect.tryPromise({
     try: () => readFile(path, "utf8"),
     catch: (e) => {
       const code = (e as NodeJS.ErrnoException).code
       const from = origin === "env" ? ` (from ${ENV_VAR})` : origin === "default" ? " (the default location)" : ""
-      const reason =
-        code === "ENOENT"
-          ? `the file does not exist${from}. ${HOW_TO_FIX}`
-          : code === "EACCES"
-            ? `the file cannot be read (permission denied)${from}. Make it readable by this user.`
-            : code === "EISDIR"
-              ? `this is a directory, not a file${from}. ${HOW_TO_FIX}`
-              : `the file cannot be read${from}: ${code ?? String(e)}`
+      const reason = code === "ENOENT"
+        ? `the file does not exist${from}. ${HOW_TO_FIX}`
+        : code === "EACCES"
+        ? `the file cannot be read (permission denied)${from}. Make it readable by this user.`
+        : code === "EISDIR"
+        ? `this is a directory, not a file${from}. ${HOW_TO_FIX}`
+        : `the file cannot be read${from}: ${code ?? String(e)}`
       return new CredentialsError({ path, reason })
     }
   })
@@ -86,20 +87,21 @@ export const looseAccess = (path: string) =>
     Effect.map((mode) =>
       mode === undefined || process.platform === "win32" || (mode & 0o077) === 0
         ? undefined
-        : `credentials file ${path} is accessible by other users (mode ${(mode & 0o777).toString(8).padStart(4, "0")}): ` +
+        : `credentials file ${path} is accessible by other users (mode ${
+          (mode & 0o777).toString(8).padStart(4, "0")
+        }): ` +
           `anyone who can read it can act as your app. Restrict it: chmod 600 ${path}`
     )
   )
 
 export const fromProperties = (properties: ReadonlyMap<string, string>, path: string) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     for (const key of REQUIRED) {
       if ((properties.get(key) ?? "") === "") {
         return yield* new CredentialsError({
           path,
           key,
-          reason:
-            `the key is missing or empty. The file needs ${REQUIRED.join(", ")}; ` +
+          reason: `the key is missing or empty. The file needs ${REQUIRED.join(", ")}; ` +
             `download your app's credentials.properties again from the platform portal, or pass another file with --credentials FILE.`
         })
       }

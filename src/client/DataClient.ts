@@ -78,13 +78,17 @@ const httpOptions = (options: DataClientOptions): Partial<HttpOptionsShape> => {
 export const layer = (options: DataClientOptions): Layer.Layer<DataClient, CredentialsError> => {
   const config = Layer.merge(HttpOptions.layer(httpOptions(options)), RetryPolicy.layer(options.retry))
   const http = Http.layer.pipe(Layer.provide(undiciLayer), Layer.provideMerge(config))
-  const credentials =
-    options.credentials !== undefined ? Credentials.layerValue(options.credentials) : Credentials.layer(options.credentialsPath)
+  const credentials = options.credentials !== undefined
+    ? Credentials.layerValue(options.credentials)
+    : Credentials.layer(options.credentialsPath)
   const auth = Auth.layer(options.tokenExpiresIn === undefined ? {} : { expiresIn: options.tokenExpiresIn }).pipe(
     Layer.provideMerge(Layer.merge(http, credentials))
   )
   const api = ApiClient.layer.pipe(Layer.provideMerge(auth))
-  const lookup = Lookup.layer({ lookupUrl: options.lookupUrl, ...(options.region === undefined ? {} : { region: options.region }) }).pipe(Layer.provideMerge(api))
+  const lookup = Lookup.layer({
+    lookupUrl: options.lookupUrl,
+    ...(options.region === undefined ? {} : { region: options.region })
+  }).pipe(Layer.provideMerge(api))
   const services = Layer.mergeAll(
     ConfigApi.layer,
     MetadataApi.layer,

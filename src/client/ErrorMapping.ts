@@ -22,9 +22,12 @@ export const requestUrl = (request: HttpClientRequest.HttpClientRequest): string
 
 /** A short name of a failure for logs: the status, or the transport reason and code. */
 export const describeFailure = (error: HttpFailure) =>
-  error._tag === "ApiError" ? String(error.status) : `${error.reason}${error.code === undefined ? "" : ` (${error.code})`}`
+  error._tag === "ApiError"
+    ? String(error.status)
+    : `${error.reason}${error.code === undefined ? "" : ` (${error.code})`}`
 
-const NON_RETRIABLE_CODE = /^(ENOTFOUND|ERR_TLS|ERR_SSL|CERT_|UNABLE_TO|DEPTH_ZERO|SELF_SIGNED|EPROTO|UND_ERR_INVALID_ARG|ERR_INVALID)/
+const NON_RETRIABLE_CODE =
+  /^(ENOTFOUND|ERR_TLS|ERR_SSL|CERT_|UNABLE_TO|DEPTH_ZERO|SELF_SIGNED|EPROTO|UND_ERR_INVALID_ARG|ERR_INVALID)/
 
 const causeCode = (cause: unknown): string | undefined => {
   for (let c: any = cause, i = 0; c !== undefined && c !== null && i < 4; c = c.cause, i++) {
@@ -35,7 +38,9 @@ const causeCode = (cause: unknown): string | undefined => {
 
 const causeMessage = (cause: unknown): string => {
   if (cause instanceof Error) {
-    const inner = cause.cause instanceof Error && cause.cause.message !== cause.message ? `: ${cause.cause.message}` : ""
+    const inner = cause.cause instanceof Error && cause.cause.message !== cause.message
+      ? `: ${cause.cause.message}`
+      : ""
     return `${cause.message}${inner}`
   }
   return String(cause)
@@ -64,10 +69,17 @@ export const fromClientError = (request: HttpClientRequest.HttpClientRequest, er
 
 /** Reads an error response into an ApiError (body shape per facts §10, Retry-After, server Date). */
 export const apiErrorOf = (response: HttpClientResponse.HttpClientResponse) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const request = response.request
     const body = request.method === "HEAD" ? "" : yield* Effect.orElseSucceed(response.text, () => "")
-    return apiErrorFrom(request.method, requestUrl(request), response.status, response.headers, body, yield* Clock.currentTimeMillis)
+    return apiErrorFrom(
+      request.method,
+      requestUrl(request),
+      response.status,
+      response.headers,
+      body,
+      yield* Clock.currentTimeMillis
+    )
   })
 
 /** An error answer as an ApiError: its body described (facts §10), Retry-After relative to the server's Date when known. */
@@ -83,7 +95,10 @@ export const apiErrorFrom = (
     const value = headers[name]
     return typeof value === "string" ? value : value?.[0]
   }
-  const description = ErrorBody.describe(body, { "x-correlation-id": header("x-correlation-id"), "x-request-id": header("x-request-id") })
+  const description = ErrorBody.describe(body, {
+    "x-correlation-id": header("x-correlation-id"),
+    "x-request-id": header("x-request-id")
+  })
   const serverTime = parseHttpDate(header("date"))
   return new ApiError({
     status,

@@ -46,7 +46,8 @@ export class TransportError extends Schema.TaggedError<TransportError>()("Transp
   }
 }
 
-const UNTRUSTED_CERTIFICATE = /^(SELF_SIGNED_CERT_IN_CHAIN|DEPTH_ZERO_SELF_SIGNED_CERT|UNABLE_TO_GET_ISSUER_CERT|UNABLE_TO_GET_ISSUER_CERT_LOCALLY|UNABLE_TO_VERIFY_LEAF_SIGNATURE|CERT_UNTRUSTED)$/
+const UNTRUSTED_CERTIFICATE =
+  /^(SELF_SIGNED_CERT_IN_CHAIN|DEPTH_ZERO_SELF_SIGNED_CERT|UNABLE_TO_GET_ISSUER_CERT|UNABLE_TO_GET_ISSUER_CERT_LOCALLY|UNABLE_TO_VERIFY_LEAF_SIGNATURE|CERT_UNTRUSTED)$/
 
 /** Transient failures went on longer than the retry policy allows. Safe to run again later. */
 export class RetryBudgetExhausted extends Schema.TaggedError<RetryBudgetExhausted>()("RetryBudgetExhausted", {
@@ -103,7 +104,9 @@ export class CredentialsError extends Schema.TaggedError<CredentialsError>()("Cr
   reason: Schema.String
 }) {
   override get message(): string {
-    const where = this.key === undefined ? `Credentials file ${this.path}` : `Credentials file ${this.path}, key "${this.key}"`
+    const where = this.key === undefined
+      ? `Credentials file ${this.path}`
+      : `Credentials file ${this.path}, key "${this.key}"`
     return `${where}: ${this.reason}`
   }
 }
@@ -121,7 +124,9 @@ export class AuthError extends Schema.TaggedError<AuthError>()("AuthError", {
     return (
       `Could not get an access token from ${this.endpoint}` +
       (this.status === undefined ? "" : ` (${this.status}${this.code === undefined ? "" : `, code ${this.code}`})`) +
-      `: ${this.reason.replace(/\.+$/, "")}. Check here.access.key.id and here.access.key.secret in the credentials${this.credentials === undefined ? "" : ` (${this.credentials})`} and that the key is enabled.`
+      `: ${this.reason.replace(/\.+$/, "")}. Check here.access.key.id and here.access.key.secret in the credentials${
+        this.credentials === undefined ? "" : ` (${this.credentials})`
+      } and that the key is enabled.`
     )
   }
 }
@@ -150,7 +155,9 @@ export class CatalogNotFound extends Schema.TaggedError<CatalogNotFound>()("Cata
   override get message(): string {
     return (
       `Catalog ${this.hrn} was not found or is not accessible with these credentials (${this.status}` +
-      `${this.detail === undefined ? "" : `: ${this.detail}`}). Check the HRN and that the app has read access to the catalog.`
+      `${
+        this.detail === undefined ? "" : `: ${this.detail}`
+      }). Check the HRN and that the app has read access to the catalog.`
     )
   }
 }

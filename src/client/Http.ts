@@ -28,36 +28,46 @@ export interface HttpShape {
     options?: SendOptions
   ) => Effect.Effect<HttpClientResponse.HttpClientResponse, HttpFailure>
   /** Runs `effect` again on transient failures (408, 429, 5xx, transport) under the retry policy. */
-  readonly retrying: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | RetryBudgetExhausted | RegionUnavailable, R>
+  readonly retrying: <A, E, R>(
+    effect: Effect.Effect<A, E, R>
+  ) => Effect.Effect<A, E | RetryBudgetExhausted | RegionUnavailable, R>
   /**
    * Runs `stream` again on transient failures under the retry policy, its budget starting afresh
    * whenever an element comes through (a resumable download that made progress).
    */
-  readonly retryingStream: <A, E, R>(stream: Stream.Stream<A, E, R>) => Stream.Stream<A, E | RetryBudgetExhausted | RegionUnavailable, R>
+  readonly retryingStream: <A, E, R>(
+    stream: Stream.Stream<A, E, R>
+  ) => Stream.Stream<A, E | RetryBudgetExhausted | RegionUnavailable, R>
   /** The undici dispatcher under the stack, for hot paths that drive it directly (BlobFetcher). */
   readonly dispatcher: Dispatcher
 }
 
 export class Http extends Context.Tag("catalog-export/client/Http")<Http, HttpShape>() {
   /** The stack over undici, with its options (for use without the rest of the client). */
-  static readonly layerUndici = (options: { readonly http?: Partial<HttpOptionsShape>; readonly retry?: Partial<RetryPolicyShape> } = {}) =>
+  static readonly layerUndici = (
+    options: { readonly http?: Partial<HttpOptionsShape>; readonly retry?: Partial<RetryPolicyShape> } = {}
+  ) =>
     Http.layer.pipe(
       Layer.provide(undiciLayer),
       Layer.provideMerge(Layer.merge(HttpOptions.layer(options.http), RetryPolicy.layer(options.retry)))
     )
 
-  static readonly layer: Layer.Layer<Http, never, HttpClient.HttpClient | UndiciDispatcher | HttpOptions | RetryPolicy> = Layer.effect(
+  static readonly layer: Layer.Layer<
     Http,
-    Effect.gen(function* () {
+    never,
+    HttpClient.HttpClient | UndiciDispatcher | HttpOptions | RetryPolicy
+  > = Layer.effect(
+    Http,
+    Effect.gen(function*() {
       const options = yield* HttpOptions
       const schedule = retrySchedule(retryLimits(yield* RetryPolicy))
       const client = (yield* HttpClient.HttpClient).pipe(HttpClient.withTracerDisabledWhen(() => true))
 
       const send = (request: HttpClientRequest.HttpClientRequest, sendOptions?: SendOptions) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const accept = sendOptions?.accept ?? isSuccess
           let current = HttpClientRequest.setHeader(request, "user-agent", options.userAgent)
-          for (let hops = 0; ; hops++) {
+          for (let hops = 0;; hops++) {
             const sentAt = Metrics.requestTiming.enabled ? performance.now() : 0
             const response = yield* client.execute(current).pipe(Effect.mapError((e) => fromClientError(current, e)))
             if (Metrics.requestTiming.enabled) Metrics.apiAnswered(performance.now() - sentAt)
@@ -65,7 +75,13 @@ export class Http extends Context.Tag("catalog-export/client/Http")<Http, HttpSh
             if (REDIRECT_STATUSES.has(response.status) && location !== undefined) {
               yield* Effect.ignore(response.arrayBuffer)
               if (hops >= options.maxRedirects) {
-                return yield* redirectRefused(current.method, requestUrl(current), response.status, "too many", options.maxRedirects)
+                return yield* redirectRefused(
+                  current.method,
+                  requestUrl(current),
+                  response.status,
+                  "too many",
+                  options.maxRedirects
+                )
               }
               current = yield* followRedirect(current, response.status, location, options.maxRedirects)
               continue

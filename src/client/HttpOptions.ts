@@ -1,5 +1,5 @@
-import type * as HttpClient from "@effect/platform/HttpClient"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import type * as HttpClient from "@effect/platform/HttpClient"
 import { Context, Duration, Effect, Layer } from "effect"
 import { Agent, type Dispatcher, EnvHttpProxyAgent } from "undici"
 import { TOOL } from "../domain/Tool.ts"
@@ -37,7 +37,9 @@ export class HttpOptions extends Context.Tag("catalog-export/client/HttpOptions"
 }
 
 /** The undici Agent every request of the client goes through. */
-export class UndiciDispatcher extends Context.Tag("catalog-export/client/UndiciDispatcher")<UndiciDispatcher, Dispatcher>() {}
+export class UndiciDispatcher
+  extends Context.Tag("catalog-export/client/UndiciDispatcher")<UndiciDispatcher, Dispatcher>()
+{}
 
 /** Connections per origin beyond `concurrency`: room for the listings of an export's parts and the odd lookup. */
 const CONTROL_CONNECTIONS = 8
@@ -68,23 +70,30 @@ export const makeAgent = (options: HttpOptionsShape) => {
     bodyTimeout,
     connect: tls
   }
-  const agent: Dispatcher = proxyConfigured() ? new EnvHttpProxyAgent({ ...agentOptions, proxyTls: tls, requestTls: tls }) : new Agent(agentOptions)
+  const agent: Dispatcher = proxyConfigured()
+    ? new EnvHttpProxyAgent({ ...agentOptions, proxyTls: tls, requestTls: tls })
+    : new Agent(agentOptions)
   // @effect/platform-node passes its own (disabled) timeouts with every request; restore ours.
-  const dispatcher = agent.compose((dispatch) => (opts, handler) => dispatch({ ...opts, headersTimeout, bodyTimeout }, handler))
+  const dispatcher = agent.compose((dispatch) => (opts, handler) =>
+    dispatch({ ...opts, headersTimeout, bodyTimeout }, handler)
+  )
   return { agent, dispatcher }
 }
 
 /** HttpClient over a tuned undici Agent (closed with the layer's scope), and the Agent itself. */
-export const undiciLayer: Layer.Layer<HttpClient.HttpClient | UndiciDispatcher, never, HttpOptions> = Layer.unwrapScoped(
-  Effect.gen(function* () {
-    const options = yield* HttpOptions
-    const { agent, dispatcher } = yield* Effect.acquireRelease(
-      Effect.sync(() => makeAgent(options)),
-      ({ agent }) => Effect.promise(() => agent.destroy())
-    )
-    return Layer.merge(
-      NodeHttpClient.layerUndiciWithoutDispatcher.pipe(Layer.provide(Layer.succeed(NodeHttpClient.Dispatcher, dispatcher))),
-      Layer.succeed(UndiciDispatcher, agent)
-    )
-  })
-)
+export const undiciLayer: Layer.Layer<HttpClient.HttpClient | UndiciDispatcher, never, HttpOptions> = Layer
+  .unwrapScoped(
+    Effect.gen(function*() {
+      const options = yield* HttpOptions
+      const { agent, dispatcher } = yield* Effect.acquireRelease(
+        Effect.sync(() => makeAgent(options)),
+        ({ agent }) => Effect.promise(() => agent.destroy())
+      )
+      return Layer.merge(
+        NodeHttpClient.layerUndiciWithoutDispatcher.pipe(
+          Layer.provide(Layer.succeed(NodeHttpClient.Dispatcher, dispatcher))
+        ),
+        Layer.succeed(UndiciDispatcher, agent)
+      )
+    })
+  )

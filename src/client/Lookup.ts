@@ -4,7 +4,14 @@ import { ApiEntries, type ApiEntry } from "../domain/Lookup.ts"
 import { ApiClient } from "./ApiClient.ts"
 import { readText } from "./Bodies.ts"
 import { requestUrl } from "./ErrorMapping.ts"
-import { ApiError, ApiNotFound, CatalogNotFound, type RequestFailure, redactUrl, ResponseDecodeError } from "./Errors.ts"
+import {
+  ApiError,
+  ApiNotFound,
+  CatalogNotFound,
+  redactUrl,
+  type RequestFailure,
+  ResponseDecodeError
+} from "./Errors.ts"
 
 /**
  * Service discovery: base URLs per (catalog, api, version) from the lookup API, cached for the
@@ -13,7 +20,13 @@ import { ApiError, ApiNotFound, CatalogNotFound, type RequestFailure, redactUrl,
  */
 
 /** APIs looked up platform-wide (`/platform/apis`) rather than per catalog. */
-export const PLATFORM_APIS: ReadonlySet<string> = new Set(["config", "artifact", "pipelines", "authorization", "account"])
+export const PLATFORM_APIS: ReadonlySet<string> = new Set([
+  "config",
+  "artifact",
+  "pipelines",
+  "authorization",
+  "account"
+])
 
 export const DEFAULT_TTL = Duration.hours(1)
 
@@ -52,13 +65,13 @@ export class Lookup extends Context.Tag("catalog-export/client/Lookup")<Lookup, 
   static readonly layer = (options: LookupOptions): Layer.Layer<Lookup, never, ApiClient> =>
     Layer.effect(
       Lookup,
-      Effect.gen(function* () {
+      Effect.gen(function*() {
         const api = yield* ApiClient
         const lookupUrl = options.lookupUrl.replace(/\/+$/, "")
         const defaultTtl = Duration.decode(options.defaultTtl ?? DEFAULT_TTL)
 
         const fetchListing = (key: Key) =>
-          Effect.gen(function* () {
+          Effect.gen(function*() {
             const url = key.hrn === undefined ? `${lookupUrl}/platform/apis` : `${lookupUrl}/resources/${key.hrn}/apis`
             let request = HttpClientRequest.get(url).pipe(HttpClientRequest.acceptJson)
             if (key.region !== undefined) request = HttpClientRequest.setUrlParam(request, "region", key.region)
@@ -66,7 +79,7 @@ export class Lookup extends Context.Tag("catalog-export/client/Lookup")<Lookup, 
               new ResponseDecodeError({ method: "GET", url: redactUrl(requestUrl(request)), status, reason })
             return yield* api
               .use(request, (response) =>
-                Effect.gen(function* () {
+                Effect.gen(function*() {
                   const text = yield* readText(response)
                   const body = yield* Effect.try({
                     try: () => JSON.parse(text) as unknown,
@@ -74,16 +87,19 @@ export class Lookup extends Context.Tag("catalog-export/client/Lookup")<Lookup, 
                   })
                   const entries = yield* Schema.decodeUnknown(ApiEntries)(body).pipe(
                     Effect.mapError((e) =>
-                      decodeError(response.status, `expected an array of {api, version, baseURL}: ${ParseResult.TreeFormatter.formatErrorSync(e)}`)
+                      decodeError(
+                        response.status,
+                        `expected an array of {api, version, baseURL}: ${ParseResult.TreeFormatter.formatErrorSync(e)}`
+                      )
                     )
                   )
                   return { entries, ttl: maxAge(response.headers["cache-control"]) ?? defaultTtl } satisfies Listing
-                })
-              )
+                }))
               .pipe(
                 Effect.catchIf(
                   (e): e is ApiError => e instanceof ApiError && e.status === 404 && key.hrn !== undefined,
-                  (e) => Effect.fail(new CatalogNotFound({ hrn: key.hrn!, status: e.status, detail: e.detail ?? e.title }))
+                  (e) =>
+                    Effect.fail(new CatalogNotFound({ hrn: key.hrn!, status: e.status, detail: e.detail ?? e.title }))
                 )
               )
           })
@@ -91,14 +107,16 @@ export class Lookup extends Context.Tag("catalog-export/client/Lookup")<Lookup, 
         const cache = yield* Cache.makeWith({
           capacity: 10_000,
           lookup: fetchListing,
-          timeToLive: (exit: Exit.Exit<Listing, LookupFailure>) => (Exit.isSuccess(exit) ? exit.value.ttl : Duration.zero)
+          timeToLive: (
+            exit: Exit.Exit<Listing, LookupFailure>
+          ) => (Exit.isSuccess(exit) ? exit.value.ttl : Duration.zero)
         })
 
         const apis = (hrn?: string, region?: string) =>
           Effect.map(cache.get(new Key({ hrn, region })), (listing) => listing.entries)
 
         // Untraced: every request resolves its base URL here.
-        const baseUrl = Effect.fnUntraced(function* (request: BaseUrlRequest) {
+        const baseUrl = Effect.fnUntraced(function*(request: BaseUrlRequest) {
           const platform = request.hrn === undefined || PLATFORM_APIS.has(request.api)
           const hrn = platform ? undefined : request.hrn
           const entries = yield* apis(hrn, platform ? undefined : request.region ?? options.region)

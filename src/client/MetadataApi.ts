@@ -11,8 +11,8 @@ import {
   VersionResponse
 } from "../domain/Partition.ts"
 import { ApiClient, joinUrl, segment } from "./ApiClient.ts"
-import { redactUrl, ResponseDecodeError } from "./Errors.ts"
 import { requestUrl } from "./ErrorMapping.ts"
+import { redactUrl, ResponseDecodeError } from "./Errors.ts"
 import { Lookup, type LookupFailure } from "./Lookup.ts"
 import { MalformedListing, PartitionsScanner } from "./PartitionsParser.ts"
 
@@ -56,12 +56,27 @@ export interface PartsOptions {
 }
 
 export interface MetadataApiShape {
-  readonly partitions: (hrn: string, layer: string, options?: PartitionsOptions) => Stream.Stream<Partition, MetadataFailure>
+  readonly partitions: (
+    hrn: string,
+    layer: string,
+    options?: PartitionsOptions
+  ) => Stream.Stream<Partition, MetadataFailure>
   readonly changes: (hrn: string, layer: string, options: ChangesOptions) => Stream.Stream<Partition, MetadataFailure>
-  readonly partitionParts: (hrn: string, layer: string, options: PartsOptions) => Effect.Effect<ReadonlyArray<string>, MetadataFailure>
-  readonly changesParts: (hrn: string, layer: string, options: PartsOptions) => Effect.Effect<ReadonlyArray<string>, MetadataFailure>
+  readonly partitionParts: (
+    hrn: string,
+    layer: string,
+    options: PartsOptions
+  ) => Effect.Effect<ReadonlyArray<string>, MetadataFailure>
+  readonly changesParts: (
+    hrn: string,
+    layer: string,
+    options: PartsOptions
+  ) => Effect.Effect<ReadonlyArray<string>, MetadataFailure>
   /** Versions in (startVersion, endVersion], fetched 1000 at a time. */
-  readonly versions: (hrn: string, range: { readonly startVersion: number; readonly endVersion: number }) => Stream.Stream<VersionInfo, MetadataFailure>
+  readonly versions: (
+    hrn: string,
+    range: { readonly startVersion: number; readonly endVersion: number }
+  ) => Stream.Stream<VersionInfo, MetadataFailure>
   readonly latestVersion: (hrn: string, startVersion?: number) => Effect.Effect<number, MetadataFailure>
   readonly minimumVersion: (hrn: string) => Effect.Effect<number, MetadataFailure>
   /** Raises the minimum version; the service deletes every earlier version. */
@@ -75,7 +90,7 @@ export const VERSIONS_PAGE = 1000
 export class MetadataApi extends Context.Tag("catalog-export/client/MetadataApi")<MetadataApi, MetadataApiShape>() {
   static readonly layer: Layer.Layer<MetadataApi, never, ApiClient | Lookup> = Layer.effect(
     MetadataApi,
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const api = yield* ApiClient
       const lookup = yield* Lookup
       const base = (hrn: string) => lookup.baseUrl({ api: "metadata", version: "v1", hrn })
@@ -89,11 +104,16 @@ export class MetadataApi extends Context.Tag("catalog-export/client/MetadataApi"
           const parse = Stream.mapConcatEffect((bytes: Uint8Array) =>
             Effect.try({
               try: () => scanner.feed(bytes).map(toPartition),
-              catch: (e) => malformed(e instanceof MalformedListing || e instanceof InvalidPartition ? e.message : String(e))
+              catch: (e) =>
+                malformed(e instanceof MalformedListing || e instanceof InvalidPartition ? e.message : String(e))
             })
           )
           // Progress is a partition parsed: a listing cut again and again inside one element is given up on.
-          return api.resumable(request, { resumeAt: () => scanner.rewind(), isComplete: () => scanner.done, decode: parse }).pipe(
+          return api.resumable(request, {
+            resumeAt: () => scanner.rewind(),
+            isComplete: () => scanner.done,
+            decode: parse
+          }).pipe(
             Stream.concat(
               Stream.suspend(() => {
                 const next = scanner.next
@@ -120,11 +140,12 @@ export class MetadataApi extends Context.Tag("catalog-export/client/MetadataApi"
           HttpClientRequest.get(joinUrl(root, `/layers/${segment(layer)}${path}`)).pipe(
             HttpClientRequest.acceptJson,
             HttpClientRequest.setUrlParams(params)
-          )
-        )
+          ))
 
       const partitions = (hrn: string, layer: string, options: PartitionsOptions = {}) =>
-        Stream.unwrap(Effect.map(layerRequest(hrn, layer, "/partitions", listingParams(options, options.version)), listing))
+        Stream.unwrap(
+          Effect.map(layerRequest(hrn, layer, "/partitions", listingParams(options, options.version)), listing)
+        )
 
       const changes = (hrn: string, layer: string, options: ChangesOptions) => {
         const params = listingParams(options, undefined)
@@ -143,47 +164,61 @@ export class MetadataApi extends Context.Tag("catalog-export/client/MetadataApi"
         return params
       }
 
-      const partitionParts = Effect.fn("MetadataApi.partitionParts")(function* (hrn: string, layer: string, options: PartsOptions) {
-        const request = yield* layerRequest(hrn, layer, "/partitions/parts", partsParams(options))
-        return (yield* api.json(request, Parts)).parts
-      })
+      const partitionParts = Effect.fn("MetadataApi.partitionParts")(
+        function*(hrn: string, layer: string, options: PartsOptions) {
+          const request = yield* layerRequest(hrn, layer, "/partitions/parts", partsParams(options))
+          return (yield* api.json(request, Parts)).parts
+        }
+      )
 
-      const changesParts = Effect.fn("MetadataApi.changesParts")(function* (hrn: string, layer: string, options: PartsOptions) {
-        const request = yield* layerRequest(hrn, layer, "/changes/parts", partsParams(options))
-        return (yield* api.json(request, Parts)).parts
-      })
+      const changesParts = Effect.fn("MetadataApi.changesParts")(
+        function*(hrn: string, layer: string, options: PartsOptions) {
+          const request = yield* layerRequest(hrn, layer, "/changes/parts", partsParams(options))
+          return (yield* api.json(request, Parts)).parts
+        }
+      )
 
-      const catalogGet = <A, I>(hrn: string, path: string, params: Record<string, string>, schema: Schema.Schema<A, I>) =>
-        Effect.flatMap(base(hrn), (root) =>
-          api.json(HttpClientRequest.get(joinUrl(root, path)).pipe(HttpClientRequest.setUrlParams(params)), schema)
+      const catalogGet = <A, I>(
+        hrn: string,
+        path: string,
+        params: Record<string, string>,
+        schema: Schema.Schema<A, I>
+      ) =>
+        Effect.flatMap(
+          base(hrn),
+          (root) =>
+            api.json(HttpClientRequest.get(joinUrl(root, path)).pipe(HttpClientRequest.setUrlParams(params)), schema)
         )
 
       const versions = (hrn: string, range: { readonly startVersion: number; readonly endVersion: number }) =>
         range.startVersion >= range.endVersion
           ? Stream.empty
           : Stream.paginateEffect(range.startVersion, (start) => {
-              const end = Math.min(start + VERSIONS_PAGE, range.endVersion)
-              const params = { startVersion: String(start), endVersion: String(end) }
-              return Effect.map(
-                catalogGet(hrn, "/versions", params, VersionInfos),
-                (page) => [page.versions, end < range.endVersion ? Option.some(end) : Option.none()] as const
-              )
-            }).pipe(Stream.flattenIterables)
+            const end = Math.min(start + VERSIONS_PAGE, range.endVersion)
+            const params = { startVersion: String(start), endVersion: String(end) }
+            return Effect.map(
+              catalogGet(hrn, "/versions", params, VersionInfos),
+              (page) => [page.versions, end < range.endVersion ? Option.some(end) : Option.none()] as const
+            )
+          }).pipe(Stream.flattenIterables)
 
-      const latestVersion = Effect.fn("MetadataApi.latestVersion")(function* (hrn: string, startVersion = -1) {
-        return (yield* catalogGet(hrn, "/versions/latest", { startVersion: String(startVersion) }, VersionResponse)).version
+      const latestVersion = Effect.fn("MetadataApi.latestVersion")(function*(hrn: string, startVersion = -1) {
+        return (yield* catalogGet(hrn, "/versions/latest", { startVersion: String(startVersion) }, VersionResponse))
+          .version
       })
 
-      const minimumVersion = Effect.fn("MetadataApi.minimumVersion")(function* (hrn: string) {
+      const minimumVersion = Effect.fn("MetadataApi.minimumVersion")(function*(hrn: string) {
         return (yield* catalogGet(hrn, "/versions/minimum", {}, VersionResponse)).version
       })
 
-      const setMinimumVersion = Effect.fn("MetadataApi.setMinimumVersion")(function* (hrn: string, version: number) {
+      const setMinimumVersion = Effect.fn("MetadataApi.setMinimumVersion")(function*(hrn: string, version: number) {
         const root = yield* base(hrn)
-        yield* api.discard(HttpClientRequest.post(joinUrl(root, "/versions/minimum")).pipe(HttpClientRequest.bodyUnsafeJson({ version })))
+        yield* api.discard(
+          HttpClientRequest.post(joinUrl(root, "/versions/minimum")).pipe(HttpClientRequest.bodyUnsafeJson({ version }))
+        )
       })
 
-      const layerVersions = Effect.fn("MetadataApi.layerVersions")(function* (hrn: string, version: number) {
+      const layerVersions = Effect.fn("MetadataApi.layerVersions")(function*(hrn: string, version: number) {
         return yield* catalogGet(hrn, "/layerVersions", { version: String(version) }, LayerVersions)
       })
 
@@ -207,7 +242,10 @@ export class MetadataApi extends Context.Tag("catalog-export/client/MetadataApi"
  * the listing's path prefix is taken from the origin; anything else is resolved against the base
  * URL the listing came from (like every other API path).
  */
-export const nextPage = (previous: HttpClientRequest.HttpClientRequest, next: string): HttpClientRequest.HttpClientRequest => {
+export const nextPage = (
+  previous: HttpClientRequest.HttpClientRequest,
+  next: string
+): HttpClientRequest.HttpClientRequest => {
   const current = new URL(requestUrl(previous))
   let target: string
   if (/^https?:\/\//i.test(next)) target = next
@@ -215,7 +253,9 @@ export const nextPage = (previous: HttpClientRequest.HttpClientRequest, next: st
   else if (next.startsWith("/")) {
     const layersAt = current.pathname.indexOf("/layers/")
     const basePath = layersAt >= 0 ? current.pathname.slice(0, layersAt) : ""
-    target = next.startsWith(`${basePath}/`) && basePath !== "" ? `${current.origin}${next}` : `${current.origin}${basePath}${next}`
+    target = next.startsWith(`${basePath}/`) && basePath !== ""
+      ? `${current.origin}${next}`
+      : `${current.origin}${basePath}${next}`
   } else target = new URL(next, current).toString()
   return HttpClientRequest.get(target).pipe(HttpClientRequest.acceptJson)
 }
@@ -224,15 +264,25 @@ class InvalidPartition extends Error {}
 
 /** Keeps the known fields of one listed partition; unknown fields are dropped. */
 export const toPartition = (value: unknown): Partition => {
-  if (typeof value !== "object" || value === null || Array.isArray(value)) throw new InvalidPartition("a partition is not a JSON object")
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new InvalidPartition("a partition is not a JSON object")
+  }
   const v = value as Record<string, unknown>
   if (typeof v.partition !== "string") throw new InvalidPartition("a partition has no \"partition\" id")
   const version = partitionVersion(v.version)
   if (version === undefined) throw new InvalidPartition(`partition ${v.partition} has no numeric "version"`)
   if (typeof v.dataHandle !== "string") throw new InvalidPartition(`partition ${v.partition} has no "dataHandle"`)
   // As a URL path segment these are dot segments, resolved away: the blob request would go elsewhere.
-  if (v.dataHandle === "." || v.dataHandle === "..") throw new InvalidPartition(`partition ${v.partition} has the data handle "${v.dataHandle}", which no blob URL can address`)
-  const p: { -readonly [K in keyof Partition]: Partition[K] } = { partition: v.partition, version, dataHandle: v.dataHandle }
+  if (v.dataHandle === "." || v.dataHandle === "..") {
+    throw new InvalidPartition(
+      `partition ${v.partition} has the data handle "${v.dataHandle}", which no blob URL can address`
+    )
+  }
+  const p: { -readonly [K in keyof Partition]: Partition[K] } = {
+    partition: v.partition,
+    version,
+    dataHandle: v.dataHandle
+  }
   if (typeof v.layer === "string") p.layer = v.layer
   if (typeof v.dataSize === "number") p.dataSize = v.dataSize
   if (typeof v.checksum === "string") p.checksum = v.checksum

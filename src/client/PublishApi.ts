@@ -35,23 +35,26 @@ export interface PublishApiShape {
 export class PublishApi extends Context.Tag("catalog-export/client/PublishApi")<PublishApi, PublishApiShape>() {
   static readonly layer: Layer.Layer<PublishApi, never, ApiClient | Lookup> = Layer.effect(
     PublishApi,
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const api = yield* ApiClient
       const lookup = yield* Lookup
       const base = (hrn: string) => lookup.baseUrl({ api: "publish", version: "v2", hrn })
       const publicationUrl = (root: string, id: string) => joinUrl(root, `/publications/${segment(id)}`)
 
-      const initPublication = Effect.fn("PublishApi.initPublication")(function* (
+      const initPublication = Effect.fn("PublishApi.initPublication")(function*(
         hrn: string,
         layerIds: ReadonlyArray<string>,
         versionDependencies?: ReadonlyArray<VersionDependency>
       ) {
         const root = yield* base(hrn)
         const body = versionDependencies === undefined ? { layerIds } : { layerIds, versionDependencies }
-        return yield* api.json(HttpClientRequest.post(joinUrl(root, "/publications")).pipe(HttpClientRequest.bodyUnsafeJson(body)), Publication)
+        return yield* api.json(
+          HttpClientRequest.post(joinUrl(root, "/publications")).pipe(HttpClientRequest.bodyUnsafeJson(body)),
+          Publication
+        )
       })
 
-      const uploadPartitions = Effect.fn("PublishApi.uploadPartitions")(function* (
+      const uploadPartitions = Effect.fn("PublishApi.uploadPartitions")(function*(
         hrn: string,
         layerId: string,
         publicationId: string,
@@ -74,15 +77,19 @@ export class PublishApi extends Context.Tag("catalog-export/client/PublishApi")<
         if (batch.length > 0) yield* flush(batch)
       })
 
-      const submitPublication = Effect.fn("PublishApi.submitPublication")(function* (hrn: string, publicationId: string) {
-        yield* api.discard(HttpClientRequest.put(publicationUrl(yield* base(hrn), publicationId)))
-      })
+      const submitPublication = Effect.fn("PublishApi.submitPublication")(
+        function*(hrn: string, publicationId: string) {
+          yield* api.discard(HttpClientRequest.put(publicationUrl(yield* base(hrn), publicationId)))
+        }
+      )
 
-      const cancelPublication = Effect.fn("PublishApi.cancelPublication")(function* (hrn: string, publicationId: string) {
-        yield* api.discard(HttpClientRequest.del(publicationUrl(yield* base(hrn), publicationId)))
-      })
+      const cancelPublication = Effect.fn("PublishApi.cancelPublication")(
+        function*(hrn: string, publicationId: string) {
+          yield* api.discard(HttpClientRequest.del(publicationUrl(yield* base(hrn), publicationId)))
+        }
+      )
 
-      const getPublication = Effect.fn("PublishApi.getPublication")(function* (hrn: string, publicationId: string) {
+      const getPublication = Effect.fn("PublishApi.getPublication")(function*(hrn: string, publicationId: string) {
         return yield* api.json(HttpClientRequest.get(publicationUrl(yield* base(hrn), publicationId)), Publication)
       })
 

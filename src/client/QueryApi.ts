@@ -29,11 +29,11 @@ export interface QueryApiShape {
 export class QueryApi extends Context.Tag("catalog-export/client/QueryApi")<QueryApi, QueryApiShape>() {
   static readonly layer: Layer.Layer<QueryApi, never, ApiClient | Lookup> = Layer.effect(
     QueryApi,
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const api = yield* ApiClient
       const lookup = yield* Lookup
 
-      const partitionsById = Effect.fn("QueryApi.partitionsById")(function* (
+      const partitionsById = Effect.fn("QueryApi.partitionsById")(function*(
         hrn: string,
         layer: string,
         ids: ReadonlyArray<string>,
@@ -55,8 +55,7 @@ export class QueryApi extends Context.Tag("catalog-export/client/QueryApi")<Quer
               HttpClientRequest.setUrlParams([...batch.map((id) => ["partition", id] as const), ...params])
             ),
             Partitions
-          )
-        )
+          ))
         return pages.flatMap((page) => page.partitions)
       })
 

@@ -2,8 +2,8 @@ import * as Headers from "@effect/platform/Headers"
 import * as HttpBody from "@effect/platform/HttpBody"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import { Effect } from "effect"
-import { ApiError, redactUrl } from "./Errors.ts"
 import { requestUrl } from "./ErrorMapping.ts"
+import { ApiError, redactUrl } from "./Errors.ts"
 
 /**
  * Redirects are followed by the client itself (Http.ts, BlobFetcher.ts), not by undici, so that the
@@ -35,7 +35,13 @@ export const redirectOf = (method: string, status: number, from: string, locatio
 }
 
 /** The ApiError of a redirect not followed: its Location is no URL, or the chain is too long. */
-export const redirectRefused = (method: string, url: string, status: number, reason: "invalid" | "too many", maxRedirects: number) =>
+export const redirectRefused = (
+  method: string,
+  url: string,
+  status: number,
+  reason: "invalid" | "too many",
+  maxRedirects: number
+) =>
   new ApiError({
     status,
     method,
@@ -45,15 +51,25 @@ export const redirectRefused = (method: string, url: string, status: number, rea
   })
 
 /** The request a redirect answer asks for next. */
-export const followRedirect = (current: HttpClientRequest.HttpClientRequest, status: number, location: string, maxRedirects: number) =>
-  Effect.gen(function* () {
+export const followRedirect = (
+  current: HttpClientRequest.HttpClientRequest,
+  status: number,
+  location: string,
+  maxRedirects: number
+) =>
+  Effect.gen(function*() {
     const from = requestUrl(current)
     const redirect = redirectOf(current.method, status, from, location)
     if (redirect === undefined) return yield* redirectRefused(current.method, from, status, "invalid", maxRedirects)
     let headers = current.headers
     if (redirect.dropAuthorization) headers = Headers.remove(headers, "authorization")
     if (redirect.toGet) headers = Headers.remove(headers, ["content-type", "content-length", "content-encoding"])
-    const next = HttpClientRequest.setMethod(HttpClientRequest.get(redirect.url), redirect.method as HttpClientRequest.HttpClientRequest["method"])
+    const next = HttpClientRequest.setMethod(
+      HttpClientRequest.get(redirect.url),
+      redirect.method as HttpClientRequest.HttpClientRequest["method"]
+    )
     const withHeaders = HttpClientRequest.setHeaders(next, headers)
-    return redirect.toGet ? HttpClientRequest.setBody(withHeaders, HttpBody.empty) : HttpClientRequest.setBody(withHeaders, current.body)
+    return redirect.toGet
+      ? HttpClientRequest.setBody(withHeaders, HttpBody.empty)
+      : HttpClientRequest.setBody(withHeaders, current.body)
   })

@@ -16,7 +16,8 @@ export const inRegion = (region: string | undefined) =>
       Lookup,
       Effect.map(Lookup, (lookup) =>
         Lookup.of({
-          baseUrl: (request) => lookup.baseUrl(request.region === undefined && region !== undefined ? { ...request, region } : request),
+          baseUrl: (request) =>
+            lookup.baseUrl(request.region === undefined && region !== undefined ? { ...request, region } : request),
           apis: (hrn, asked) => lookup.apis(hrn, asked ?? region)
         }))
     ))

@@ -1,4 +1,17 @@
-import { Channel, Chunk, Context, Duration, Effect, FiberRef, Layer, Random, Schedule, ScheduleDecision, ScheduleInterval, Stream } from "effect"
+import {
+  Channel,
+  Chunk,
+  Context,
+  Duration,
+  Effect,
+  FiberRef,
+  Layer,
+  Random,
+  Schedule,
+  ScheduleDecision,
+  ScheduleInterval,
+  Stream
+} from "effect"
 import * as Metrics from "../telemetry/Metrics.ts"
 import { describeFailure, type HttpFailure } from "./ErrorMapping.ts"
 import { ApiError, RegionUnavailable, RetryBudgetExhausted, TransportError } from "./Errors.ts"
@@ -48,7 +61,8 @@ export const retryLimits = (policy: RetryPolicyShape): RetryLimits => ({
   maxDelayMs: Duration.toMillis(policy.maxDelay)
 })
 
-export const isRetriableStatus = (status: number) => status === 408 || status === 429 || (status >= 500 && status <= 599)
+export const isRetriableStatus = (status: number) =>
+  status === 408 || status === 429 || (status >= 500 && status <= 599)
 
 /** 408, 429, 5xx, and transport failures other than DNS, TLS and invalid requests. */
 export const isTransient = (error: unknown): error is HttpFailure =>
@@ -119,7 +133,13 @@ export const nextRetry = (
   if (maxOutages !== undefined && count.outages >= maxOutages) return { _tag: "Outage", error, failures: count.outages }
   if (count.retries === 0) count.startedAt = now
   const elapsedMs = now - count.startedAt
-  const delayMs = retryDelay(limits, count.retries, elapsedMs, error._tag === "ApiError" ? error.retryAfterMs : undefined, random)
+  const delayMs = retryDelay(
+    limits,
+    count.retries,
+    elapsedMs,
+    error._tag === "ApiError" ? error.retryAfterMs : undefined,
+    random
+  )
   if (delayMs === undefined) return { _tag: "Exhausted", error, retries: count.retries, elapsedMs }
   count.retries++
   return { _tag: "Retry", error, attempt: count.retries, delayMs }
@@ -129,9 +149,20 @@ export const nextRetry = (
 export const gaveUp = <E>(error: E, step: RetryStep): E | RetryBudgetExhausted | RegionUnavailable => {
   switch (step._tag) {
     case "Exhausted":
-      return new RetryBudgetExhausted({ method: step.error.method, url: step.error.url, retries: step.retries, elapsedMs: step.elapsedMs, lastError: step.error })
+      return new RetryBudgetExhausted({
+        method: step.error.method,
+        url: step.error.url,
+        retries: step.retries,
+        elapsedMs: step.elapsedMs,
+        lastError: step.error
+      })
     case "Outage":
-      return new RegionUnavailable({ method: step.error.method, url: step.error.url, failures: step.failures, lastError: step.error })
+      return new RegionUnavailable({
+        method: step.error.method,
+        url: step.error.url,
+        failures: step.failures,
+        lastError: step.error
+      })
     default:
       return error
   }
@@ -163,11 +194,19 @@ export const recordRetry = (tally: RetryObserver, step: Retrying): void => {
 /** The debug log line of a retry. */
 export const logRetry = (step: Retrying) =>
   Effect.logDebug("retrying request").pipe(
-    Effect.annotateLogs({ method: step.error.method, url: step.error.url, failure: describeFailure(step.error), attempt: step.attempt, delayMs: step.delayMs })
+    Effect.annotateLogs({
+      method: step.error.method,
+      url: step.error.url,
+      failure: describeFailure(step.error),
+      attempt: step.attempt,
+      delayMs: step.delayMs
+    })
   )
 
 const observe = (step: RetryStep) =>
-  step._tag === "Retry" ? Effect.zipRight(Effect.map(RetryTally, (tally) => recordRetry(tally, step)), logRetry(step)) : Effect.void
+  step._tag === "Retry"
+    ? Effect.zipRight(Effect.map(RetryTally, (tally) => recordRetry(tally, step)), logRetry(step))
+    : Effect.void
 
 /**
  * The policy as a Schedule over failures: it continues after `delayMs` while `nextRetry` says Retry
@@ -175,34 +214,41 @@ const observe = (step: RetryStep) =>
  * limit is the failing fiber's; the jitter comes from Effect's Random.
  */
 export const retrySchedule = (limits: RetryLimits): Schedule.Schedule<RetryStep, unknown> =>
-  Schedule.makeWithState<RetryCount, unknown, RetryStep>({ retries: 0, outages: 0, startedAt: 0 }, (now, error, state) =>
-    Effect.zipWith(FiberRef.get(outageLimit), Random.next, (maxOutages, random) => {
-      const count = { ...state }
-      const step = nextRetry(limits, maxOutages, count, error, now, random)
-      const decision = step._tag === "Retry" ? ScheduleDecision.continueWith(ScheduleInterval.after(now + step.delayMs)) : ScheduleDecision.done
-      return [count, step, decision] as const
-    })).pipe(Schedule.tapOutput(observe))
+  Schedule.makeWithState<RetryCount, unknown, RetryStep>(
+    { retries: 0, outages: 0, startedAt: 0 },
+    (now, error, state) =>
+      Effect.zipWith(FiberRef.get(outageLimit), Random.next, (maxOutages, random) => {
+        const count = { ...state }
+        const step = nextRetry(limits, maxOutages, count, error, now, random)
+        const decision = step._tag === "Retry"
+          ? ScheduleDecision.continueWith(ScheduleInterval.after(now + step.delayMs))
+          : ScheduleDecision.done
+        return [count, step, decision] as const
+      })
+  ).pipe(Schedule.tapOutput(observe))
 
 /** Runs `effect` again on transient failures under `schedule`; gives up as `gaveUp` says. */
-export const retryEffect = (schedule: Schedule.Schedule<RetryStep, unknown>) =>
-<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | RetryBudgetExhausted | RegionUnavailable, R> =>
-  Effect.retryOrElse(effect, schedule, (error, step) => Effect.fail(gaveUp(error, step)))
+export const retryEffect =
+  (schedule: Schedule.Schedule<RetryStep, unknown>) =>
+  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | RetryBudgetExhausted | RegionUnavailable, R> =>
+    Effect.retryOrElse(effect, schedule, (error, step) => Effect.fail(gaveUp(error, step)))
 
 /**
  * Runs `stream` again from its start on transient failures under `schedule`; the budget starts
  * afresh whenever an element comes through (Stream.retry), so progress is what the elements are.
  */
-export const retryStream = (schedule: Schedule.Schedule<RetryStep, unknown>) =>
-<A, E, R>(stream: Stream.Stream<A, E, R>): Stream.Stream<A, E | RetryBudgetExhausted | RegionUnavailable, R> =>
-  Stream.suspend(() => {
-    let last: RetryStep = PERMANENT
-    const remembered = Schedule.tapOutput(schedule, (step) => Effect.sync(() => void (last = step)))
-    return stream.pipe(
-      Stream.pipeThroughChannel(nonEmptyChunks<A, E>()),
-      Stream.retry(remembered),
-      Stream.mapError((error) => gaveUp(error, last))
-    )
-  })
+export const retryStream =
+  (schedule: Schedule.Schedule<RetryStep, unknown>) =>
+  <A, E, R>(stream: Stream.Stream<A, E, R>): Stream.Stream<A, E | RetryBudgetExhausted | RegionUnavailable, R> =>
+    Stream.suspend(() => {
+      let last: RetryStep = PERMANENT
+      const remembered = Schedule.tapOutput(schedule, (step) => Effect.sync(() => void (last = step)))
+      return stream.pipe(
+        Stream.pipeThroughChannel(nonEmptyChunks<A, E>()),
+        Stream.retry(remembered),
+        Stream.mapError((error) => gaveUp(error, last))
+      )
+    })
 
 // Stream.retry starts its schedule afresh on every chunk that passes, and most operators pass
 // empty ones on (a filter that kept nothing, bytes that completed no element): those are no progress.

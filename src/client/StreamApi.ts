@@ -27,7 +27,11 @@ export interface Consumer extends StreamSubscription {
 }
 
 export interface StreamApiShape {
-  readonly subscribe: (hrn: string, layerId: string, options?: SubscribeOptions) => Effect.Effect<Consumer, LookupFailure>
+  readonly subscribe: (
+    hrn: string,
+    layerId: string,
+    options?: SubscribeOptions
+  ) => Effect.Effect<Consumer, LookupFailure>
   /** The next messages after the consumer's position (empty when it has read everything). */
   readonly read: (consumer: Consumer) => Effect.Effect<ReadonlyArray<StreamMessage>, LookupFailure>
   /** Commits the offsets of the last messages processed (the service resumes after them). */
@@ -47,7 +51,7 @@ export const lastOffsets = (messages: ReadonlyArray<StreamMessage>): ReadonlyArr
 export class StreamApi extends Context.Tag("catalog-export/client/StreamApi")<StreamApi, StreamApiShape>() {
   static readonly layer: Layer.Layer<StreamApi, never, ApiClient | Lookup> = Layer.effect(
     StreamApi,
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const api = yield* ApiClient
       const lookup = yield* Lookup
 
@@ -56,35 +60,41 @@ export class StreamApi extends Context.Tag("catalog-export/client/StreamApi")<St
           HttpClientRequest.setUrlParams({ subscriptionId: consumer.subscriptionId, mode: consumer.mode })
         )
 
-      const subscribe = Effect.fn("StreamApi.subscribe")(function* (hrn: string, layerId: string, options: SubscribeOptions = {}) {
-        const root = yield* lookup.baseUrl({ api: "stream", version: "v2", hrn })
-        const mode = options.mode ?? "serial"
-        const properties: Record<string, unknown> = {}
-        if (options.groupId !== undefined) properties["group.id"] = options.groupId
-        if (options.autoOffsetReset !== undefined) properties["auto.offset.reset"] = options.autoOffsetReset
-        if (options.maxPollRecords !== undefined) properties["max.poll.records"] = options.maxPollRecords
-        const request = HttpClientRequest.post(joinUrl(root, `/layers/${segment(layerId)}/subscribe`)).pipe(
-          HttpClientRequest.setUrlParam("mode", mode),
-          HttpClientRequest.bodyUnsafeJson({ kafkaConsumerProperties: properties })
-        )
-        const subscription = yield* api.json(request, StreamSubscription)
-        return { ...subscription, catalogHrn: hrn, layerId, mode } satisfies Consumer
-      })
+      const subscribe = Effect.fn("StreamApi.subscribe")(
+        function*(hrn: string, layerId: string, options: SubscribeOptions = {}) {
+          const root = yield* lookup.baseUrl({ api: "stream", version: "v2", hrn })
+          const mode = options.mode ?? "serial"
+          const properties: Record<string, unknown> = {}
+          if (options.groupId !== undefined) properties["group.id"] = options.groupId
+          if (options.autoOffsetReset !== undefined) properties["auto.offset.reset"] = options.autoOffsetReset
+          if (options.maxPollRecords !== undefined) properties["max.poll.records"] = options.maxPollRecords
+          const request = HttpClientRequest.post(joinUrl(root, `/layers/${segment(layerId)}/subscribe`)).pipe(
+            HttpClientRequest.setUrlParam("mode", mode),
+            HttpClientRequest.bodyUnsafeJson({ kafkaConsumerProperties: properties })
+          )
+          const subscription = yield* api.json(request, StreamSubscription)
+          return { ...subscription, catalogHrn: hrn, layerId, mode } satisfies Consumer
+        }
+      )
 
-      const read = Effect.fn("StreamApi.read")(function* (consumer: Consumer) {
+      const read = Effect.fn("StreamApi.read")(function*(consumer: Consumer) {
         return (yield* api.json(at(consumer, "/partitions", HttpClientRequest.get), StreamMessages)).messages
       })
 
-      const commit = Effect.fn("StreamApi.commit")(function* (consumer: Consumer, offsets: ReadonlyArray<StreamOffset>) {
+      const commit = Effect.fn("StreamApi.commit")(function*(consumer: Consumer, offsets: ReadonlyArray<StreamOffset>) {
         if (offsets.length === 0) return
-        yield* api.discard(at(consumer, "/offsets", HttpClientRequest.put).pipe(HttpClientRequest.bodyUnsafeJson({ offsets })))
+        yield* api.discard(
+          at(consumer, "/offsets", HttpClientRequest.put).pipe(HttpClientRequest.bodyUnsafeJson({ offsets }))
+        )
       })
 
-      const seek = Effect.fn("StreamApi.seek")(function* (consumer: Consumer, offsets: ReadonlyArray<StreamOffset>) {
-        yield* api.discard(at(consumer, "/seek", HttpClientRequest.put).pipe(HttpClientRequest.bodyUnsafeJson({ offsets })))
+      const seek = Effect.fn("StreamApi.seek")(function*(consumer: Consumer, offsets: ReadonlyArray<StreamOffset>) {
+        yield* api.discard(
+          at(consumer, "/seek", HttpClientRequest.put).pipe(HttpClientRequest.bodyUnsafeJson({ offsets }))
+        )
       })
 
-      const unsubscribe = Effect.fn("StreamApi.unsubscribe")(function* (consumer: Consumer) {
+      const unsubscribe = Effect.fn("StreamApi.unsubscribe")(function*(consumer: Consumer) {
         yield* api.discard(at(consumer, "/subscribe", HttpClientRequest.del))
       })
 

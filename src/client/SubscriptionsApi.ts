@@ -1,6 +1,6 @@
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
-import { randomUUID } from "node:crypto"
 import { Context, Duration, Effect, Layer, Schema } from "effect"
+import { randomUUID } from "node:crypto"
 import {
   Subscription,
   SubscriptionAccepted,
@@ -44,21 +44,29 @@ export interface IdempotencyOptions {
 }
 
 export interface SubscriptionsApiShape {
-  readonly create: (request: SubscriptionRequest, options?: IdempotencyOptions) => Effect.Effect<Subscription, SubscriptionsFailure>
+  readonly create: (
+    request: SubscriptionRequest,
+    options?: IdempotencyOptions
+  ) => Effect.Effect<Subscription, SubscriptionsFailure>
   /** Every subscription the calling application can read, all pages. */
   readonly list: () => Effect.Effect<ReadonlyArray<Subscription>, SubscriptionsFailure>
   readonly get: (hrn: string) => Effect.Effect<Subscription, SubscriptionsFailure>
   /** Deletes and waits until the status says `deleted`. */
-  readonly delete: (hrn: string, options?: IdempotencyOptions) => Effect.Effect<SubscriptionStatus, SubscriptionsFailure>
+  readonly delete: (
+    hrn: string,
+    options?: IdempotencyOptions
+  ) => Effect.Effect<SubscriptionStatus, SubscriptionsFailure>
   readonly status: (statusToken: string) => Effect.Effect<SubscriptionStatus, SubscriptionsFailure>
 }
 
 const STATUS_POLL = Duration.millis(300)
 
-export class SubscriptionsApi extends Context.Tag("catalog-export/client/SubscriptionsApi")<SubscriptionsApi, SubscriptionsApiShape>() {
+export class SubscriptionsApi
+  extends Context.Tag("catalog-export/client/SubscriptionsApi")<SubscriptionsApi, SubscriptionsApiShape>()
+{
   static readonly layer: Layer.Layer<SubscriptionsApi, never, ApiClient | Lookup> = Layer.effect(
     SubscriptionsApi,
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const api = yield* ApiClient
       const lookup = yield* Lookup
       const base = lookup.baseUrl({ api: "config", version: "v1" })
@@ -77,14 +85,17 @@ export class SubscriptionsApi extends Context.Tag("catalog-export/client/Subscri
           (e) => Effect.fail(new SubscriptionNotFound({ hrn, status: e.status }))
         )
 
-      const status = Effect.fn("SubscriptionsApi.status")(function* (statusToken: string) {
+      const status = Effect.fn("SubscriptionsApi.status")(function*(statusToken: string) {
         const root = yield* base
-        return yield* api.json(HttpClientRequest.get(joinUrl(root, `/subscriptions/status/${encodeURIComponent(statusToken)}`)), SubscriptionStatus)
+        return yield* api.json(
+          HttpClientRequest.get(joinUrl(root, `/subscriptions/status/${encodeURIComponent(statusToken)}`)),
+          SubscriptionStatus
+        )
       })
 
       /** Polls a status token until it leaves `pending`. */
       const settle = (statusToken: string) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           for (;;) {
             const current = yield* status(statusToken)
             if (current.status !== "pending") return current
@@ -92,29 +103,35 @@ export class SubscriptionsApi extends Context.Tag("catalog-export/client/Subscri
           }
         })
 
-      const get = Effect.fn("SubscriptionsApi.get")(function* (hrn: string) {
+      const get = Effect.fn("SubscriptionsApi.get")(function*(hrn: string) {
         const root = yield* base
         return yield* api.json(HttpClientRequest.get(path(root, hrn)), Subscription).pipe(missing(hrn))
       })
 
-      const create = Effect.fn("SubscriptionsApi.create")(function* (request: SubscriptionRequest, options: IdempotencyOptions = {}) {
-        const root = yield* base
-        const key = options.idempotencyKey ?? randomUUID()
-        const post = HttpClientRequest.post(joinUrl(root, "/subscriptions")).pipe(
-          HttpClientRequest.setHeader("x-idempotency-key", key),
-          HttpClientRequest.bodyUnsafeJson(request)
-        )
-        const answer = yield* api.json(post, Schema.Union(Subscription, SubscriptionAccepted)).pipe(conflicts)
-        if ("subscriptionName" in answer) return answer
-        // The platform answers with a status token only: follow it to the subscription.
-        const settled = answer.subscriptionHrn === undefined ? yield* settle(answer.statusToken) : { status: "active", subscriptionHrn: answer.subscriptionHrn }
-        if (settled.subscriptionHrn === undefined) {
-          return yield* new SubscriptionConflict({ detail: `the creation ended ${settled.status} without a subscription HRN` })
+      const create = Effect.fn("SubscriptionsApi.create")(
+        function*(request: SubscriptionRequest, options: IdempotencyOptions = {}) {
+          const root = yield* base
+          const key = options.idempotencyKey ?? randomUUID()
+          const post = HttpClientRequest.post(joinUrl(root, "/subscriptions")).pipe(
+            HttpClientRequest.setHeader("x-idempotency-key", key),
+            HttpClientRequest.bodyUnsafeJson(request)
+          )
+          const answer = yield* api.json(post, Schema.Union(Subscription, SubscriptionAccepted)).pipe(conflicts)
+          if ("subscriptionName" in answer) return answer
+          // The platform answers with a status token only: follow it to the subscription.
+          const settled = answer.subscriptionHrn === undefined
+            ? yield* settle(answer.statusToken)
+            : { status: "active", subscriptionHrn: answer.subscriptionHrn }
+          if (settled.subscriptionHrn === undefined) {
+            return yield* new SubscriptionConflict({
+              detail: `the creation ended ${settled.status} without a subscription HRN`
+            })
+          }
+          return yield* get(settled.subscriptionHrn)
         }
-        return yield* get(settled.subscriptionHrn)
-      })
+      )
 
-      const list = Effect.fn("SubscriptionsApi.list")(function* () {
+      const list = Effect.fn("SubscriptionsApi.list")(function*() {
         const root = yield* base
         const items: Array<Subscription> = []
         let token: string | undefined
@@ -130,9 +147,11 @@ export class SubscriptionsApi extends Context.Tag("catalog-export/client/Subscri
         }
       })
 
-      const remove = Effect.fn("SubscriptionsApi.delete")(function* (hrn: string, options: IdempotencyOptions = {}) {
+      const remove = Effect.fn("SubscriptionsApi.delete")(function*(hrn: string, options: IdempotencyOptions = {}) {
         const root = yield* base
-        const request = HttpClientRequest.del(path(root, hrn)).pipe(HttpClientRequest.setHeader("x-idempotency-key", options.idempotencyKey ?? randomUUID()))
+        const request = HttpClientRequest.del(path(root, hrn)).pipe(
+          HttpClientRequest.setHeader("x-idempotency-key", options.idempotencyKey ?? randomUUID())
+        )
         const answer = yield* api.json(request, SubscriptionAccepted).pipe(missing(hrn), conflicts)
         return yield* settle(answer.statusToken)
       })

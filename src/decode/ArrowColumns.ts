@@ -61,8 +61,10 @@ const arrowType = (type: ColumnType): DataType => {
 const arrowField = (column: Column): Field =>
   new Field(column.name, arrowType(column.type), column.nullable, extension(column.type.kind as ScalarKind))
 
-export const arrowSchema = (columns: ReadonlyArray<Column>, metadata: ReadonlyMap<string, string> = new Map()): Schema =>
-  new Schema(columns.map(arrowField), new Map(metadata))
+export const arrowSchema = (
+  columns: ReadonlyArray<Column>,
+  metadata: ReadonlyMap<string, string> = new Map()
+): Schema => new Schema(columns.map(arrowField), new Map(metadata))
 
 /** One record batch of the columns; nested values go through apache-arrow's builders. */
 export const arrowRecordBatch = (schema: Schema, batch: ColumnBatch): RecordBatch => {

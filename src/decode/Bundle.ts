@@ -43,7 +43,9 @@ export const readBundle = (bytes: Uint8Array, name = "the schema bundle"): Schem
     throw new SchemaError(`${name}: ${MANIFEST_PATH} has no main.message naming the top-level message`)
   }
   const protoFiles: Record<string, string> = {}
-  for (const [path, content] of Object.entries(entries)) if (path.endsWith(".proto")) protoFiles[path] = strFromU8(content)
+  for (const [path, content] of Object.entries(entries)) {
+    if (path.endsWith(".proto")) protoFiles[path] = strFromU8(content)
+  }
   const descriptorSet = entries[DESCRIPTOR_SET_PATH]
   if (descriptorSet === undefined && Object.keys(protoFiles).length === 0) {
     throw new SchemaError(`${name} has neither ${DESCRIPTOR_SET_PATH} nor .proto files`)
@@ -56,7 +58,9 @@ export const readBundle = (bytes: Uint8Array, name = "the schema bundle"): Schem
  * else from the .proto files.
  */
 export const mainMessageOf = (bundle: SchemaBundle): protobuf.Type => {
-  const root = bundle.descriptorSet !== undefined ? rootFromDescriptorSet(bundle.descriptorSet) : rootFromProto(bundle.protoFiles)
+  const root = bundle.descriptorSet !== undefined
+    ? rootFromDescriptorSet(bundle.descriptorSet)
+    : rootFromProto(bundle.protoFiles)
   return messageType(root, bundle.manifest.main.message)
 }
 
@@ -73,7 +77,9 @@ export interface BuildBundleOptions {
 export const buildBundle = (options: BuildBundleOptions): Uint8Array => {
   const descriptorSet = compileProto(options.protoFiles)
   const main = messageType(rootFromDescriptorSet(descriptorSet), options.mainMessage)
-  const source = Object.keys(options.protoFiles).find((path) => options.protoFiles[path]!.includes(`message ${main.name}`))
+  const source = Object.keys(options.protoFiles).find((path) =>
+    options.protoFiles[path]!.includes(`message ${main.name}`)
+  )
   const manifest = {
     main: { message: main.fullName.slice(1), ...(source === undefined ? {} : { source }) },
     components: Object.keys(options.protoFiles).filter((p) => p !== source).map((p) => ({ source: p }))

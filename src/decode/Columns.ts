@@ -8,7 +8,18 @@ import type { ColumnSource, SchemaElement } from "hyparquet-writer"
  * and strings as strings, null for absent).
  */
 
-export type ScalarKind = "boolean" | "int32" | "uint32" | "int64" | "uint64" | "float" | "double" | "string" | "binary" | "json" | "wkb"
+export type ScalarKind =
+  | "boolean"
+  | "int32"
+  | "uint32"
+  | "int64"
+  | "uint64"
+  | "float"
+  | "double"
+  | "string"
+  | "binary"
+  | "json"
+  | "wkb"
 
 export type ColumnType =
   | { readonly kind: ScalarKind }
@@ -106,7 +117,11 @@ export const parquetColumnData = (columns: ReadonlyArray<Column>, batch: ColumnB
     const values = batch.columns[i]!
     switch (column.type.kind) {
       case "json":
-        return { name: column.name, data: values.map((v) => (typeof v === "string" ? textEncoder.encode(v) : v)), statistics: false }
+        return {
+          name: column.name,
+          data: values.map((v) => (typeof v === "string" ? textEncoder.encode(v) : v)),
+          statistics: false
+        }
       case "binary":
       case "wkb":
         return { name: column.name, data: values as Array<unknown>, encoding: "PLAIN", statistics: false }

@@ -16,7 +16,12 @@ export class DecodedParquetWriter extends DecodingWriter {
   private readonly kvMetadata: Array<{ key: string; value: string }>
   private readonly writer: ParquetWriter
 
-  constructor(options: FormatWriterOptions, codec: ParquetCodec, decoder: Decoder, onDecoded: ((batch: DecodedBatch) => void) | undefined) {
+  constructor(
+    options: FormatWriterOptions,
+    codec: ParquetCodec,
+    decoder: Decoder,
+    onDecoded: ((batch: DecodedBatch) => void) | undefined
+  ) {
     super(options, decoder, onDecoded)
     this.schema = parquetSchema(decoder.columns)
     this.kvMetadata = Object.entries(options.metadata).map(([key, value]) => ({ key, value }))

@@ -2,10 +2,10 @@ import { type Slice, tileColumns, toInt64, toNullableInt64 } from "../sinks/Row.
 import { dataAt, type RowBatch } from "../sinks/RowBatch.ts"
 import { mainMessageOf, readBundle } from "./Bundle.ts"
 import { type Column, type ColumnBatch, scalar } from "./Columns.ts"
-import { GeoStats, geoParquetMetadata, parseFeatures } from "./GeoJson.ts"
+import { geoParquetMetadata, GeoStats, parseFeatures } from "./GeoJson.ts"
 import { messageColumns } from "./Protobuf.ts"
 import { SchemaError } from "./ProtoSchema.ts"
-import { type DecodeMode, type OnDecodeError, UndecodableBlob } from "./Shared.ts"
+import { type DecodeMode, isProtobufContentType, mediaType, type OnDecodeError, UndecodableBlob } from "./Shared.ts"
 
 /**
  * Turning blobs into columns, per row group, for the export's `--decode`. `decoderOf` looks at the
@@ -86,12 +86,7 @@ export interface Decoder {
   readonly fileMetadata: (geo: GeoStats) => Readonly<Record<string, string>>
 }
 
-const PROTOBUF_TYPES = new Set(["application/x-protobuf", "application/protobuf", "application/x-protobuffer", "application/vnd.google.protobuf", "application/octet-stream"])
 const GEOJSON_TYPES = new Set(["application/geo+json", "application/vnd.geo+json"])
-
-const mediaType = (contentType: string | undefined) => (contentType ?? "").split(";")[0]!.trim().toLowerCase()
-
-export const isProtobufContentType = (contentType: string | undefined) => PROTOBUF_TYPES.has(mediaType(contentType))
 
 /** `auto`: protobuf with a schema and a protobuf content type, GeoJSON and JSON by content type, else raw. */
 export const resolveKind = (layer: LayerContent, mode: DecodeMode): DecodeKind => {
@@ -106,7 +101,11 @@ export const resolveKind = (layer: LayerContent, mode: DecodeMode): DecodeKind =
 
 // --- partition columns ---------------------------------------------------------------------------
 
-const col = (name: string, kind: Parameters<typeof scalar>[0], nullable = true): Column => ({ name, type: scalar(kind), nullable })
+const col = (name: string, kind: Parameters<typeof scalar>[0], nullable = true): Column => ({
+  name,
+  type: scalar(kind),
+  nullable
+})
 
 const partitionColumns = (heretile: boolean): Array<Column> => [
   col("partition", "string", false),
@@ -115,7 +114,15 @@ const partitionColumns = (heretile: boolean): Array<Column> => [
   col("data_size", "int64"),
   col("checksum", "string"),
   ...(heretile
-    ? [col("tile_level", "int32"), col("tile_x", "int32"), col("tile_y", "int32"), col("tile_west", "double"), col("tile_south", "double"), col("tile_east", "double"), col("tile_north", "double")]
+    ? [
+      col("tile_level", "int32"),
+      col("tile_x", "int32"),
+      col("tile_y", "int32"),
+      col("tile_west", "double"),
+      col("tile_south", "double"),
+      col("tile_east", "double"),
+      col("tile_north", "double")
+    ]
     : [])
 ]
 
@@ -123,8 +130,19 @@ const partitionColumns = (heretile: boolean): Array<Column> => [
 const RAW_COLUMNS: ReadonlyArray<Column> = [col("data", "binary"), col("decode_error", "string")]
 
 /** The partition columns of row `i`, tile columns (of the rows from `first` on) included for heretile layers. */
-const partitionValues = (batch: RowBatch, tiles: ReturnType<typeof tileColumns> | undefined, i: number, first: number): Array<unknown> => {
-  const values: Array<unknown> = [batch.partition[i], toInt64(batch.partitionVersion[i]!), batch.dataHandle[i], toNullableInt64(batch.dataSize[i]!), batch.checksum[i]]
+const partitionValues = (
+  batch: RowBatch,
+  tiles: ReturnType<typeof tileColumns> | undefined,
+  i: number,
+  first: number
+): Array<unknown> => {
+  const values: Array<unknown> = [
+    batch.partition[i],
+    toInt64(batch.partitionVersion[i]!),
+    batch.dataHandle[i],
+    toNullableInt64(batch.dataSize[i]!),
+    batch.checksum[i]
+  ]
   if (tiles !== undefined) {
     const t = i - first
     values.push(tiles.level[t], tiles.x[t], tiles.y[t], tiles.west[t], tiles.south[t], tiles.east[t], tiles.north[t])
@@ -176,7 +194,9 @@ const geojsonContent: Content = {
 
 const protobufContent = (layer: LayerContent, explode: string | undefined): Content => {
   if (layer.schemaBundle === undefined) {
-    throw new SchemaError("it has no schema (schema.hrn) to decode protobuf with; pass the schema bundle with --schema-bundle FILE.zip")
+    throw new SchemaError(
+      "it has no schema (schema.hrn) to decode protobuf with; pass the schema bundle with --schema-bundle FILE.zip"
+    )
   }
   const message = messageColumns(mainMessageOf(readBundle(layer.schemaBundle)))
   if (explode === undefined) return { columns: message.columns, rows: (bytes) => [message.decode(bytes)] }
@@ -184,11 +204,17 @@ const protobufContent = (layer: LayerContent, explode: string | undefined): Cont
   const target = message.columns[index]
   if (target === undefined || target.type.kind !== "list") {
     const lists = message.columns.filter((c) => c.type.kind === "list").map((c) => c.name)
-    throw new SchemaError(`--explode ${explode}: ${message.type.fullName.slice(1)} has no repeated field of that name (repeated fields: ${lists.join(", ") || "none"})`)
+    throw new SchemaError(
+      `--explode ${explode}: ${message.type.fullName.slice(1)} has no repeated field of that name (repeated fields: ${
+        lists.join(", ") || "none"
+      })`
+    )
   }
   const element = target.type.element
   // A message element becomes its fields as columns; a scalar element one column named after the field.
-  const elementColumns: ReadonlyArray<Column> = element.kind === "struct" ? element.fields : [{ name: explode, type: element, nullable: true }]
+  const elementColumns: ReadonlyArray<Column> = element.kind === "struct"
+    ? element.fields
+    : [{ name: explode, type: element, nullable: true }]
   const names = elementColumns.map((c) => c.name)
   return {
     columns: [col(`${explode}_index`, "int32", true), ...elementColumns.map((c) => ({ ...c, nullable: true }))],
@@ -218,7 +244,11 @@ export const decoderOf = (layer: LayerContent, options: DecodeOptions): Decoder 
       fileMetadata: () => ({})
     }
   }
-  const content = kind === "protobuf" ? protobufContent(layer, options.explode) : kind === "geojson" ? geojsonContent : jsonContent
+  const content = kind === "protobuf"
+    ? protobufContent(layer, options.explode)
+    : kind === "geojson"
+    ? geojsonContent
+    : jsonContent
   const decoded = withoutCollisions([...base, ...RAW_COLUMNS], content.columns)
   const raw = options.onError === "raw"
   const columns = [...base, ...decoded, ...(raw ? RAW_COLUMNS : [])]
@@ -232,7 +262,12 @@ export const decoderOf = (layer: LayerContent, options: DecodeOptions): Decoder 
     let partitions = 0
     let bytes = 0
     // Straight into the columns: partition values, then decoded values, then the raw-mode pair.
-    const push = (head: ReadonlyArray<unknown>, values: ReadonlyArray<unknown> | null, data: Uint8Array | null, reason: string | null) => {
+    const push = (
+      head: ReadonlyArray<unknown>,
+      values: ReadonlyArray<unknown> | null,
+      data: Uint8Array | null,
+      reason: string | null
+    ) => {
       let c = 0
       for (const v of head) out[c++]!.push(v)
       for (let k = 0; k < decoded.length; k++) out[c++]!.push(values === null ? null : values[k])

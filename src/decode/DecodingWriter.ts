@@ -1,9 +1,16 @@
 import type { Writers } from "../sinks/Files.ts"
-import type { FileFormat } from "../sinks/WrittenFile.ts"
 import { FormatWriter, type FormatWriterOptions } from "../sinks/FormatWriter.ts"
 import type { Slice } from "../sinks/Row.ts"
+import type { FileFormat } from "../sinks/WrittenFile.ts"
 import type { ColumnBatch } from "./Columns.ts"
-import { type DecodeCounts, type DecodedBatch, type DecodeFailure, type Decoder, decoderOf, type DecodeSettings } from "./Decoder.ts"
+import {
+  type DecodeCounts,
+  type DecodedBatch,
+  type DecodeFailure,
+  type Decoder,
+  decoderOf,
+  type DecodeSettings
+} from "./Decoder.ts"
 import { GeoStats } from "./GeoJson.ts"
 import { MAX_REPORTED_FAILURES } from "./Shared.ts"
 
@@ -63,14 +70,21 @@ class Tally {
  * The decoding writers of one export writer (a part), each format loaded only when asked for. With
  * both formats every row group is decoded once per format; only the first format's count.
  */
-export const decodingWriters = async (formats: ReadonlyArray<FileFormat>, settings: DecodeSettings): Promise<Writers> => {
+export const decodingWriters = async (
+  formats: ReadonlyArray<FileFormat>,
+  settings: DecodeSettings
+): Promise<Writers> => {
   const decoder = decoderOf(settings.content, settings.options)
   const tally = new Tally()
   const report = (format: FileFormat) => (format === formats[0] ? tally.add : undefined)
   const factories: Writers["factories"] = {}
   if (formats.includes("parquet")) {
-    const [{ DecodedParquetWriter }, { parquetCodec }] = await Promise.all([import("./DecodedParquet.ts"), import("../sinks/ParquetCodecs.ts")])
-    factories.parquet = (options, compression) => new DecodedParquetWriter(options, parquetCodec(compression), decoder, report("parquet"))
+    const [{ DecodedParquetWriter }, { parquetCodec }] = await Promise.all([
+      import("./DecodedParquet.ts"),
+      import("../sinks/ParquetCodecs.ts")
+    ])
+    factories.parquet = (options, compression) =>
+      new DecodedParquetWriter(options, parquetCodec(compression), decoder, report("parquet"))
   }
   if (formats.includes("arrow")) {
     const { DecodedArrowWriter } = await import("./DecodedArrow.ts")

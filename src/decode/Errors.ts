@@ -19,7 +19,12 @@ export class DecodeError extends Schema.TaggedError<DecodeError>()("DecodeError"
   reason: Schema.String
 }) {
   static of(fields: UndecodableFields): DecodeError {
-    return new DecodeError({ layer: fields.layer, partition: fields.partition, dataHandle: fields.dataHandle, reason: fields.reason })
+    return new DecodeError({
+      layer: fields.layer,
+      partition: fields.partition,
+      dataHandle: fields.dataHandle,
+      reason: fields.reason
+    })
   }
 
   override get message(): string {

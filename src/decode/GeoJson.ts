@@ -18,7 +18,15 @@ interface Geometry {
   readonly geometries?: ReadonlyArray<Geometry>
 }
 
-const GEOMETRY_TYPES = new Set(["Point", "LineString", "Polygon", "MultiPoint", "MultiLineString", "MultiPolygon", "GeometryCollection"])
+const GEOMETRY_TYPES = new Set([
+  "Point",
+  "LineString",
+  "Polygon",
+  "MultiPoint",
+  "MultiLineString",
+  "MultiPolygon",
+  "GeometryCollection"
+])
 
 /** Geometry types and bounding box of the geometries written to one file. */
 export class GeoStats {
@@ -44,7 +52,7 @@ export class GeoStats {
       for (const inner of c) visit(inner)
     }
     const walk = (g: Geometry): void => {
-      if (g.type === "GeometryCollection") for (const inner of g.geometries ?? []) walk(inner)
+      if (g.type === "GeometryCollection") { for (const inner of g.geometries ?? []) walk(inner) }
       else visit(g.coordinates)
     }
     walk(geometry)
@@ -76,13 +84,22 @@ export const geoParquetMetadata = (column: string, stats: GeoStats): string =>
 
 const isGeometry = (g: unknown): g is Geometry =>
   typeof g === "object" && g !== null && GEOMETRY_TYPES.has((g as Geometry).type) &&
-  ((g as Geometry).type === "GeometryCollection" ? Array.isArray((g as Geometry).geometries) : Array.isArray((g as Geometry).coordinates))
+  ((g as Geometry).type === "GeometryCollection"
+    ? Array.isArray((g as Geometry).geometries)
+    : Array.isArray((g as Geometry).coordinates))
 
 const featureOf = (value: unknown, stats: GeoStats, index: number): Feature => {
   const f = value as { type?: unknown; id?: unknown; geometry?: unknown; properties?: unknown }
-  if (typeof f !== "object" || f === null || f.type !== "Feature") throw new Error(`feature ${index} is not a GeoJSON Feature`)
-  if (f.geometry !== null && f.geometry !== undefined && !isGeometry(f.geometry)) throw new Error(`feature ${index} has no valid geometry`)
-  if (f.properties !== null && f.properties !== undefined && (typeof f.properties !== "object" || Array.isArray(f.properties))) {
+  if (typeof f !== "object" || f === null || f.type !== "Feature") {
+    throw new Error(`feature ${index} is not a GeoJSON Feature`)
+  }
+  if (f.geometry !== null && f.geometry !== undefined && !isGeometry(f.geometry)) {
+    throw new Error(`feature ${index} has no valid geometry`)
+  }
+  if (
+    f.properties !== null && f.properties !== undefined &&
+    (typeof f.properties !== "object" || Array.isArray(f.properties))
+  ) {
     throw new Error(`feature ${index}: properties must be an object or null`)
   }
   const geometry = (f.geometry ?? null) as Geometry | null

@@ -14,8 +14,21 @@ export class SchemaError extends Error {
 }
 
 const TYPE: Record<string, number> = {
-  double: 1, float: 2, int64: 3, uint64: 4, int32: 5, fixed64: 6, fixed32: 7, bool: 8, string: 9,
-  bytes: 12, uint32: 13, sfixed32: 15, sfixed64: 16, sint32: 17, sint64: 18
+  double: 1,
+  float: 2,
+  int64: 3,
+  uint64: 4,
+  int32: 5,
+  fixed64: 6,
+  fixed32: 7,
+  bool: 8,
+  string: 9,
+  bytes: 12,
+  uint32: 13,
+  sfixed32: 15,
+  sfixed64: 16,
+  sint32: 17,
+  sint64: 18
 }
 const MESSAGE = 11
 const ENUM = 14
@@ -55,7 +68,14 @@ const messageDescriptor = (type: protobuf.Type, proto3: boolean): Record<string,
         field: [scalarField("key", 1, field.keyType, null), scalarField("value", 2, field.type, valueType)],
         options: { mapEntry: true }
       })
-      return { name: field.name, number: field.id, label: LABEL_REPEATED, type: MESSAGE, typeName: `${type.fullName}.${entry}`, jsonName: jsonName(field.name) }
+      return {
+        name: field.name,
+        number: field.id,
+        label: LABEL_REPEATED,
+        type: MESSAGE,
+        typeName: `${type.fullName}.${entry}`,
+        jsonName: jsonName(field.name)
+      }
     }
     const out: Record<string, unknown> = scalarField(field.name, field.id, field.type, field.resolvedType)
     out.label = field.repeated ? LABEL_REPEATED : field.required ? LABEL_REQUIRED : LABEL_OPTIONAL
@@ -127,7 +147,9 @@ const parseAll = (files: Readonly<Record<string, string>>) => {
     for (const imported of parsed[i]!.imports) {
       if (files[imported] !== undefined || parsed.some((p) => p.name === imported)) continue
       const wellKnown = protobuf.common.get(imported) as protobuf.INamespace | null
-      if (wellKnown === null) throw new SchemaError(`${parsed[i]!.name} imports ${imported}, which is not among the .proto files`)
+      if (wellKnown === null) {
+        throw new SchemaError(`${parsed[i]!.name} imports ${imported}, which is not among the .proto files`)
+      }
       add(imported, undefined, wellKnown)
     }
   }
@@ -162,7 +184,9 @@ export const compileProto = (files: Readonly<Record<string, string>>): Uint8Arra
         name: file.name,
         ...(file.pkg === undefined ? {} : { package: file.pkg }),
         dependency: [...file.imports],
-        messageType: types.filter((t): t is protobuf.Type => t instanceof protobuf.Type).map((t) => messageDescriptor(t, file.proto3)),
+        messageType: types.filter((t): t is protobuf.Type => t instanceof protobuf.Type).map((t) =>
+          messageDescriptor(t, file.proto3)
+        ),
         enumType: types.filter((t): t is protobuf.Enum => t instanceof protobuf.Enum).map(enumDescriptor),
         syntax: file.proto3 ? "proto3" : "proto2"
       }

@@ -28,7 +28,19 @@ const UNSIGNED64 = new Set(["uint64", "fixed64"])
 const SIGNED32 = new Set(["int32", "sint32", "sfixed32"])
 const UNSIGNED32 = new Set(["uint32", "fixed32"])
 
-const WRAPPERS = new Set(["DoubleValue", "FloatValue", "Int64Value", "UInt64Value", "Int32Value", "UInt32Value", "BoolValue", "StringValue", "BytesValue"].map((n) => `.google.protobuf.${n}`))
+const WRAPPERS = new Set(
+  [
+    "DoubleValue",
+    "FloatValue",
+    "Int64Value",
+    "UInt64Value",
+    "Int32Value",
+    "UInt32Value",
+    "BoolValue",
+    "StringValue",
+    "BytesValue"
+  ].map((n) => `.google.protobuf.${n}`)
+)
 
 /** A protobuf.js Long (or a number, when decoding left it small) as an exact bigint. */
 const longToBigInt = (value: { low: number; high: number } | number, unsigned: boolean): bigint => {
@@ -63,23 +75,36 @@ const scalarConvert = (type: string): Convert => {
   if (UNSIGNED64.has(type)) return (v) => longToBigInt(v, true)
   // Copies: protobuf.js returns views of the input, whose buffer the caller may reuse or transfer. An
   // absent proto3 bytes field reads protobuf.js's default (an empty array).
-  if (type === "bytes") return (v) => (v instanceof Uint8Array ? Uint8Array.prototype.slice.call(v) : new Uint8Array(v ?? []))
+  if (type === "bytes") {
+    return (v) => (v instanceof Uint8Array ? Uint8Array.prototype.slice.call(v) : new Uint8Array(v ?? []))
+  }
   return (v) => v
 }
 
 /** Map keys arrive as strings (64-bit keys as protobuf.js's 8-character hashes). */
 const mapKeyConvert = (keyType: string): Convert => {
   if (SIGNED64.has(keyType) || UNSIGNED64.has(keyType)) {
-    return (k: string) => longToBigInt(protobuf.util.LongBits.fromHash(k).toLong(UNSIGNED64.has(keyType)) as any, UNSIGNED64.has(keyType))
+    return (k: string) =>
+      longToBigInt(protobuf.util.LongBits.fromHash(k).toLong(UNSIGNED64.has(keyType)) as any, UNSIGNED64.has(keyType))
   }
   if (SIGNED32.has(keyType) || UNSIGNED32.has(keyType)) return (k: string) => Number(k)
   if (keyType === "bool") return (k: string) => k === "true"
   return (k) => k
 }
 
-const JSON_OPTIONS: protobuf.IConversionOptions = { longs: String, enums: String, bytes: String, defaults: false, json: true }
+const JSON_OPTIONS: protobuf.IConversionOptions = {
+  longs: String,
+  enums: String,
+  bytes: String,
+  defaults: false,
+  json: true
+}
 
-const valuePlan = (typeName: string, resolved: protobuf.ReflectionObject | null, path: ReadonlyArray<string>): { type: ColumnType; read: Convert } => {
+const valuePlan = (
+  typeName: string,
+  resolved: protobuf.ReflectionObject | null,
+  path: ReadonlyArray<string>
+): { type: ColumnType; read: Convert } => {
   if (resolved instanceof protobuf.Enum) {
     const names = resolved.valuesById
     return { type: scalar("string"), read: (v: number) => names[v] ?? String(v) }
@@ -134,7 +159,10 @@ const fieldPlan = (field: protobuf.Field, path: ReadonlyArray<string>): Plan => 
   const value = valuePlan(field.type, field.resolvedType, path)
   if (field.repeated) {
     const read = value.read
-    return { column: { name, type: { kind: "list", element: value.type }, nullable: true }, read: (m) => (m[name] ?? []).map(read) }
+    return {
+      column: { name, type: { kind: "list", element: value.type }, nullable: true },
+      read: (m) => (m[name] ?? []).map(read)
+    }
   }
   const presence = field.hasPresence || field.resolvedType instanceof protobuf.Type
   const read = value.read
@@ -146,7 +174,8 @@ const fieldPlan = (field: protobuf.Field, path: ReadonlyArray<string>): Plan => 
   }
 }
 
-const messagePlans = (type: protobuf.Type, path: ReadonlyArray<string>): Array<Plan> => type.fieldsArray.map((f) => fieldPlan(f, path))
+const messagePlans = (type: protobuf.Type, path: ReadonlyArray<string>): Array<Plan> =>
+  type.fieldsArray.map((f) => fieldPlan(f, path))
 
 export interface MessageColumns {
   readonly type: protobuf.Type

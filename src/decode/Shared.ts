@@ -9,6 +9,18 @@ export type DecodeMode = (typeof decodeModes)[number]
 export const onDecodeErrors = ["fail", "skip", "raw"] as const
 export type OnDecodeError = (typeof onDecodeErrors)[number]
 
+const PROTOBUF_TYPES = new Set([
+  "application/x-protobuf",
+  "application/protobuf",
+  "application/x-protobuffer",
+  "application/vnd.google.protobuf",
+  "application/octet-stream"
+])
+
+export const mediaType = (contentType: string | undefined) => (contentType ?? "").split(";")[0]!.trim().toLowerCase()
+
+export const isProtobufContentType = (contentType: string | undefined) => PROTOBUF_TYPES.has(mediaType(contentType))
+
 /**
  * A blob that does not decode as its layer's content, thrown by the decoder with `--on-decode-error
  * fail`; Encoder.ts turns it into a DecodeError.

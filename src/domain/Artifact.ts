@@ -108,10 +108,14 @@ export const isGroupId = (s: string) => GROUP_ID.test(s)
 export const isArtifactId = (s: string) => ARTIFACT_ID.test(s)
 
 /** `hrn:<p>:<service>:::<groupId>:<artifactId>:<version>` for service `schema` or `artifact`. */
-export const parseCoordinates = (input: string, service: "schema" | "artifact"): Either.Either<Coordinates, InvalidHrn> =>
+export const parseCoordinates = (
+  input: string,
+  service: "schema" | "artifact"
+): Either.Either<Coordinates, InvalidHrn> =>
   Either.flatMap(parse(input.trim()), (hrn) => {
     const example = `hrn:here:${service}:::com.example:my-schema_v1:1.0.0`
-    const fail = (reason: string) => Either.left(new InvalidHrn({ input, reason: `${reason} (a ${service} HRN looks like ${example})` }))
+    const fail = (reason: string) =>
+      Either.left(new InvalidHrn({ input, reason: `${reason} (a ${service} HRN looks like ${example})` }))
     if (hrn.service !== service) return fail(`the service is "${hrn.service}", not "${service}"`)
     const parts = hrn.resource.split(":")
     if (parts.length !== 3) return fail("the resource must be <groupId>:<artifactId>:<version>")
@@ -128,7 +132,9 @@ export const formatCoordinates = (c: Coordinates, service: "schema" | "artifact"
 /** What a variant URL (relative to the artifact API's base URL) names: `artifact/<artifactHrn>/<fileName>`. */
 export const variantUrl = (artifactHrn: string, fileName: string) => `artifact/${artifactHrn}/${fileName}`
 
-export const parseVariantUrl = (url: string): { readonly artifactHrn: string; readonly fileName: string } | undefined => {
+export const parseVariantUrl = (
+  url: string
+): { readonly artifactHrn: string; readonly fileName: string } | undefined => {
   const m = /^\/?artifact\/([^/]+)\/([^/]+)$/.exec(url)
   return m === null ? undefined : { artifactHrn: decodeURIComponent(m[1]!), fileName: decodeURIComponent(m[2]!) }
 }

@@ -1,6 +1,7 @@
 import { Duration, Option, ParseResult, Schema } from "effect"
 
-const UNIT = /^(\d+(?:\.\d+)?)\s*(ms|millis|milliseconds?|s|secs?|seconds?|m|mins?|minutes?|h|hrs?|hours?|d|days?|w|weeks?)$/i
+const UNIT =
+  /^(\d+(?:\.\d+)?)\s*(ms|millis|milliseconds?|s|secs?|seconds?|m|mins?|minutes?|h|hrs?|hours?|d|days?|w|weeks?)$/i
 
 const MILLIS: ReadonlyArray<readonly [RegExp, number]> = [
   [/^(ms|milli)/, 1],
@@ -25,7 +26,10 @@ export const DurationString = Schema.transformOrFail(Schema.String, Schema.Durat
   strict: true,
   decode: (raw, _, ast) =>
     Option.match(parse(raw), {
-      onNone: () => ParseResult.fail(new ParseResult.Type(ast, raw, `'${raw}' is not a duration (for example 90s, 10m, 12h, 30d or "7 days")`)),
+      onNone: () =>
+        ParseResult.fail(
+          new ParseResult.Type(ast, raw, `'${raw}' is not a duration (for example 90s, 10m, 12h, 30d or "7 days")`)
+        ),
       onSome: ParseResult.succeed
     }),
   encode: (d) => ParseResult.succeed(`${Duration.toMillis(d)}ms`)

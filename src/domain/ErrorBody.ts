@@ -35,7 +35,12 @@ const str = (v: unknown): string | undefined =>
 const detailText = (v: unknown): string | undefined => {
   if (Array.isArray(v)) {
     const parts = v
-      .map((d) => (d && typeof d === "object" ? [str((d as any).name), str((d as any).error ?? (d as any).message)].filter(Boolean).join(": ") : str(d)))
+      .map((
+        d
+      ) => (d && typeof d === "object"
+        ? [str((d as any).name), str((d as any).error ?? (d as any).message)].filter(Boolean).join(": ")
+        : str(d))
+      )
       .filter((s): s is string => !!s)
     return parts.length > 0 ? parts.join("; ") : undefined
   }
@@ -51,8 +56,7 @@ export const describe = (body: string, headers: Record<string, string | undefine
     try {
       const json = JSON.parse(text) as Record<string, unknown>
       const title = TITLE_KEYS.map((k) => str(json[k])).find((s) => s !== undefined)
-      const detail =
-        detailText(json.detail) ??
+      const detail = detailText(json.detail) ??
         str(json.error_description) ??
         str(json.description) ??
         str(json.cause) ??

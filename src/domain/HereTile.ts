@@ -46,7 +46,9 @@ export const toAddress = (id: number): TileAddress => {
 }
 
 export const fromAddress = ({ level, column, row }: TileAddress): number => {
-  if (!Number.isInteger(level) || level < 0 || level > MAX_LEVEL) throw new RangeError(`tile level ${level} is out of 0..${MAX_LEVEL}`)
+  if (!Number.isInteger(level) || level < 0 || level > MAX_LEVEL) {
+    throw new RangeError(`tile level ${level} is out of 0..${MAX_LEVEL}`)
+  }
   const columns = 2 ** level
   const rows = level === 0 ? 1 : 2 ** (level - 1)
   if (column < 0 || column >= columns || row < 0 || row >= rows) {

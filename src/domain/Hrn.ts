@@ -29,7 +29,9 @@ const LAYER_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,49}$/
 export const parse = (input: string): Either.Either<Hrn, InvalidHrn> => {
   const fields = input.split(":")
   if (fields.length < 6 || fields[0] !== "hrn") {
-    return Either.left(new InvalidHrn({ input, reason: "it needs at least six ':'-separated fields starting with 'hrn'" }))
+    return Either.left(
+      new InvalidHrn({ input, reason: "it needs at least six ':'-separated fields starting with 'hrn'" })
+    )
   }
   const [, partition, service, region, account] = fields as [string, string, string, string, string]
   const resource = fields.slice(5).join(":")
@@ -53,19 +55,30 @@ export const parseCatalog = (input: string): Either.Either<CatalogHrn, InvalidHr
       return Either.left(new InvalidHrn({ input, reason: `the service is "${hrn.service}", a catalog HRN has "data"` }))
     }
     if (!PARTITIONS.has(hrn.partition)) {
-      return Either.left(new InvalidHrn({ input, reason: `unknown partition "${hrn.partition}" (known: ${[...PARTITIONS].join(", ")})` }))
+      return Either.left(
+        new InvalidHrn({ input, reason: `unknown partition "${hrn.partition}" (known: ${[...PARTITIONS].join(", ")})` })
+      )
     }
     if (hrn.resource.includes(":")) {
-      return Either.left(new InvalidHrn({ input, reason: "this is a layer HRN; give the catalog HRN without the layer id" }))
+      return Either.left(
+        new InvalidHrn({ input, reason: "this is a layer HRN; give the catalog HRN without the layer id" })
+      )
     }
     if (!CATALOG_ID.test(hrn.resource)) {
-      return Either.left(new InvalidHrn({ input, reason: `"${hrn.resource}" is not a valid catalog id (3-63 characters: a-z, 0-9 and '-', not starting or ending with '-')` }))
+      return Either.left(
+        new InvalidHrn({
+          input,
+          reason:
+            `"${hrn.resource}" is not a valid catalog id (3-63 characters: a-z, 0-9 and '-', not starting or ending with '-')`
+        })
+      )
     }
     return Either.right({ ...hrn, catalogId: hrn.resource })
   })
 
 /** A catalog HRN as the APIs take it (trimmed, validated); an Either, so `yield*` it in Effect.gen. */
-export const canonicalCatalog = (input: string): Either.Either<string, InvalidHrn> => Either.map(parseCatalog(input), format)
+export const canonicalCatalog = (input: string): Either.Either<string, InvalidHrn> =>
+  Either.map(parseCatalog(input), format)
 
 export interface LayerHrn {
   readonly catalog: CatalogHrn
@@ -77,8 +90,13 @@ export const parseLayer = (input: string): Either.Either<LayerHrn, InvalidHrn> =
     const cut = hrn.resource.lastIndexOf(":")
     if (cut < 0) return Either.left(new InvalidHrn({ input, reason: "a layer HRN ends in ':<layer-id>'" }))
     const layerId = hrn.resource.slice(cut + 1)
-    if (!isLayerId(layerId)) return Either.left(new InvalidHrn({ input, reason: `"${layerId}" is not a valid layer id` }))
-    return Either.map(parseCatalog(format({ ...hrn, resource: hrn.resource.slice(0, cut) })), (catalog) => ({ catalog, layerId }))
+    if (!isLayerId(layerId)) {
+      return Either.left(new InvalidHrn({ input, reason: `"${layerId}" is not a valid layer id` }))
+    }
+    return Either.map(
+      parseCatalog(format({ ...hrn, resource: hrn.resource.slice(0, cut) })),
+      (catalog) => ({ catalog, layerId })
+    )
   })
 
 export const isCatalogId = (id: string): boolean => CATALOG_ID.test(id)

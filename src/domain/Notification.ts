@@ -50,4 +50,7 @@ export interface ChangeNotification {
 
 export type Notification = FeatureChange | Changeset | ChangeNotification
 
-export const featureCollection = (features: ReadonlyArray<Feature>): FeatureCollection => ({ type: "FeatureCollection", features })
+export const featureCollection = (features: ReadonlyArray<Feature>): FeatureCollection => ({
+  type: "FeatureCollection",
+  features
+})

@@ -8,7 +8,11 @@ export const PartitionVersion = Schema.Union(Schema.Number, Schema.NumberFromStr
 
 /** The version of a partition as listed, number or numeric string; undefined when it is neither. */
 export const partitionVersion = (value: unknown): number | undefined =>
-  typeof value === "number" ? value : typeof value === "string" && /^-?\d+$/.test(value.trim()) ? Number(value) : undefined
+  typeof value === "number"
+    ? value
+    : typeof value === "string" && /^-?\d+$/.test(value.trim())
+    ? Number(value)
+    : undefined
 
 /** Metadata of one partition. The optional fields appear only when asked for in `additionalFields` and published. */
 export const Partition = Schema.Struct({

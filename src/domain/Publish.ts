@@ -3,7 +3,14 @@ import { Schema } from "effect"
 /** Partition ids: the platform's character set, at most 500 characters. Nothing that could name a path. */
 export const PARTITION_ID = /^[A-Za-z0-9_\-.:]{1,500}$/
 
-export const PublicationState = Schema.Literal("initialized", "submitted", "cancelled", "failed", "succeeded", "expired")
+export const PublicationState = Schema.Literal(
+  "initialized",
+  "submitted",
+  "cancelled",
+  "failed",
+  "succeeded",
+  "expired"
+)
 
 export const Publication = Schema.Struct({
   id: Schema.String,

@@ -1,8 +1,8 @@
 import { Effect, Option, Schema } from "effect"
 import type { Destination, Entry } from "../sinks/Destination.ts"
+import { RecordedFile } from "../sinks/WrittenFile.ts"
 import { sameDecoding } from "./Decoding.ts"
 import { type DecodeIdentity, DecodeSummary, readOwnJsonOption } from "./Manifest.ts"
-import { RecordedFile } from "../sinks/WrittenFile.ts"
 
 /**
  * The parts of one export and what they leave in `_parts/` of its directory: per finished part a
@@ -44,7 +44,9 @@ export const damage = (files: ReadonlyArray<RecordedFile>, present: ReadonlyMap<
     const entry = present.get(f.path)
     if (entry === undefined) return `${f.path} is missing`
     if (entry.size !== f.bytes) return `${f.path} has ${entry.size} bytes, not ${f.bytes}`
-    if (f.etag !== undefined && entry.etag !== undefined && entry.etag !== f.etag) return `${f.path} was replaced (ETag ${entry.etag}, not ${f.etag})`
+    if (f.etag !== undefined && entry.etag !== undefined && entry.etag !== f.etag) {
+      return `${f.path} was replaced (ETag ${entry.etag}, not ${f.etag})`
+    }
   }
   return undefined
 }
@@ -53,7 +55,12 @@ export const damage = (files: ReadonlyArray<RecordedFile>, present: ReadonlyMap<
  * The checkpoints of `parts` that still hold: decoded as this run decodes (`decoding`, undefined for
  * raw), and every file they name there as recorded.
  */
-export const finishedParts = (dest: Destination, dir: string, parts: ReadonlyArray<number>, decoding: DecodeIdentity | undefined) =>
+export const finishedParts = (
+  dest: Destination,
+  dir: string,
+  parts: ReadonlyArray<number>,
+  decoding: DecodeIdentity | undefined
+) =>
   Effect.gen(function*() {
     const finished = new Map<number, Checkpoint>()
     let present: Map<string, Entry> | undefined
@@ -76,9 +83,10 @@ export const discardUnfinished = (dest: Destination, dir: string, run: string) =
     const kept = new Set<string>()
     for (const entry of yield* dest.list(partsDir(dir))) {
       const checkpoint = yield* readOwnJsonOption(dest, Checkpoint, `${partsDir(dir)}/${entry.name}`)
-      if (Option.isSome(checkpoint)) for (const f of checkpoint.value.files) kept.add(f.path)
+      if (Option.isSome(checkpoint)) { for (const f of checkpoint.value.files) kept.add(f.path) }
     }
-    const mine = (yield* dest.list(dir)).filter((e) => !e.dir && isDataFile(e.name) && e.name.includes(`-${run}-`) && !kept.has(e.name))
+    const mine = (yield* dest.list(dir)).filter((e) =>
+      !e.dir && isDataFile(e.name) && e.name.includes(`-${run}-`) && !kept.has(e.name)
+    )
     yield* dest.remove(mine.map((e) => `${dir}/${e.name}`))
   }).pipe(Effect.ignore)
-

@@ -1,12 +1,12 @@
 import { Effect, Option } from "effect"
-import type { Destination } from "../sinks/Destination.ts"
 import { TOOL } from "../domain/Tool.ts"
+import type { Destination } from "../sinks/Destination.ts"
 import { CrashProbe } from "../telemetry/CrashProbe.ts"
+import { damage, isDataFile, listing, partsDir } from "./Checkpoints.ts"
 import { exportSummary, sameDecoding } from "./Decoding.ts"
 import { OutputConflict, ShardsUnfinished } from "./Errors.ts"
-import { advanceState, type Manifest, MANIFEST, readManifest } from "./Manifest.ts"
 import { writeJson } from "./Json.ts"
-import { damage, isDataFile, listing, partsDir } from "./Checkpoints.ts"
+import { advanceState, MANIFEST, type Manifest, readManifest } from "./Manifest.ts"
 import { exportDir, type Plan, shardsOf } from "./Plan.ts"
 import { planKey, shardManifests, shardsDir } from "./Shards.ts"
 
@@ -19,7 +19,12 @@ import { planKey, shardManifests, shardsDir } from "./Shards.ts"
 
 /** Moves the incremental cursor forward to the exported version; never back (a backfill of old versions leaves it). */
 const advanceCursor = (dest: Destination, plan: Plan, updatedAt: string) =>
-  advanceState(dest, `${plan.catalogId}/${plan.layerId}`, { catalogHrn: plan.catalogHrn, layerId: plan.layerId, lastVersion: plan.version, updatedAt })
+  advanceState(dest, `${plan.catalogId}/${plan.layerId}`, {
+    catalogHrn: plan.catalogHrn,
+    layerId: plan.layerId,
+    lastVersion: plan.version,
+    updatedAt
+  })
 
 /**
  * After the manifest: what no manifest names goes (files of runs that were killed, or lost a race to
@@ -28,7 +33,9 @@ const advanceCursor = (dest: Destination, plan: Plan, updatedAt: string) =>
 export const tidyCommitted = (dest: Destination, dir: string, manifest: Manifest) =>
   Effect.gen(function*() {
     const named = new Set(manifest.files.map((f) => f.path))
-    const stale = [...(yield* listing(dest, dir)).keys()].filter((name) => (isDataFile(name) && !named.has(name)) || name.endsWith(".partial"))
+    const stale = [...(yield* listing(dest, dir)).keys()].filter((name) =>
+      (isDataFile(name) && !named.has(name)) || name.endsWith(".partial")
+    )
     yield* dest.remove(stale.map((name) => `${dir}/${name}`))
     yield* dest.abortUploads(dir)
     yield* dest.removeAll(partsDir(dir))
@@ -50,7 +57,9 @@ export const committed = (dest: Destination, plan: Plan) =>
     const covers = m.mode === plan.mode || (m.mode === "full" && plan.mode === "changes")
     if (m.catalogHrn !== plan.catalogHrn || m.layerId !== plan.layerId || m.version !== plan.version || !covers) {
       return yield* new OutputConflict({
-        message: `${dest.at(dir)} already holds a ${m.mode} export of ${m.catalogHrn} layer ${m.layerId} version ${m.version}; rerun with --force to replace it.`
+        message: `${
+          dest.at(dir)
+        } already holds a ${m.mode} export of ${m.catalogHrn} layer ${m.layerId} version ${m.version}; rerun with --force to replace it.`
       })
     }
     if (plan.layerType === "versioned") yield* advanceCursor(dest, plan, m.finishedAt)
@@ -68,10 +77,14 @@ export const commit = (dest: Destination, plan: Plan) =>
     const finished = [...shards.values()].sort((a, b) => a.shard - b.shard)
     const broken = finished.flatMap((s) => {
       const reason = damage(s.files, present) ??
-        (sameDecoding(s.decode, finished[0]!.decode) ? undefined : `decoded otherwise than shard ${finished[0]!.shard}: give every shard the same --decode flags`)
+        (sameDecoding(s.decode, finished[0]!.decode)
+          ? undefined
+          : `decoded otherwise than shard ${finished[0]!.shard}: give every shard the same --decode flags`)
       return reason === undefined ? [] : [{ shard: s.shard, reason }]
     })
-    if (missing.length > 0 || broken.length > 0) return yield* new ShardsUnfinished({ plan: dest.at(planKey(dir)), missing, broken })
+    if (missing.length > 0 || broken.length > 0) {
+      return yield* new ShardsUnfinished({ plan: dest.at(planKey(dir)), missing, broken })
+    }
     const decode = exportSummary(finished.flatMap((s) => (s.decode === undefined ? [] : [s.decode])))
     const manifest: Manifest = {
       formatVersion: 1,
@@ -87,7 +100,9 @@ export const commit = (dest: Destination, plan: Plan) =>
       partitions: finished.reduce((n, s) => n + s.partitions, 0),
       deleted: finished.reduce((n, s) => n + s.deleted, 0),
       bytes: finished.reduce((n, s) => n + s.bytes, 0),
-      files: finished.flatMap((s) => s.files.map(({ path, format, rows, bytes, sha256 }) => ({ path, format, rows, bytes, sha256 }))),
+      files: finished.flatMap((s) =>
+        s.files.map(({ path, format, rows, bytes, sha256 }) => ({ path, format, rows, bytes, sha256 }))
+      ),
       ...(finished.some((s) => s.regions !== undefined) ? { regions: finished.flatMap((s) => s.regions ?? []) } : {}),
       ...(decode === undefined ? {} : { decode }),
       startedAt: finished.map((s) => s.startedAt).sort()[0] ?? new Date().toISOString(),

@@ -1,10 +1,13 @@
-import { createHash } from "node:crypto"
 import { Effect } from "effect"
+import { createHash } from "node:crypto"
+import * as fs from "node:fs"
+import { ArtifactApi, type ArtifactFailure } from "../client/ArtifactApi.ts"
 import { ConfigApi } from "../client/ConfigApi.ts"
-import type { DecodeCounts, DecodeMode, DecodeSettings, OnDecodeError } from "../decode/Decoder.ts"
+import type { DecodeCounts, DecodeSettings, LayerContent } from "../decode/Decoder.ts"
 import { DecodeSetupError } from "../decode/Errors.ts"
+import { type DecodeMode, isProtobufContentType, MAX_REPORTED_FAILURES, type OnDecodeError } from "../decode/Shared.ts"
+import { isHereTile, type Layer } from "../domain/Catalog.ts"
 import { NotFound } from "./Errors.ts"
-import { MAX_REPORTED_FAILURES } from "../decode/Shared.ts"
 import { DecodeIdentity, type DecodeSummary } from "./Manifest.ts"
 import type { Plan } from "./Plan.ts"
 
@@ -39,45 +42,107 @@ export const prepareDecoding = (plan: Plan, request: DecodeRequest | undefined) 
     const setupError = (reason: string) => new DecodeSetupError({ layer: plan.layerId, reason })
     if (request === undefined || request.mode === "none") {
       if (request?.explode !== undefined) return yield* setupError("--explode needs --decode auto or protobuf")
-      if (request?.schemaBundle !== undefined) return yield* setupError("--schema-bundle needs --decode auto or protobuf")
+      if (request?.schemaBundle !== undefined) {
+        return yield* setupError("--schema-bundle needs --decode auto or protobuf")
+      }
       return undefined
     }
     // Loaded only by decoding exports: protobuf.js and the decoders are no part of raw ones.
-    const [{ resolveKind }, { layerContent, makeDecoder }] = yield* Effect.promise(() => Promise.all([import("../decode/Decoder.ts"), import("../decode/LayerContent.ts")]))
+    const [{ resolveKind }, { makeDecoder }] = yield* Effect.promise(() =>
+      Promise.all([import("../decode/Decoder.ts"), import("../decode/LayerContent.ts")])
+    )
     const catalog = yield* (yield* ConfigApi).getCatalog(plan.catalogHrn)
     const layer = catalog.layers.find((l) => l.id === plan.layerId)
-    if (layer === undefined) return yield* new NotFound({ what: "layer", message: `Catalog ${plan.catalogHrn} no longer has the layer '${plan.layerId}'.` })
+    if (layer === undefined) {
+      return yield* new NotFound({
+        what: "layer",
+        message: `Catalog ${plan.catalogHrn} no longer has the layer '${plan.layerId}'.`
+      })
+    }
     // The plan's content type, as the files' metadata has it.
-    const content = { ...(yield* layerContent(layer, request.mode, request.schemaBundle)), contentType: plan.contentType }
+    const content = {
+      ...(yield* layerContent(layer, request.mode, request.schemaBundle)),
+      contentType: plan.contentType
+    }
     const kind = resolveKind(content, request.mode)
     if (request.schemaBundle !== undefined && kind !== "protobuf") {
-      return yield* setupError(`--schema-bundle is for protobuf, and this layer (content type ${plan.contentType}) decodes as ${kind}; add --decode protobuf to decode it with the bundle`)
+      return yield* setupError(
+        `--schema-bundle is for protobuf, and this layer (content type ${plan.contentType}) decodes as ${kind}; add --decode protobuf to decode it with the bundle`
+      )
     }
     if (kind === "raw") {
-      if (request.explode !== undefined) return yield* setupError(`--explode applies to protobuf decoding, and this layer (content type ${plan.contentType}) has no schema to decode with`)
+      if (request.explode !== undefined) {
+        return yield* setupError(
+          `--explode applies to protobuf decoding, and this layer (content type ${plan.contentType}) has no schema to decode with`
+        )
+      }
       return undefined
     }
-    const options = { mode: kind, onError: request.onError, ...(request.explode === undefined ? {} : { explode: request.explode }) }
+    const options = {
+      mode: kind,
+      onError: request.onError,
+      ...(request.explode === undefined ? {} : { explode: request.explode })
+    }
     yield* makeDecoder(content, options)
     const bundle = kind === "protobuf" ? content.schemaBundle : undefined
     const identity: DecodeIdentity = {
       kind,
       ...(request.explode === undefined ? {} : { explode: request.explode }),
       onError: request.onError,
-      ...(bundle === undefined ? {} : request.schemaBundle !== undefined ? { schemaBundle: request.schemaBundle } : { schema: layer.schema!.hrn }),
+      ...(bundle === undefined
+        ? {}
+        : request.schemaBundle !== undefined
+        ? { schemaBundle: request.schemaBundle }
+        : { schema: layer.schema!.hrn }),
       ...(bundle === undefined ? {} : { bundleSha256: createHash("sha256").update(bundle).digest("hex") })
     }
     return { settings: { content, options }, identity } satisfies Decoding
+  })
+
+/**
+ * What `makeDecoder` needs to know about a layer, from its configuration: the schema bundle comes from
+ * `--schema-bundle FILE` when given, else from the artifact API when the layer names a schema and
+ * protobuf decoding may be wanted; nothing is fetched for `--decode none|geojson|json`.
+ */
+export const layerContent = (
+  layer: Layer,
+  mode: DecodeMode,
+  schemaBundleFile?: string
+): Effect.Effect<LayerContent, DecodeSetupError | ArtifactFailure, ArtifactApi> =>
+  Effect.gen(function*() {
+    const base: LayerContent = { layerId: layer.id, contentType: layer.contentType, heretile: isHereTile(layer) }
+    if (schemaBundleFile !== undefined) {
+      const bytes = yield* Effect.try({
+        try: () => new Uint8Array(fs.readFileSync(schemaBundleFile)),
+        catch: (e) =>
+          new DecodeSetupError({
+            layer: layer.id,
+            reason: `--schema-bundle ${schemaBundleFile} cannot be read (${e instanceof Error ? e.message : String(e)})`
+          })
+      })
+      return { ...base, schemaBundle: bytes }
+    }
+    const wanted = mode === "protobuf" || (mode === "auto" && isProtobufContentType(layer.contentType))
+    if (!wanted || layer.schema?.hrn === undefined) return base
+    const bundle = yield* (yield* ArtifactApi).getSchemaBundle(layer.schema.hrn)
+    return { ...base, schemaBundle: bundle }
   })
 
 const identityKeys = Object.keys(DecodeIdentity.fields) as ReadonlyArray<keyof DecodeIdentity>
 
 /** Whether a part was decoded as `identity` says (both undefined: raw). */
 export const sameDecoding = (summary: DecodeSummary | undefined, identity: DecodeIdentity | undefined): boolean =>
-  summary === undefined || identity === undefined ? summary === identity : identityKeys.every((key) => summary[key] === identity[key])
+  summary === undefined || identity === undefined
+    ? summary === identity
+    : identityKeys.every((key) => summary[key] === identity[key])
 
 /** One part's decode summary: `counts` from its writer; `partitions`, `deleted` as the part counted them. */
-export const partSummary = (identity: DecodeIdentity, counts: DecodeCounts, partitions: number, deleted: number): DecodeSummary => ({
+export const partSummary = (
+  identity: DecodeIdentity,
+  counts: DecodeCounts,
+  partitions: number,
+  deleted: number
+): DecodeSummary => ({
   ...identity,
   decoded: partitions - deleted - counts.failed,
   failed: counts.failed,

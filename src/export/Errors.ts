@@ -16,7 +16,9 @@ export class InvalidLayerId extends Schema.TaggedError<InvalidLayerId>()("Invali
   layerId: Schema.String
 }) {
   override get message() {
-    return `Layer id ${JSON.stringify(this.layerId)} is not a valid layer id (up to 50 characters: letters, digits, '_', '.', '-', starting with a letter or digit); check --layer.`
+    return `Layer id ${
+      JSON.stringify(this.layerId)
+    } is not a valid layer id (up to 50 characters: letters, digits, '_', '.', '-', starting with a letter or digit); check --layer.`
   }
 }
 

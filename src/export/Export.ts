@@ -1,19 +1,19 @@
-import { randomBytes } from "node:crypto"
 import { Chunk, Effect, Exit, Option, Queue, Stream, type Tracer } from "effect"
+import { randomBytes } from "node:crypto"
 import type { Partition } from "../domain/Partition.ts"
 import { TOOL } from "../domain/Tool.ts"
 import { type Destination, destination } from "../sinks/Destination.ts"
-import type { ParquetCompression } from "../sinks/ParquetCodecs.ts"
-import type { OutputFormat } from "../sinks/WrittenFile.ts"
-import type { RowBatch } from "../sinks/RowBatch.ts"
 import type { EncoderError } from "../sinks/Encoder.ts"
+import type { ParquetCompression } from "../sinks/ParquetCodecs.ts"
+import type { RowBatch } from "../sinks/RowBatch.ts"
+import type { OutputFormat } from "../sinks/WrittenFile.ts"
 import { CrashProbe } from "../telemetry/CrashProbe.ts"
+import { type Checkpoint, damage, discardUnfinished, finishedParts, listing, partsDir } from "./Checkpoints.ts"
 import { commit, committed } from "./Commit.ts"
 import { type DecodeRequest, type Decoding, exportSummary, prepareDecoding, sameDecoding } from "./Decoding.ts"
 import * as Fetch from "./Fetch.ts"
 import { listPart } from "./Listing.ts"
 import type { Manifest } from "./Manifest.ts"
-import { type Checkpoint, damage, discardUnfinished, finishedParts, listing, partsDir } from "./Checkpoints.ts"
 import { PartWriter } from "./Parts.ts"
 import { exportDir, type Plan, shardsOf } from "./Plan.ts"
 import { Counters } from "./Progress.ts"
@@ -82,35 +82,49 @@ export const runExport = (plan: Plan, options: ExportOptions, counters = new Cou
     const dest = yield* destination(options.out)
     const run = newRunId()
     return yield* exportPlan(dest, plan, options, counters, run).pipe(
-      Effect.tapError((error) => (error._tag === "SinkError" && !dest.remote ? discardAll(dest, exportDir(plan), run) : Effect.void))
+      Effect.tapError((
+        error
+      ) => (error._tag === "SinkError" && !dest.remote ? discardAll(dest, exportDir(plan), run) : Effect.void))
     )
   })
 
-const exportPlan = Effect.fn("Export.run")(function*(dest: Destination, plan: Plan, options: ExportOptions, counters: Counters, run: string) {
-  const dir = dest.at(exportDir(plan))
-  if (!options.force) {
-    const done = yield* committed(dest, plan)
-    if (Option.isSome(done)) return { _tag: "AlreadyExported", dir, manifest: done.value } satisfies ExportResult
+const exportPlan = Effect.fn("Export.run")(
+  function*(dest: Destination, plan: Plan, options: ExportOptions, counters: Counters, run: string) {
+    const dir = dest.at(exportDir(plan))
+    if (!options.force) {
+      const done = yield* committed(dest, plan)
+      if (Option.isSome(done)) return { _tag: "AlreadyExported", dir, manifest: done.value } satisfies ExportResult
+    }
+    const decoding = yield* prepareDecoding(plan, options.decode)
+    // A resumed run keeps the plan (and so the part ids) of the run it continues.
+    const pinned = yield* pinPlan(dest, plan, options.force)
+    yield* Effect.annotateCurrentSpan({
+      "catalog.hrn": plan.catalogHrn,
+      "layer.id": plan.layerId,
+      "export.version": plan.version,
+      "export.mode": plan.mode,
+      "export.parts": Math.max(1, pinned.parts.length)
+    })
+    yield* runShards(dest, pinned, shardsOf(pinned).map((_, i) => i), options, decoding, counters, run)
+    yield* Effect.annotateCurrentSpan({ "export.parts_reused": counters.skippedParts })
+    const manifest = yield* commit(dest, pinned).pipe(Effect.withSpan("Export.commit"))
+    yield* Effect.annotateCurrentSpan({
+      "export.partitions": manifest.partitions,
+      "export.bytes": manifest.bytes,
+      "export.files": manifest.files.length
+    })
+    return { _tag: "Exported", dir, manifest, counters } satisfies ExportResult
   }
-  const decoding = yield* prepareDecoding(plan, options.decode)
-  // A resumed run keeps the plan (and so the part ids) of the run it continues.
-  const pinned = yield* pinPlan(dest, plan, options.force)
-  yield* Effect.annotateCurrentSpan({
-    "catalog.hrn": plan.catalogHrn,
-    "layer.id": plan.layerId,
-    "export.version": plan.version,
-    "export.mode": plan.mode,
-    "export.parts": Math.max(1, pinned.parts.length)
-  })
-  yield* runShards(dest, pinned, shardsOf(pinned).map((_, i) => i), options, decoding, counters, run)
-  yield* Effect.annotateCurrentSpan({ "export.parts_reused": counters.skippedParts })
-  const manifest = yield* commit(dest, pinned).pipe(Effect.withSpan("Export.commit"))
-  yield* Effect.annotateCurrentSpan({ "export.partitions": manifest.partitions, "export.bytes": manifest.bytes, "export.files": manifest.files.length })
-  return { _tag: "Exported", dir, manifest, counters } satisfies ExportResult
-})
+)
 
 /** One shard of a pinned plan (`export --plan LOCATION --shard I`): its files and its shard manifest. */
-export const runShard = (dest: Destination, plan: Plan, shard: number, options: Omit<ExportOptions, "out" | "force">, counters = new Counters()) =>
+export const runShard = (
+  dest: Destination,
+  plan: Plan,
+  shard: number,
+  options: Omit<ExportOptions, "out" | "force">,
+  counters = new Counters()
+) =>
   Effect.gen(function*() {
     const dir = dest.at(exportDir(plan))
     const done = yield* committed(dest, plan)
@@ -118,7 +132,9 @@ export const runShard = (dest: Destination, plan: Plan, shard: number, options: 
     const decoding = yield* prepareDecoding(plan, options.decode)
     const run = newRunId()
     const [manifest] = yield* runShards(dest, plan, [shard], options, decoding, counters, run).pipe(
-      Effect.tapError((error) => (error._tag === "SinkError" && !dest.remote ? discardUnfinished(dest, exportDir(plan), run) : Effect.void))
+      Effect.tapError((
+        error
+      ) => (error._tag === "SinkError" && !dest.remote ? discardUnfinished(dest, exportDir(plan), run) : Effect.void))
     )
     return { _tag: "ShardExported", dir, shard: manifest!, counters } satisfies ShardResult
   })
@@ -170,7 +186,10 @@ const runShards = (
     const manifests = new Map<number, ShardManifest>()
     for (const shard of shards) {
       const manifest = done.get(shard)
-      if (manifest === undefined || damage(manifest.files, present) !== undefined || !sameDecoding(manifest.decode, decoding?.identity)) continue
+      if (
+        manifest === undefined || damage(manifest.files, present) !== undefined ||
+        !sameDecoding(manifest.decode, decoding?.identity)
+      ) continue
       manifests.set(shard, manifest)
       counters.skippedParts += manifest.parts.length
       counters.partitions += manifest.partitions
@@ -202,7 +221,9 @@ const runShards = (
         deleted: checkpoints.reduce((n, c) => n + c.deleted, 0),
         bytes: checkpoints.reduce((n, c) => n + c.bytes, 0),
         ...(checkpoints.some((c) => c.region !== undefined)
-          ? { regions: checkpoints.flatMap((c) => (c.region === undefined ? [] : [{ part: c.part, region: c.region }])) }
+          ? {
+            regions: checkpoints.flatMap((c) => (c.region === undefined ? [] : [{ part: c.part, region: c.region }]))
+          }
           : {}),
         ...(decode === undefined ? {} : { decode }),
         startedAt,
@@ -242,7 +263,10 @@ const transfer = (
     const commands = yield* Queue.unbounded<Command>()
     const writers = new Map<number, PartWriter>()
     // Per part: its rows, and the spans of its fetch (until its last blob arrived) and its write (until its files are complete).
-    const tally = new Map<number, { listed: number; accepted: number; ended: boolean; fetch: Tracer.Span; write: Tracer.Span }>()
+    const tally = new Map<
+      number,
+      { listed: number; accepted: number; ended: boolean; fetch: Tracer.Span; write: Tracer.Span }
+    >()
     const clock = yield* Effect.clock
     const probe = yield* CrashProbe
     const partFetched = (part: number) => {
@@ -255,7 +279,14 @@ const transfer = (
 
     const accept = (part: number, p: Partition, stored: number, data: Uint8Array | null) => {
       const writer = writers.get(part)!
-      writer.add(p.partition, p.version, p.dataHandle, data === null ? null : p.dataSize ?? stored, p.checksum ?? null, data)
+      writer.add(
+        p.partition,
+        p.version,
+        p.dataHandle,
+        data === null ? null : p.dataSize ?? stored,
+        p.checksum ?? null,
+        data
+      )
       counters.partitions++
       if (data === null) counters.deleted++
       else counters.bytes += data.byteLength
@@ -295,7 +326,10 @@ const transfer = (
       writers.has(part)
         ? Effect.void
         : Effect.map(
-          PartWriter.open(dest, dir, part, run, writerOptions, { rowBytes: meanDataSize(listed), concurrency: options.concurrency }),
+          PartWriter.open(dest, dir, part, run, writerOptions, {
+            rowBytes: meanDataSize(listed),
+            concurrency: options.concurrency
+          }),
           (writer) => void writers.set(part, writer)
         )
 
@@ -362,7 +396,10 @@ const transfer = (
       }
     })
 
-    yield* Effect.all([Effect.forEach(todo, listAndFetch, { concurrency: options.listConcurrency, discard: true }), write], {
+    yield* Effect.all([
+      Effect.forEach(todo, listAndFetch, { concurrency: options.listConcurrency, discard: true }),
+      write
+    ], {
       concurrency: "unbounded",
       discard: true
     })

@@ -43,7 +43,11 @@ const replicationRegions = (replication: unknown): ReadonlyArray<{ readonly id: 
 
 /** The regions an export of catalog `hrn` reads from, from its configuration (the config API is platform-wide). */
 export const regionsFor = (hrn: string, requested: string | undefined, failover: boolean) =>
-  Effect.flatMap(ConfigApi, (config) => Effect.flatMap(config.getCatalog(hrn), (catalog) => regionsOf(hrn, catalog.replication, requested, failover)))
+  Effect.flatMap(
+    ConfigApi,
+    (config) =>
+      Effect.flatMap(config.getCatalog(hrn), (catalog) => regionsOf(hrn, catalog.replication, requested, failover))
+  )
 
 /** The regions an export reads from, given the catalog's `replication` (as the config API shows it). */
 export const regionsOf = (hrn: string, replication: unknown, requested: string | undefined, failover: boolean) =>
@@ -55,10 +59,16 @@ export const regionsOf = (hrn: string, replication: unknown, requested: string |
     if (!regions.some((r) => r.id === selected)) {
       return yield* new NotFound({
         what: "catalog",
-        message: `Catalog ${hrn} is not stored in region ${selected} (its regions: ${regions.map((r) => r.id).join(", ")}); choose one of them with --region.`
+        message: `Catalog ${hrn} is not stored in region ${selected} (its regions: ${
+          regions.map((r) => r.id).join(", ")
+        }); choose one of them with --region.`
       })
     }
-    return { multiRegion: true, selected, backup: failover ? regions.find((r) => r.id !== selected)?.id : undefined } satisfies Regions
+    return {
+      multiRegion: true,
+      selected,
+      backup: failover ? regions.find((r) => r.id !== selected)?.id : undefined
+    } satisfies Regions
   })
 
 /** Why catalog version `version` cannot be read in the region the metadata API is bound to, if it cannot. */
@@ -85,19 +95,25 @@ export const withFailover = <A, E, R, E2, R2>(
   const { backup, selected } = regions
   if (backup === undefined || selected === undefined) return first
   return Effect.locally(first, outageLimit, FAILOVER_AFTER).pipe(
-    Effect.catchIf((e): e is E & RegionUnavailable => e instanceof RegionUnavailable, (unavailable) =>
-      Effect.gen(function*() {
-        const reason = unavailable.lastError.message
-        const blocked = yield* Effect.provide(blocker(backup), inRegion(backup))
-        if (Option.isSome(blocked)) {
-          yield* Effect.logWarning(`region ${selected} keeps failing and the export cannot fail over to ${backup}: ${blocked.value}`)
-          return yield* Effect.fail(unavailable)
-        }
-        yield* Effect.logWarning(`region ${selected} keeps failing (${unavailable.failures} times in a row, last: ${reason}); failing over to ${backup}`)
-          .pipe(Effect.annotateLogs({ event: "failover", from: selected, to: backup }))
-        onFailover({ from: selected, to: backup, reason })
-        return yield* Effect.provide(attempt(backup), inRegion(backup))
-      })
+    Effect.catchIf(
+      (e): e is E & RegionUnavailable => e instanceof RegionUnavailable,
+      (unavailable) =>
+        Effect.gen(function*() {
+          const reason = unavailable.lastError.message
+          const blocked = yield* Effect.provide(blocker(backup), inRegion(backup))
+          if (Option.isSome(blocked)) {
+            yield* Effect.logWarning(
+              `region ${selected} keeps failing and the export cannot fail over to ${backup}: ${blocked.value}`
+            )
+            return yield* Effect.fail(unavailable)
+          }
+          yield* Effect.logWarning(
+            `region ${selected} keeps failing (${unavailable.failures} times in a row, last: ${reason}); failing over to ${backup}`
+          )
+            .pipe(Effect.annotateLogs({ event: "failover", from: selected, to: backup }))
+          onFailover({ from: selected, to: backup, reason })
+          return yield* Effect.provide(attempt(backup), inRegion(backup))
+        })
     )
   )
 }

@@ -1,6 +1,6 @@
+import { Effect, Runtime } from "effect"
 import * as crypto from "node:crypto"
 import { gunzipSync } from "node:zlib"
-import { Effect, Runtime } from "effect"
 import { BlobApi, type BlobFailure, VolatileBlobApi } from "../client/BlobApi.ts"
 import { ApiError } from "../client/Errors.ts"
 import type { Partition } from "../domain/Partition.ts"
@@ -43,7 +43,8 @@ const hashOf = (digest: string | undefined, checksum: string): string | undefine
 
 // One-shot hashing (Node >= 20.12) skips the Hash object of createHash.
 const hex: (algorithm: string, data: Uint8Array) => string = typeof (crypto as { hash?: unknown }).hash === "function"
-  ? (algorithm, data) => (crypto as unknown as { hash: (a: string, d: Uint8Array, e: "hex") => string }).hash(algorithm, data, "hex")
+  ? (algorithm, data) =>
+    (crypto as unknown as { hash: (a: string, d: Uint8Array, e: "hex") => string }).hash(algorithm, data, "hex")
   : (algorithm, data) => crypto.createHash(algorithm).update(data).digest("hex")
 
 const isGzip = (bytes: Uint8Array) => bytes.byteLength >= 2 && bytes[0] === 0x1f && bytes[1] === 0x8b
@@ -51,7 +52,8 @@ const isGzip = (bytes: Uint8Array) => bytes.byteLength >= 2 && bytes[0] === 0x1f
 /** A blob the metadata names that the service does not have: for a versioned layer, the catalog's fault (rule 3). */
 const missingBlob = (plan: Plan, partition: Partition, error: ApiError) =>
   new IntegrityError({
-    message: `The blob of partition '${partition.partition}' (data handle ${partition.dataHandle}) in ${plan.catalogHrn} layer ${plan.layerId} ` +
+    message:
+      `The blob of partition '${partition.partition}' (data handle ${partition.dataHandle}) in ${plan.catalogHrn} layer ${plan.layerId} ` +
       `version ${plan.version} does not exist (${error.status} from the blob API). The catalog's metadata points to deleted data: ` +
       `a data handle reused across versions loses its blob when an older version is deleted (data handle rule 3). Report it to the catalog's owner.`
   })
@@ -81,13 +83,18 @@ export const stage = (plan: Plan, options: FetchOptions) =>
       const attempt = (attempts.get(partition) ?? 1) + 1
       if (attempt > options.integrityAttempts) {
         throw new IntegrityError({
-          message: `The blob of partition '${partition.partition}' (data handle ${partition.dataHandle}) in ${plan.catalogHrn} layer ${plan.layerId} ` +
-            `does not match its ${algorithm} checksum after ${attempt - 1} downloads. The data in the catalog is inconsistent; report it to the catalog's owner.`
+          message:
+            `The blob of partition '${partition.partition}' (data handle ${partition.dataHandle}) in ${plan.catalogHrn} layer ${plan.layerId} ` +
+            `does not match its ${algorithm} checksum after ${
+              attempt - 1
+            } downloads. The data in the catalog is inconsistent; report it to the catalog's owner.`
         })
       }
       attempts.set(partition, attempt)
       Runtime.runFork(runtime)(
-        Effect.logWarning("checksum mismatch, downloading again").pipe(Effect.annotateLogs({ partition: partition.partition, attempt }))
+        Effect.logWarning("checksum mismatch, downloading again").pipe(
+          Effect.annotateLogs({ partition: partition.partition, attempt })
+        )
       )
       return undefined
     }
@@ -104,9 +111,10 @@ export const stage = (plan: Plan, options: FetchOptions) =>
         if (waiting.length > 0 && fetcher.pending <= low) wake()
       },
       onFailure: (error, item) => {
-        failure = error instanceof ApiError && error.status === 404 && plan.layerType === "versioned" && item !== undefined
-          ? missingBlob(plan, item, error)
-          : error as FetchFailure
+        failure =
+          error instanceof ApiError && error.status === 404 && plan.layerType === "versioned" && item !== undefined
+            ? missingBlob(plan, item, error)
+            : error as FetchFailure
         wake()
         options.onFailure(failure)
       }

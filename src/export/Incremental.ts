@@ -24,13 +24,22 @@ export type Planned =
  */
 export const planExport = (request: ExportRequest) =>
   Effect.gen(function*() {
-    const full = yield* makePlan({ catalog: request.catalog, layer: request.layer, version: request.version, parts: request.parts })
+    const full = yield* makePlan({
+      catalog: request.catalog,
+      layer: request.layer,
+      version: request.version,
+      parts: request.parts
+    })
     if (request.mode === "full" || full.layerType === "volatile") {
-      const note = request.mode === "changes" ? "volatile layers have no versions to diff: exporting a snapshot" : undefined
+      const note = request.mode === "changes"
+        ? "volatile layers have no versions to diff: exporting a snapshot"
+        : undefined
       return { _tag: "Planned", plan: full, note } satisfies Planned
     }
     const dest = yield* destination(request.out)
-    const state = yield* readState(dest, `${full.catalogId}/${full.layerId}`).pipe(Effect.orElseSucceed(() => Option.none()))
+    const state = yield* readState(dest, `${full.catalogId}/${full.layerId}`).pipe(
+      Effect.orElseSucceed(() => Option.none())
+    )
     if (Option.isNone(state)) {
       return { _tag: "Planned", plan: full, note: "no cursor (_state.json) yet: full export" } satisfies Planned
     }
@@ -43,7 +52,8 @@ export const planExport = (request: ExportRequest) =>
       return {
         _tag: "Planned",
         plan: full,
-        note: `the cursor (version ${cursor}) is below the minimum version ${minimum}, so its changes are gone: full export`
+        note:
+          `the cursor (version ${cursor}) is below the minimum version ${minimum}, so its changes are gone: full export`
       } satisfies Planned
     }
     const plan = yield* makePlan({

@@ -5,7 +5,9 @@ import type { DecodeRequest } from "./Decoding.ts"
 import { describeIssues, type FileUnreadable, JsonInvalid, readJsonFile } from "./Json.ts"
 
 /** A job config file that cannot be used: the message names the file and the field. */
-export class JobConfigError extends Schema.TaggedError<JobConfigError>()("JobConfigError", { message: Schema.String }) {}
+export class JobConfigError
+  extends Schema.TaggedError<JobConfigError>()("JobConfigError", { message: Schema.String })
+{}
 
 export const PositiveInt = Schema.Int.pipe(Schema.positive())
 
@@ -102,14 +104,18 @@ export const load = <A, I>(schema: Schema.Schema<A, I>, file: string) =>
 
 /** Validates a job config already parsed (`source` names it in errors). */
 export const decode = <A, I>(schema: Schema.Schema<A, I>, json: unknown, source: string) =>
-  Schema.decodeUnknown(schema, strict)(json).pipe(Effect.mapError((e) => jobConfigError(source)(new JsonInvalid({ notJson: false, detail: describeIssues(e) }))))
+  Schema.decodeUnknown(schema, strict)(json).pipe(
+    Effect.mapError((e) => jobConfigError(source)(new JsonInvalid({ notJson: false, detail: describeIssues(e) })))
+  )
 
 /** Which job a job config runs (its other fields are checked by `load` with that job's schema). */
 export const jobKindOf = (file: string) =>
   readJsonFile(file, JobKind).pipe(
     Effect.mapError((e) =>
       e._tag === "JsonInvalid" && !e.notJson
-        ? new JobConfigError({ message: `Job config ${file}: the field "job" must be one of ${JobKind.fields.job.literals.join(", ")}.` })
+        ? new JobConfigError({
+          message: `Job config ${file}: the field "job" must be one of ${JobKind.fields.job.literals.join(", ")}.`
+        })
         : jobConfigError(file)(e)
     ),
     Effect.map((config) => config.job)

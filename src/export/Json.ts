@@ -1,6 +1,6 @@
-import * as fs from "node:fs/promises"
 import { Effect, Option, ParseResult, Schema } from "effect"
 import type { ParseOptions } from "effect/SchemaAST"
+import * as fs from "node:fs/promises"
 import type { Destination } from "../sinks/Destination.ts"
 import type { SinkError } from "../sinks/SinkError.ts"
 
@@ -26,15 +26,27 @@ export const describeIssues = (error: ParseResult.ParseError) =>
 export const decodeJson = <A, I>(schema: Schema.Schema<A, I>, options?: ParseOptions) => {
   const decode = Schema.decodeUnknown(schema, options)
   return (text: string): Effect.Effect<A, JsonInvalid> =>
-    Effect.try({ try: () => JSON.parse(text) as unknown, catch: (e) => new JsonInvalid({ notJson: true, detail: (e as Error).message }) }).pipe(
-      Effect.flatMap((json) => Effect.mapError(decode(json), (e) => new JsonInvalid({ notJson: false, detail: describeIssues(e) })))
+    Effect.try({
+      try: () => JSON.parse(text) as unknown,
+      catch: (e) => new JsonInvalid({ notJson: true, detail: (e as Error).message })
+    }).pipe(
+      Effect.flatMap((json) =>
+        Effect.mapError(decode(json), (e) => new JsonInvalid({ notJson: false, detail: describeIssues(e) }))
+      )
     )
 }
 
 /** A JSON file of `schema` below a destination; none when it does not exist. */
-export const readJson = <A, I>(dest: Destination, schema: Schema.Schema<A, I>, key: string): Effect.Effect<Option.Option<A>, SinkError | JsonInvalid> => {
+export const readJson = <A, I>(
+  dest: Destination,
+  schema: Schema.Schema<A, I>,
+  key: string
+): Effect.Effect<Option.Option<A>, SinkError | JsonInvalid> => {
   const decode = decodeJson(schema)
-  return Effect.flatMap(dest.read(key), Option.match({ onNone: () => Effect.succeedNone, onSome: (text) => Effect.asSome(decode(text)) }))
+  return Effect.flatMap(
+    dest.read(key),
+    Option.match({ onNone: () => Effect.succeedNone, onSome: (text) => Effect.asSome(decode(text)) })
+  )
 }
 
 /** Writes JSON whole (readers see the old file or the new one, never half); a full disk is a SinkError naming the file. */
@@ -42,14 +54,26 @@ export const writeJson = (dest: Destination, key: string, value: unknown): Effec
   dest.write(key, JSON.stringify(value, null, 2) + "\n")
 
 /** A local file that cannot be read; `why` in plain words ("the file does not exist"). */
-export class FileUnreadable extends Schema.TaggedError<FileUnreadable>()("FileUnreadable", { file: Schema.String, why: Schema.String }) {}
+export class FileUnreadable
+  extends Schema.TaggedError<FileUnreadable>()("FileUnreadable", { file: Schema.String, why: Schema.String })
+{}
 
 const unreadable = (file: string, e: unknown) => {
   const code = (e as NodeJS.ErrnoException).code
-  const why = code === "ENOENT" ? "the file does not exist" : code === "EISDIR" ? "this is a directory" : `it cannot be read (${code ?? String(e)})`
+  const why = code === "ENOENT"
+    ? "the file does not exist"
+    : code === "EISDIR"
+    ? "this is a directory"
+    : `it cannot be read (${code ?? String(e)})`
   return new FileUnreadable({ file, why })
 }
 
 /** A local JSON file the user gave (a job config, a catalog configuration). */
-export const readJsonFile = <A, I>(file: string, schema: Schema.Schema<A, I>, options?: ParseOptions): Effect.Effect<A, FileUnreadable | JsonInvalid> =>
-  Effect.tryPromise({ try: () => fs.readFile(file, "utf8"), catch: (e) => unreadable(file, e) }).pipe(Effect.flatMap(decodeJson(schema, options)))
+export const readJsonFile = <A, I>(
+  file: string,
+  schema: Schema.Schema<A, I>,
+  options?: ParseOptions
+): Effect.Effect<A, FileUnreadable | JsonInvalid> =>
+  Effect.tryPromise({ try: () => fs.readFile(file, "utf8"), catch: (e) => unreadable(file, e) }).pipe(
+    Effect.flatMap(decodeJson(schema, options))
+  )

@@ -15,8 +15,16 @@ export const listPart = (plan: Plan, part: string | undefined) =>
     Effect.map(MetadataApi, (metadata) => {
       const common = { additionalFields: ADDITIONAL_FIELDS, ...(part === undefined ? {} : { part }) }
       if (plan.mode === "changes") {
-        return metadata.changes(plan.catalogHrn, plan.layerId, { ...common, startVersion: plan.baseVersion ?? -1, endVersion: plan.version })
+        return metadata.changes(plan.catalogHrn, plan.layerId, {
+          ...common,
+          startVersion: plan.baseVersion ?? -1,
+          endVersion: plan.version
+        })
       }
-      return metadata.partitions(plan.catalogHrn, plan.layerId, plan.layerType === "versioned" ? { ...common, version: plan.version } : common)
+      return metadata.partitions(
+        plan.catalogHrn,
+        plan.layerId,
+        plan.layerType === "versioned" ? { ...common, version: plan.version } : common
+      )
     })
   )

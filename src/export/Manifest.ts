@@ -7,7 +7,6 @@ import { readJson, writeJson } from "./Json.ts"
 export const MANIFEST = "_manifest.json"
 export const STATE = "_state.json"
 
-
 /** A part of a multi-region catalog's export and the region that served it. */
 export const PartRegion = Schema.Struct({ part: Schema.Number, region: Schema.String })
 
@@ -74,8 +73,14 @@ export type State = typeof State.Type
 
 /** A file the export itself wrote (a plan, checkpoint, manifest): none when missing; one that does not decode is a conflict. */
 export const readOwnJson = <A, I>(dest: Destination, schema: Schema.Schema<A, I>, key: string) =>
-  readJson(dest, schema, key).pipe(Effect.catchTag("JsonInvalid", () =>
-    new OutputConflict({ message: `${dest.at(key)} is not a valid ${key.slice(key.lastIndexOf("/") + 1)}; move it away or rerun with --force.` })))
+  readJson(dest, schema, key).pipe(
+    Effect.catchTag("JsonInvalid", () =>
+      new OutputConflict({
+        message: `${dest.at(key)} is not a valid ${
+          key.slice(key.lastIndexOf("/") + 1)
+        }; move it away or rerun with --force.`
+      }))
+  )
 
 /** A file the export wrote, none when it is missing, unreadable or invalid (a checkpoint that vouches for nothing). */
 export const readOwnJsonOption = <A, I>(dest: Destination, schema: Schema.Schema<A, I>, key: string) =>

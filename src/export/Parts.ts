@@ -44,14 +44,34 @@ export class PartWriter {
   }
 
   /** `run` names this run's files apart from any other run's. */
-  static open = (dest: Destination, dir: string, part: number, run: string, options: PartWriterOptions, workload: EncoderWorkload) =>
+  static open = (
+    dest: Destination,
+    dir: string,
+    part: number,
+    run: string,
+    options: PartWriterOptions,
+    workload: EncoderWorkload
+  ) =>
     Effect.zipWith(
-      RollingWriter.make({ ...options, dir: dest.at(dir), shard: `${part}-${run}`, workload, decode: options.decoding?.settings }),
+      RollingWriter.make({
+        ...options,
+        dir: dest.at(dir),
+        shard: `${part}-${run}`,
+        workload,
+        decode: options.decoding?.settings
+      }),
       CrashProbe,
       (writer, probe) => new PartWriter(part, dest, dir, writer, options, probe)
     )
 
-  add(partition: string, version: number, dataHandle: string, dataSize: number | null, checksum: string | null, data: Uint8Array | null): void {
+  add(
+    partition: string,
+    version: number,
+    dataHandle: string,
+    dataSize: number | null,
+    checksum: string | null,
+    data: Uint8Array | null
+  ): void {
     this.batch.add(partition, version, dataHandle, dataSize, checksum, data)
     this.partitions++
     if (data === null) this.deleted++
@@ -86,7 +106,9 @@ export class PartWriter {
       deleted: this.deleted,
       bytes: this.bytes,
       ...(this.options.region === undefined ? {} : { region: this.options.region }),
-      ...(identity === undefined || decoded === undefined ? {} : { decode: partSummary(identity, decoded, this.partitions, this.deleted) })
+      ...(identity === undefined || decoded === undefined
+        ? {}
+        : { decode: partSummary(identity, decoded, this.partitions, this.deleted) })
     }
     yield* writeJson(this.dest, checkpointKey(this.dir, this.part), checkpoint)
     this.probe.reached("checkpoint")

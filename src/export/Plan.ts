@@ -49,7 +49,10 @@ export const shardsOf = (plan: Pick<Plan, "parts" | "shards">): ReadonlyArray<Re
 /** Deals the parts to `count` shards in turn (the service's parts are of about equal size). */
 export const withShards = (plan: Plan, count: number): Plan => ({
   ...plan,
-  shards: Array.from({ length: count }, (_, shard) => Array.from({ length: partCount(plan) }, (_, i) => i).filter((i) => i % count === shard))
+  shards: Array.from(
+    { length: count },
+    (_, shard) => Array.from({ length: partCount(plan) }, (_, i) => i).filter((i) => i % count === shard)
+  )
 })
 
 export interface PlanRequest {
@@ -69,7 +72,11 @@ export const snapshotName = (date: Date): string => date.toISOString().replace(/
 
 /** The directory of one export below OUT: `<catalog-id>/<layer-id>/version=<V>` or `snapshot=<S>`. */
 export const exportDir = (plan: Pick<Plan, "catalogId" | "layerId" | "layerType" | "version" | "snapshot">): string =>
-  [plan.catalogId, plan.layerId, plan.layerType === "volatile" ? `snapshot=${plan.snapshot}` : `version=${plan.version}`].join("/")
+  [
+    plan.catalogId,
+    plan.layerId,
+    plan.layerType === "volatile" ? `snapshot=${plan.snapshot}` : `version=${plan.version}`
+  ].join("/")
 
 /** The lowest and highest readable catalog versions. */
 export const versionBounds = (catalog: string) =>
@@ -87,12 +94,18 @@ export const versionBounds = (catalog: string) =>
 
 export const checkVersion = (catalog: string, version: number, bounds: { latest: number; minimum: number }) =>
   version > bounds.latest
-    ? Effect.fail(new NotFound({ what: "version", message: `Version ${version} of ${catalog} does not exist: the latest version is ${bounds.latest}.` }))
+    ? Effect.fail(
+      new NotFound({
+        what: "version",
+        message: `Version ${version} of ${catalog} does not exist: the latest version is ${bounds.latest}.`
+      })
+    )
     : version < bounds.minimum
     ? Effect.fail(
       new NotFound({
         what: "version",
-        message: `Version ${version} of ${catalog} was deleted: the minimum version is ${bounds.minimum}. Export version ${bounds.minimum} or later.`
+        message:
+          `Version ${version} of ${catalog} was deleted: the minimum version is ${bounds.minimum}. Export version ${bounds.minimum} or later.`
       })
     )
     : Effect.succeed(version)
@@ -108,7 +121,10 @@ export const makePlan = Effect.fn("Plan.make")(function*(request: PlanRequest) {
   const layer = catalog.layers.find((l) => l.id === request.layer)
   if (layer === undefined) {
     const known = catalog.layers.map((l) => l.id).join(", ") || "none"
-    return yield* new NotFound({ what: "layer", message: `Catalog ${hrn} has no layer '${request.layer}' (its layers: ${known}).` })
+    return yield* new NotFound({
+      what: "layer",
+      message: `Catalog ${hrn} has no layer '${request.layer}' (its layers: ${known}).`
+    })
   }
   if (!EXPORTABLE.has(layer.layerType)) {
     return yield* new LayerNotExportable({ catalogHrn: hrn, layerId: layer.id, layerType: layer.layerType })

@@ -77,7 +77,9 @@ export class Counters implements RetryObserver {
       elapsedMs,
       rate: perSecond,
       bytesRate: rate(bytes, span),
-      etaSeconds: total === null || perSecond <= 0 ? null : Math.max(0, Math.ceil((total - this.partitions) / perSecond))
+      etaSeconds: total === null || perSecond <= 0
+        ? null
+        : Math.max(0, Math.ceil((total - this.partitions) / perSecond))
     }
   }
 }
@@ -160,6 +162,8 @@ export const expectedPartitions = (plan: Plan): Effect.Effect<number | undefined
     ? Effect.succeed(undefined)
     : Effect.gen(function*() {
       const metadata = yield* MetadataApi
-      const info = yield* Stream.runHead(metadata.versions(plan.catalogHrn, { startVersion: plan.version - 1, endVersion: plan.version }))
+      const info = yield* Stream.runHead(
+        metadata.versions(plan.catalogHrn, { startVersion: plan.version - 1, endVersion: plan.version })
+      )
       return Option.getOrUndefined(info)?.partitionCounts?.[plan.layerId]
     }).pipe(Effect.orElseSucceed(() => undefined))

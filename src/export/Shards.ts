@@ -1,10 +1,10 @@
 import { Effect, Option, Schema } from "effect"
 import type { Destination } from "../sinks/Destination.ts"
-import { OutputConflict } from "./Errors.ts"
-import { DecodeSummary, PartRegion, readOwnJson, readOwnJsonOption } from "./Manifest.ts"
-import { writeJson } from "./Json.ts"
 import { RecordedFile } from "../sinks/WrittenFile.ts"
 import { partsDir } from "./Checkpoints.ts"
+import { OutputConflict } from "./Errors.ts"
+import { writeJson } from "./Json.ts"
+import { DecodeSummary, PartRegion, readOwnJson, readOwnJsonOption } from "./Manifest.ts"
 import { exportDir, PLAN, Plan, shardsOf } from "./Plan.ts"
 
 /**
@@ -43,7 +43,9 @@ const samePlan = (a: Plan, b: Plan) =>
 
 /** Forgets earlier runs of the export in `dir`: their plan, checkpoints and shard manifests. */
 export const forgetRuns = (dest: Destination, dir: string) =>
-  Effect.all([dest.remove([planKey(dir)]), dest.removeAll(partsDir(dir)), dest.removeAll(shardsDir(dir))], { discard: true })
+  Effect.all([dest.remove([planKey(dir)]), dest.removeAll(partsDir(dir)), dest.removeAll(shardsDir(dir))], {
+    discard: true
+  })
 
 /**
  * Pins `plan` in its directory and returns the plan to run: the one an earlier (interrupted, or
@@ -67,12 +69,17 @@ export const readPlan = (dest: Destination, key: string) =>
     const plan = yield* readOwnJson(dest, Plan, key)
     if (Option.isNone(plan)) return Option.none<Plan>()
     if (planKey(exportDir(plan.value)) !== key) {
-      return yield* new OutputConflict({ message: `${dest.at(key)} is the plan of ${exportDir(plan.value)}, not of the directory it is in; give the _plan.json the plan command printed.` })
+      return yield* new OutputConflict({
+        message: `${dest.at(key)} is the plan of ${
+          exportDir(plan.value)
+        }, not of the directory it is in; give the _plan.json the plan command printed.`
+      })
     }
     return plan
   })
 
-export const writeShardManifest = (dest: Destination, dir: string, manifest: ShardManifest) => writeJson(dest, shardKey(dir, manifest.shard), manifest)
+export const writeShardManifest = (dest: Destination, dir: string, manifest: ShardManifest) =>
+  writeJson(dest, shardKey(dir, manifest.shard), manifest)
 
 /** The shard manifests of the plan, by shard; none where a shard has not finished (or its manifest does not read). */
 export const shardManifests = (dest: Destination, plan: Plan) =>

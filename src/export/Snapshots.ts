@@ -14,7 +14,9 @@ export const pruneSnapshots = (out: string, catalogId: string, layerId: string, 
   Effect.gen(function*() {
     const dest = yield* destination(out)
     const layerDir = `${catalogId}/${layerId}`
-    const names = (yield* dest.list(layerDir)).filter((e) => e.dir && /^snapshot=\d{8}T\d{6}Z$/.test(e.name)).map((e) => e.name).sort()
+    const names = (yield* dest.list(layerDir)).filter((e) => e.dir && /^snapshot=\d{8}T\d{6}Z$/.test(e.name)).map((e) =>
+      e.name
+    ).sort()
     const committed: Array<string> = []
     for (const name of names) {
       if ((yield* dest.list(`${layerDir}/${name}`)).some((e) => e.name === MANIFEST)) committed.push(name)

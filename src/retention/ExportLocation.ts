@@ -21,7 +21,9 @@ export interface ExportLocation {
 }
 
 /** The location cannot be read as given: not a directory, a scheme this version cannot read, or the store refused. */
-export class ExportLocationError extends Schema.TaggedError<ExportLocationError>()("ExportLocationError", { message: Schema.String }) {}
+export class ExportLocationError
+  extends Schema.TaggedError<ExportLocationError>()("ExportLocationError", { message: Schema.String })
+{}
 
 const failed = <A, E extends { readonly message: string }, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.mapError(effect, (e) => new ExportLocationError({ message: e.message }))
@@ -30,7 +32,8 @@ const failed = <A, E extends { readonly message: string }, R>(effect: Effect.Eff
 export const locationOf = (dest: Destination): ExportLocation => ({
   name: dest.name,
   list: (dir) => Effect.map(dest.list(dir), (entries) => entries.map((e) => e.name)),
-  readJson: (file, schema) => readJson(dest, schema, file).pipe(Effect.catchTag("JsonInvalid", () => Effect.succeedNone)),
+  readJson: (file, schema) =>
+    readJson(dest, schema, file).pipe(Effect.catchTag("JsonInvalid", () => Effect.succeedNone)),
   size: (file) => Effect.map(dest.stat(file), Option.flatMap((e) => (e.dir ? Option.none() : Option.some(e.size))))
 })
 
@@ -42,9 +45,15 @@ export const exportLocation = (spec: string): Effect.Effect<ExportLocation, Expo
   Effect.gen(function*() {
     const dest = yield* failed(destination(spec))
     if (!isObjectStore(spec)) {
-      const isDirectory = yield* dest.stat("").pipe(Effect.map((entry) => Option.isSome(entry) && entry.value.dir), Effect.orElseSucceed(() => false))
+      const isDirectory = yield* dest.stat("").pipe(
+        Effect.map((entry) => Option.isSome(entry) && entry.value.dir),
+        Effect.orElseSucceed(() => false)
+      )
       if (!isDirectory) {
-        return yield* new ExportLocationError({ message: `Export location ${spec} is not a directory; give the directory the exports were written to (the --out of the export).` })
+        return yield* new ExportLocationError({
+          message:
+            `Export location ${spec} is not a directory; give the directory the exports were written to (the --out of the export).`
+        })
       }
     }
     return locationOf(dest)

@@ -1,7 +1,7 @@
 import { Effect, Option } from "effect"
 import { ConfigApi } from "../client/ConfigApi.ts"
 import { MetadataApi } from "../client/MetadataApi.ts"
-import { Manifest, MANIFEST } from "../export/Manifest.ts"
+import { MANIFEST, Manifest } from "../export/Manifest.ts"
 import { type ExportLocation, exportLocation } from "./ExportLocation.ts"
 import { RetentionRefused } from "./Policy.ts"
 
@@ -25,7 +25,9 @@ const damage = (location: ExportLocation, dir: string, manifest: Manifest) =>
     for (const file of manifest.files) {
       const size = yield* location.size(`${dir}/${file.path}`)
       if (Option.isNone(size)) return `the manifest names ${file.path}, which is missing`
-      if (size.value !== file.bytes) return `the manifest says ${file.path} has ${file.bytes} bytes, but it has ${size.value}`
+      if (
+        size.value !== file.bytes
+      ) return `the manifest says ${file.path} has ${file.bytes} bytes, but it has ${size.value}`
     }
     return undefined
   })
@@ -47,7 +49,10 @@ export const committedVersions = (location: ExportLocation, catalogHrn: string, 
       const version = Number(m[1])
       const dir = `${layerDir}/${entry}`
       const manifest = yield* location.readJson(`${dir}/${MANIFEST}`, Manifest)
-      if (Option.isNone(manifest) || manifest.value.catalogHrn !== catalogHrn || manifest.value.layerId !== layerId || manifest.value.version !== version) continue
+      if (
+        Option.isNone(manifest) || manifest.value.catalogHrn !== catalogHrn || manifest.value.layerId !== layerId ||
+        manifest.value.version !== version
+      ) continue
       const reason = yield* damage(location, dir, manifest.value)
       if (reason !== undefined) {
         damaged.push({ version, reason })
@@ -79,7 +84,8 @@ export const firstUncovered = (
 ) =>
   Effect.gen(function*() {
     const metadata = yield* MetadataApi
-    const layerVersionsAt = (version: number) => Effect.map(metadata.layerVersions(catalog.hrn, version), (r) => r.layerVersions)
+    const layerVersionsAt = (version: number) =>
+      Effect.map(metadata.layerVersions(catalog.hrn, version), (r) => r.layerVersions)
     let oldest: Uncovered | undefined
     for (const layer of layers) {
       const { held, damaged } = yield* committedVersions(location, catalog.hrn, catalog.id, layer)
@@ -120,7 +126,11 @@ export const guardedLayers = (catalogHrn: string, listed: ReadonlyArray<string> 
     const versioned = catalog.layers.filter((l) => l.layerType === "versioned").map((l) => l.id)
     const unknown = (listed ?? []).find((id) => !versioned.includes(id))
     if (unknown !== undefined) {
-      return yield* new RetentionRefused({ message: `Catalog ${catalogHrn} has no versioned layer '${unknown}' (its versioned layers: ${versioned.join(", ") || "none"}).` })
+      return yield* new RetentionRefused({
+        message: `Catalog ${catalogHrn} has no versioned layer '${unknown}' (its versioned layers: ${
+          versioned.join(", ") || "none"
+        }).`
+      })
     }
     return { catalog, layers: listed ?? versioned }
   })
@@ -129,20 +139,29 @@ export const guardedLayers = (catalogHrn: string, listed: ReadonlyArray<string> 
  * Refuses a minimum that would delete data no committed export holds, naming the version and layer.
  * Shared by `retention --require-exported` and `export --raise-minimum`.
  */
-export const guard = (catalogHrn: string, target: number, minimum: number, location: ExportLocation, layers?: ReadonlyArray<string>) =>
+export const guard = (
+  catalogHrn: string,
+  target: number,
+  minimum: number,
+  location: ExportLocation,
+  layers?: ReadonlyArray<string>
+) =>
   Effect.gen(function*() {
     const { catalog, layers: checked } = yield* guardedLayers(catalogHrn, layers)
     const gap = yield* firstUncovered(location, catalog, checked, minimum, target)
     if (gap === undefined) return
-    const head = `Refusing to raise the minimum version of ${catalogHrn} to ${target}: version ${gap.version} of layer '${gap.layer}'`
+    const head =
+      `Refusing to raise the minimum version of ${catalogHrn} to ${target}: version ${gap.version} of layer '${gap.layer}'`
     if (gap.damaged !== undefined) {
       return yield* new RetentionRefused({
-        message: `${head} has no intact export in ${location.name}: in the export of version ${gap.damaged.version}, ${gap.damaged.reason}. ` +
+        message:
+          `${head} has no intact export in ${location.name}: in the export of version ${gap.damaged.version}, ${gap.damaged.reason}. ` +
           `Export it again (catalog-export export --catalog ${catalogHrn} --layer ${gap.layer} --version ${gap.damaged.version} --out ${location.name} --force), or set a lower minimum.`
       })
     }
     return yield* new RetentionRefused({
-      message: `${head} has no committed export in ${location.name}. Export it first (catalog-export backfill --catalog ${catalogHrn} --layer ${gap.layer} ` +
+      message:
+        `${head} has no committed export in ${location.name}. Export it first (catalog-export backfill --catalog ${catalogHrn} --layer ${gap.layer} ` +
         `--from ${gap.version} --to ${target - 1} --out ${location.name}), or set a lower minimum.`
     })
   })
@@ -153,7 +172,11 @@ export const guard = (catalogHrn: string, target: number, minimum: number, locat
  * cannot be undone, so the guard is on unless switched off by name.
  */
 export type ExportCheck =
-  | { readonly _tag: "RequireExported"; readonly location: ExportLocation; readonly layers?: ReadonlyArray<string> | undefined }
+  | {
+    readonly _tag: "RequireExported"
+    readonly location: ExportLocation
+    readonly layers?: ReadonlyArray<string> | undefined
+  }
   | { readonly _tag: "Skip" }
   | { readonly _tag: "Missing"; readonly how: string }
 
@@ -171,7 +194,11 @@ export const exportCheckOf = (options: {
   }
   if (options.skipExportCheck) return Effect.succeed({ _tag: "Skip" })
   if (options.requireExported === undefined) {
-    return Effect.succeed({ _tag: "Missing", how: `give ${names.require} (where the exports of this catalog are), or ${names.skip} to delete versions whether or not they were exported` })
+    return Effect.succeed({
+      _tag: "Missing",
+      how:
+        `give ${names.require} (where the exports of this catalog are), or ${names.skip} to delete versions whether or not they were exported`
+    })
   }
   return exportLocation(options.requireExported).pipe(
     Effect.mapError((e) => new RetentionRefused({ message: e.message })),

@@ -41,7 +41,8 @@ export const sharedHandles = (catalogHrn: string, layer: string, minimum: number
     const deletedOnly = new Set<Entry>()
     const surviving: Array<Entry> = []
     for (let version = minimum; version <= latest; version++) {
-      const changed = yield* metadata.changes(catalogHrn, layer, { startVersion: version - 1, endVersion: version }).pipe(Stream.runCollect)
+      const changed = yield* metadata.changes(catalogHrn, layer, { startVersion: version - 1, endVersion: version })
+        .pipe(Stream.runCollect)
       for (const p of changed) {
         const entry: Entry = { partition: p.partition, version: p.version, dataHandle: p.dataHandle }
         const previous = current.get(p.partition)
@@ -52,13 +53,23 @@ export const sharedHandles = (catalogHrn: string, layer: string, minimum: number
         if (version >= target) surviving.push(entry)
       }
       // Entries changed before the target and still visible at it survive too.
-      if (version === target) for (const entry of current.values()) if (entry.version < target && entry.dataHandle !== "") surviving.push(entry)
+      if (version === target) {
+        for (const entry of current.values()) {
+          if (entry.version < target && entry.dataHandle !== "") surviving.push(entry)
+        }
+      }
     }
     const shared: Array<SharedHandle> = []
     for (const entry of surviving) {
       const first = owner.get(entry.dataHandle)!
       if (first !== entry && deletedOnly.has(first)) {
-        shared.push({ layer, partition: entry.partition, version: entry.version, dataHandle: entry.dataHandle, publishedBy: { partition: first.partition, version: first.version } })
+        shared.push({
+          layer,
+          partition: entry.partition,
+          version: entry.version,
+          dataHandle: entry.dataHandle,
+          publishedBy: { partition: first.partition, version: first.version }
+        })
       }
     }
     return shared.sort((a, b) => a.version - b.version || (a.partition < b.partition ? -1 : 1))

@@ -14,7 +14,9 @@ export const describePolicy = (policy: Policy): string =>
     : `minimum version ${policy.version}`
 
 /** The retention refused to go further because data there was not exported. */
-export class RetentionRefused extends Schema.TaggedError<RetentionRefused>()("RetentionRefused", { message: Schema.String }) {}
+export class RetentionRefused
+  extends Schema.TaggedError<RetentionRefused>()("RetentionRefused", { message: Schema.String })
+{}
 
 export interface VersionStamp {
   readonly version: number

@@ -2,18 +2,20 @@ import * as HttpRouter from "@effect/platform/HttpRouter"
 import { Context, Effect } from "effect"
 import { DEFAULT_REGION } from "../domain/Region.ts"
 import { Caller } from "./Auth.ts"
+import { type CatalogRow, CatalogsRepo, type LayerRow } from "./db/CatalogsRepo.ts"
 import { type CatalogAccessRow, Reads, type ReadsShape } from "./Reads.ts"
 import { placementOf, regionUnavailable, replicaKey } from "./Regions.ts"
 import { Replicas } from "./Replicas.ts"
 import { badRequest, catalogForbidden, forbidden, orFail, Reply, type Result } from "./Reply.ts"
-import { type CatalogRow, CatalogsRepo, type LayerRow } from "./db/CatalogsRepo.ts"
 
 /**
  * The region a catalog-bound request is addressed to: the `<id>` of a `/regions/<id>/...` URL, or
  * undefined for the unprefixed paths (the catalog's primary region). Server.ts provides it to each
  * copy of the catalog-bound routes.
  */
-export class ServedRegion extends Context.Tag("catalog-export/server/ServedRegion")<ServedRegion, { readonly region: string | undefined }>() {}
+export class ServedRegion
+  extends Context.Tag("catalog-export/server/ServedRegion")<ServedRegion, { readonly region: string | undefined }>()
+{}
 
 export type Permission = "read" | "write"
 
@@ -31,7 +33,8 @@ export const mayAccess = (catalog: CatalogRow, appId: string, permission: Permis
   Effect.gen(function*() {
     if (catalog.owner_app === appId) return true
     const grant = yield* (yield* CatalogsRepo).grantOf(catalog.hrn, appId)
-    return grant !== undefined && (permission === "read" ? grant.can_read === 1 : grant.can_read === 1 && grant.can_write === 1)
+    return grant !== undefined &&
+      (permission === "read" ? grant.can_read === 1 : grant.can_read === 1 && grant.can_write === 1)
   })
 
 const allowed = (row: CatalogAccessRow, permission: Permission) =>
@@ -52,7 +55,14 @@ const catalogOf = (row: CatalogAccessRow): CatalogRow => ({
  * catalog that exists but is not the caller's answers exactly like one that does not exist, so no
  * one can probe for names.
  */
-const access = (reads: ReadsShape, nameOrId: string, appId: string, permission: Permission, layerId: string | null, denied: () => Reply): Result<CatalogAccessRow> => {
+const access = (
+  reads: ReadsShape,
+  nameOrId: string,
+  appId: string,
+  permission: Permission,
+  layerId: string | null,
+  denied: () => Reply
+): Result<CatalogAccessRow> => {
   const row = reads.catalogAccess(nameOrId, appId, layerId)
   return row === undefined || !allowed(row, permission) ? denied() : row
 }
@@ -62,7 +72,12 @@ const access = (reads: ReadsShape, nameOrId: string, appId: string, permission: 
  * primary) is its secondary one. A region the catalog is not stored in answers like a missing
  * catalog; a region that is down answers 503.
  */
-const servedBySecondary = (row: CatalogAccessRow, region: string | undefined, down: ReadonlySet<string>, denied: () => Reply): Result<boolean> => {
+const servedBySecondary = (
+  row: CatalogAccessRow,
+  region: string | undefined,
+  down: ReadonlySet<string>,
+  denied: () => Reply
+): Result<boolean> => {
   const primary = row.primary_region ?? DEFAULT_REGION
   const served = region ?? primary
   if (served !== primary && served !== row.secondary_region) return denied()
@@ -84,7 +99,10 @@ export const catalogFor = (
   })
 
 /** The catalog named in a config API request: platform-wide, so served whichever region is down. */
-export const configCatalogFor = (nameOrId: string, permission: Permission): Effect.Effect<CatalogRow, Reply, Reads | Caller> =>
+export const configCatalogFor = (
+  nameOrId: string,
+  permission: Permission
+): Effect.Effect<CatalogRow, Reply, Reads | Caller> =>
   Effect.gen(function*() {
     const { appId } = yield* Caller
     return catalogOf(yield* orFail(access(yield* Reads, nameOrId, appId, permission, null, catalogForbidden)))
@@ -98,7 +116,10 @@ export const servedIn = (catalog: CatalogRow) =>
   })
 
 /** A layer of `catalog` with the key of its data in the region serving the request (see `replicaKey`). */
-export const layerOf = (catalog: CatalogRow, layerId: string): Effect.Effect<LayerRow, Reply, CatalogsRepo | ServedRegion> =>
+export const layerOf = (
+  catalog: CatalogRow,
+  layerId: string
+): Effect.Effect<LayerRow, Reply, CatalogsRepo | ServedRegion> =>
   Effect.gen(function*() {
     const layer = yield* (yield* CatalogsRepo).layer(catalog.hrn, layerId)
     if (layer === undefined) return yield* missingLayer(layerId)
@@ -106,7 +127,8 @@ export const layerOf = (catalog: CatalogRow, layerId: string): Effect.Effect<Lay
     return { ...layer, pk: replicaKey(layer.pk, layer.layer_type, region !== placement.primary) }
   })
 
-const missingLayer = (layerId: string) => badRequest("layer", `Layer '${layerId}' is missing in the catalog configuration.`)
+const missingLayer = (layerId: string) =>
+  badRequest("layer", `Layer '${layerId}' is missing in the catalog configuration.`)
 
 /** Where a request is addressed: the region of its URL (undefined: the catalog's primary), and the regions that are down. */
 export interface Addressed {
@@ -149,7 +171,9 @@ export const routeLayer = (permission: Permission) =>
     const params = yield* HttpRouter.params
     const { appId } = yield* Caller
     const at = { region: (yield* ServedRegion).region, down: (yield* Replicas).down }
-    return yield* orFail(layerAccess(yield* Reads, decodeSegment(params.catalog), decodeSegment(params.layer), appId, permission, at))
+    return yield* orFail(
+      layerAccess(yield* Reads, decodeSegment(params.catalog), decodeSegment(params.layer), appId, permission, at)
+    )
   })
 
 export const routeCatalog = (permission: Permission) =>

@@ -1,5 +1,5 @@
-import { createHash } from "node:crypto"
 import { Effect, Either } from "effect"
+import { createHash } from "node:crypto"
 import {
   type Coordinates,
   type CreateSchemaRequest,
@@ -9,8 +9,8 @@ import {
   type SchemaDetails,
   type SchemaInfo
 } from "../domain/Artifact.ts"
-import { badRequest, conflict, dataError, notFound } from "./Reply.ts"
 import { artifactResource, ArtifactsRepo, type SchemaRow } from "./db/ArtifactsRepo.ts"
+import { badRequest, conflict, dataError, notFound } from "./Reply.ts"
 
 /**
  * The artifact API's rules, shared by its routes and the demo seed. Permissions follow the catalogs':
@@ -39,10 +39,16 @@ export const artifactFor = (groupId: string, artifactId: string, appId: string, 
     const row = yield* (yield* ArtifactsRepo).artifact(groupId, artifactId)
     const resource = artifactResource(groupId, artifactId)
     if (row === undefined || !(yield* mayUse(row.owner_app, resource, appId, false))) {
-      return yield* notFound("artifactHrn", `artifact ${groupId}:${artifactId} not found; register it first (PUT /artifact/register/${groupId}/${artifactId})`)
+      return yield* notFound(
+        "artifactHrn",
+        `artifact ${groupId}:${artifactId} not found; register it first (PUT /artifact/register/${groupId}/${artifactId})`
+      )
     }
     if (write && !(yield* mayUse(row.owner_app, resource, appId, true))) {
-      return yield* dataError(403, "Forbidden", [{ name: "artifactHrn", error: `no write permission on artifact ${groupId}:${artifactId}` }])
+      return yield* dataError(403, "Forbidden", [{
+        name: "artifactHrn",
+        error: `no write permission on artifact ${groupId}:${artifactId}`
+      }])
     }
     return row
   })
@@ -52,11 +58,28 @@ export const registerArtifact = (groupId: string, artifactId: string, appId: str
   Effect.gen(function*() {
     const artifacts = yield* ArtifactsRepo
     const existing = yield* artifacts.artifact(groupId, artifactId)
-    if (existing !== undefined && !(yield* mayUse(existing.owner_app, artifactResource(groupId, artifactId), appId, true))) {
-      return yield* conflict("artifactId", `artifact ${groupId}:${artifactId} is registered by another application; choose another group or artifact id`)
+    if (
+      existing !== undefined && !(yield* mayUse(existing.owner_app, artifactResource(groupId, artifactId), appId, true))
+    ) {
+      return yield* conflict(
+        "artifactId",
+        `artifact ${groupId}:${artifactId} is registered by another application; choose another group or artifact id`
+      )
     }
-    if (existing === undefined) yield* artifacts.insertArtifact({ group_id: groupId, artifact_id: artifactId, owner_app: appId, created: Date.now() })
-    return { groupId, artifactId, created: existing === undefined, hrnPrefix: `hrn:${partition}:artifact:::${groupId}:${artifactId}` }
+    if (existing === undefined) {
+      yield* artifacts.insertArtifact({
+        group_id: groupId,
+        artifact_id: artifactId,
+        owner_app: appId,
+        created: Date.now()
+      })
+    }
+    return {
+      groupId,
+      artifactId,
+      created: existing === undefined,
+      hrnPrefix: `hrn:${partition}:artifact:::${groupId}:${artifactId}`
+    }
   })
 
 /** Stores a file of a released artifact version; files are immutable, the same bytes again are accepted. */
@@ -68,24 +91,46 @@ export const putArtifactFile = (artifact: Coordinates, fileName: string, bytes: 
     const existing = yield* artifacts.file(artifact.groupId, artifact.artifactId, artifact.version, fileName)
     if (existing !== undefined) {
       if (existing.sha256 === sha256) return { created: false }
-      return yield* conflict("fileName", `${fileName} of ${formatCoordinates(artifact, "artifact")} exists with other content; released artifacts are immutable, publish a new version`)
+      return yield* conflict(
+        "fileName",
+        `${fileName} of ${
+          formatCoordinates(artifact, "artifact")
+        } exists with other content; released artifacts are immutable, publish a new version`
+      )
     }
-    yield* artifacts.insertFile({ group_id: artifact.groupId, artifact_id: artifact.artifactId, version: artifact.version, file_name: fileName, sha256, bytes, created: Date.now() })
+    yield* artifacts.insertFile({
+      group_id: artifact.groupId,
+      artifact_id: artifact.artifactId,
+      version: artifact.version,
+      file_name: fileName,
+      sha256,
+      bytes,
+      created: Date.now()
+    })
     return { created: true }
   })
 
 export const readArtifactFile = (artifact: Coordinates, fileName: string, appId: string) =>
   Effect.gen(function*() {
     yield* artifactFor(artifact.groupId, artifact.artifactId, appId, false)
-    const bytes = yield* (yield* ArtifactsRepo).fileBytes(artifact.groupId, artifact.artifactId, artifact.version, fileName)
-    if (bytes === undefined) return yield* notFound("fileName", `${formatCoordinates(artifact, "artifact")} has no file ${fileName}`)
+    const bytes = yield* (yield* ArtifactsRepo).fileBytes(
+      artifact.groupId,
+      artifact.artifactId,
+      artifact.version,
+      fileName
+    )
+    if (bytes === undefined) {
+      return yield* notFound("fileName", `${formatCoordinates(artifact, "artifact")} has no file ${fileName}`)
+    }
     return bytes
   })
 
 export const schemaFor = (hrn: string, appId: string) =>
   Effect.gen(function*() {
     const row = yield* (yield* ArtifactsRepo).schema(hrn)
-    if (row === undefined || !(yield* mayUse(row.owner_app, row.hrn, appId, false))) return yield* notFound("schemaHrn", `schema ${hrn} not found`)
+    if (row === undefined || !(yield* mayUse(row.owner_app, row.hrn, appId, false))) {
+      return yield* notFound("schemaHrn", `schema ${hrn} not found`)
+    }
     return row
   })
 
@@ -105,7 +150,11 @@ export const schemaDetails = (row: SchemaRow) =>
     const repo = yield* ArtifactsRepo
     const variants = JSON.parse(row.variants) as SchemaDetails["variants"]
     const artifacts: Array<SchemaDetails["artifacts"][number]> = []
-    for (const hrn of new Set(variants.map((v) => parseVariantUrl(v.url)?.artifactHrn).filter((h): h is string => h !== undefined))) {
+    for (
+      const hrn of new Set(
+        variants.map((v) => parseVariantUrl(v.url)?.artifactHrn).filter((h): h is string => h !== undefined)
+      )
+    ) {
       const c = Either.getOrUndefined(parseCoordinates(hrn, "artifact"))
       if (c === undefined) continue
       const times = yield* repo.versionTimes(c.groupId, c.artifactId, c.version)
@@ -129,10 +178,20 @@ export const createSchema = (schema: Coordinates, request: CreateSchemaRequest, 
   Effect.gen(function*() {
     const artifacts = yield* ArtifactsRepo
     const hrn = formatCoordinates(schema, "schema")
-    if (request.variants.length === 0) return yield* badRequest("variants", "a schema needs at least one variant (e.g. {\"id\":\"ds\",\"url\":\"artifact/<artifactHrn>/<file>.zip\"})")
+    if (request.variants.length === 0) {
+      return yield* badRequest(
+        "variants",
+        "a schema needs at least one variant (e.g. {\"id\":\"ds\",\"url\":\"artifact/<artifactHrn>/<file>.zip\"})"
+      )
+    }
     for (const variant of request.variants) {
       const target = parseVariantUrl(variant.url)
-      if (target === undefined) return yield* badRequest("variants", `variant ${variant.id}: url must be artifact/<artifactHrn>/<fileName>, got '${variant.url}'`)
+      if (target === undefined) {
+        return yield* badRequest(
+          "variants",
+          `variant ${variant.id}: url must be artifact/<artifactHrn>/<fileName>, got '${variant.url}'`
+        )
+      }
       const artifact = yield* parseHrn(target.artifactHrn, "artifact")
       yield* readArtifactFile(artifact, target.fileName, appId)
     }
@@ -141,7 +200,10 @@ export const createSchema = (schema: Coordinates, request: CreateSchemaRequest, 
     if (existing !== undefined) {
       const same = existing.owner_app === appId && existing.variants === variants
       if (same) return { row: existing, created: false }
-      return yield* conflict("schemaHrn", `schema ${hrn} already exists; schema versions are immutable, publish a new version`)
+      return yield* conflict(
+        "schemaHrn",
+        `schema ${hrn} already exists; schema versions are immutable, publish a new version`
+      )
     }
     const now = Date.now()
     const row: SchemaRow = {
@@ -167,7 +229,9 @@ export const grantSchema = (row: SchemaRow, appId: string, read: boolean, write:
     yield* artifacts.grant(row.hrn, appId, read, write)
     for (const variant of JSON.parse(row.variants) as Array<{ url: string }>) {
       const target = parseVariantUrl(variant.url)
-      const c = target === undefined ? undefined : Either.getOrUndefined(parseCoordinates(target.artifactHrn, "artifact"))
+      const c = target === undefined
+        ? undefined
+        : Either.getOrUndefined(parseCoordinates(target.artifactHrn, "artifact"))
       if (c !== undefined) yield* artifacts.grant(artifactResource(c.groupId, c.artifactId), appId, read, false)
     }
   })

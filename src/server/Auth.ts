@@ -1,12 +1,12 @@
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import { Context, Effect, Layer } from "effect"
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import * as OAuth1 from "../domain/OAuth1.ts"
-import { MAX_TOKEN_SECONDS } from "./Defaults.ts"
-import { type ReadsShape, Reads } from "./Reads.ts"
-import { accountFailure, json, orFail, type Reply, type Result, unauthorized } from "./Reply.ts"
 import { AppsRepo } from "./db/AppsRepo.ts"
+import { MAX_TOKEN_SECONDS } from "./Defaults.ts"
+import { Reads, type ReadsShape } from "./Reads.ts"
+import { accountFailure, json, orFail, type Reply, type Result, unauthorized } from "./Reply.ts"
 
 export interface AuthOptions {
   /** The longest token the service issues, in seconds (24 h like the platform; tests shorten it). */
@@ -19,7 +19,8 @@ export const defaultAuthOptions: AuthOptions = { maxTokenSeconds: MAX_TOKEN_SECO
 
 export class AuthConfig extends Context.Tag("catalog-export/server/AuthConfig")<AuthConfig, AuthOptions>() {
   static readonly defaults = defaultAuthOptions
-  static readonly layer = (options: Partial<AuthOptions> = {}) => Layer.succeed(AuthConfig, { ...defaultAuthOptions, ...options })
+  static readonly layer = (options: Partial<AuthOptions> = {}) =>
+    Layer.succeed(AuthConfig, { ...defaultAuthOptions, ...options })
 }
 
 export const hashToken = (token: string): string => createHash("sha256").update(token).digest("hex")
@@ -44,7 +45,13 @@ export class AuthState extends Context.Tag("catalog-export/server/AuthState")<Au
   static readonly layer = Layer.sync(AuthState, () => ({ seenNonces: new Map(), knownTokens: new Map() }))
 }
 
-const rememberNonce = (seenNonces: Map<string, number>, key: string, nonce: string, now: number, windowMs: number): boolean => {
+const rememberNonce = (
+  seenNonces: Map<string, number>,
+  key: string,
+  nonce: string,
+  now: number,
+  windowMs: number
+): boolean => {
   if (seenNonces.size > 100_000) {
     for (const [k, at] of seenNonces) if (at < now - 2 * windowMs) seenNonces.delete(k)
   }
@@ -116,7 +123,11 @@ export const tokenEndpoint = Effect.gen(function*() {
     return yield* accountFailure(401, 401202, "Invalid Client Authorization header, expecting signed request format.")
   }
   if (oauth.oauth_signature_method !== "HMAC-SHA256") {
-    return yield* accountFailure(401, 401205, "Unsupported signature method in the Authorization header; use HMAC-SHA256.")
+    return yield* accountFailure(
+      401,
+      401205,
+      "Unsupported signature method in the Authorization header; use HMAC-SHA256."
+    )
   }
   if (oauth.oauth_version !== undefined && oauth.oauth_version !== "1.0") {
     return yield* accountFailure(401, 401206, "Invalid oauth_version in the Authorization header; use 1.0.")
@@ -137,7 +148,15 @@ export const tokenEndpoint = Effect.gen(function*() {
   if (!valid) {
     return yield* accountFailure(401, 401300, "Invalid Credentials for user: the signature does not match.")
   }
-  if (!rememberNonce((yield* AuthState).seenNonces, oauth.oauth_consumer_key, oauth.oauth_nonce, now, options.timestampWindowSeconds * 1000)) {
+  if (
+    !rememberNonce(
+      (yield* AuthState).seenNonces,
+      oauth.oauth_consumer_key,
+      oauth.oauth_nonce,
+      now,
+      options.timestampWindowSeconds * 1000
+    )
+  ) {
     return yield* accountFailure(401, 401207, "Nonce already used. Send a fresh oauth_nonce with every request.")
   }
   if (body.grantType !== "client_credentials") {
@@ -169,7 +188,9 @@ export const bearerCaller = (
 ): Result<{ readonly appId: string }> => {
   if (header === undefined) return unauthorized("Token Validation Failure - missing Authorization header")
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header)
-  if (!match) return unauthorized("Token Validation Failure - malformed Authorization header, expected 'Bearer <token>'")
+  if (!match) {
+    return unauthorized("Token Validation Failure - malformed Authorization header, expected 'Bearer <token>'")
+  }
   const token = match[1]!
   let found = knownTokens.get(token)
   if (found === undefined) {
@@ -192,5 +213,8 @@ export const authenticate = Effect.gen(function*() {
 /** Runs a handler as the authenticated caller. */
 export const withCaller = <E, R>(
   handler: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
-): Effect.Effect<HttpServerResponse.HttpServerResponse, E | Reply, Exclude<R, Caller> | Reads | AuthState | HttpServerRequest.HttpServerRequest> =>
-  Effect.flatMap(authenticate, (caller) => Effect.provideService(handler, Caller, caller))
+): Effect.Effect<
+  HttpServerResponse.HttpServerResponse,
+  E | Reply,
+  Exclude<R, Caller> | Reads | AuthState | HttpServerRequest.HttpServerRequest
+> => Effect.flatMap(authenticate, (caller) => Effect.provideService(handler, Caller, caller))

@@ -1,8 +1,8 @@
 import * as SqlClient from "@effect/sql/SqlClient"
+import { Context, Effect, Layer } from "effect"
 import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { Context, Effect, Layer } from "effect"
 
 /**
  * Blob bytes, content-addressed by SHA-256, appended to pack files `<dir>/packs/pack-<n>.dat`
@@ -46,7 +46,9 @@ export const make = (dataDir: string) =>
     const sql = yield* SqlClient.SqlClient
     const dir = path.join(dataDir, "packs")
     fs.mkdirSync(dir, { recursive: true })
-    const existing = fs.readdirSync(dir).map((f) => /^pack-(\d+)\.dat$/.exec(f)).filter((m) => m !== null).map((m) => Number(m[1]))
+    const existing = fs.readdirSync(dir).map((f) => /^pack-(\d+)\.dat$/.exec(f)).filter((m) => m !== null).map((m) =>
+      Number(m[1])
+    )
     let pack = existing.length === 0 ? 0 : Math.max(...existing)
     let writer = fs.openSync(path.join(dir, packName(pack)), "a")
     let size = fs.fstatSync(writer).size
@@ -67,7 +69,10 @@ export const make = (dataDir: string) =>
     )
 
     const locate = (sha256: string) =>
-      sql<Location>`SELECT pack, offset, length FROM contents WHERE sha256 = ${sha256}`.pipe(Effect.map((rows) => rows[0]), Effect.orDie)
+      sql<Location>`SELECT pack, offset, length FROM contents WHERE sha256 = ${sha256}`.pipe(
+        Effect.map((rows) => rows[0]),
+        Effect.orDie
+      )
 
     // allocUnsafe takes small blobs from Node's buffer pool (a fresh ArrayBuffer per read costs more
     // than the read); every byte is overwritten, and a short read is refused rather than served.
@@ -95,10 +100,15 @@ export const make = (dataDir: string) =>
 
     const putMany = (blobs: ReadonlyArray<Uint8Array>) =>
       Effect.gen(function*() {
-        const stored = blobs.map((bytes) => ({ sha256: createHash("sha256").update(bytes).digest("hex"), size: bytes.byteLength }))
+        const stored = blobs.map((bytes) => ({
+          sha256: createHash("sha256").update(bytes).digest("hex"),
+          size: bytes.byteLength
+        }))
         if (blobs.length === 0) return stored
         const known = new Set(
-          (yield* sql<{ sha256: string }>`SELECT sha256 FROM contents WHERE ${sql.in("sha256", stored.map((s) => s.sha256))}`.pipe(Effect.orDie))
+          (yield* sql<{ sha256: string }>`SELECT sha256 FROM contents WHERE ${
+            sql.in("sha256", stored.map((s) => s.sha256))
+          }`.pipe(Effect.orDie))
             .map((r) => r.sha256)
         )
         const rows: Array<Location & { sha256: string }> = []

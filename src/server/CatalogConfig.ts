@@ -50,12 +50,16 @@ export const checkLayer = (layer: Json, index: number) =>
     if (!(LAYER_TYPES as ReadonlyArray<string>).includes(layer.layerType)) {
       return yield* badRequest(`${at}.layerType`, `layerType must be one of ${LAYER_TYPES.join(", ")}`)
     }
-    if (NEEDS_CONTENT_TYPE.has(layer.layerType) && (typeof layer.contentType !== "string" || layer.contentType === "")) {
+    if (
+      NEEDS_CONTENT_TYPE.has(layer.layerType) && (typeof layer.contentType !== "string" || layer.contentType === "")
+    ) {
       return yield* badRequest(`${at}.contentType`, `a ${layer.layerType} layer needs a contentType`)
     }
     const scheme = layer.partitioning?.scheme ?? layer.partitioningScheme ?? "generic"
     // `tile` is the interface's name of the scheme the platform calls `heretile`.
-    if (!["generic", "heretile", "tile"].includes(scheme)) return yield* badRequest(`${at}.partitioning.scheme`, "scheme must be generic, heretile or tile")
+    if (!["generic", "heretile", "tile"].includes(scheme)) {
+      return yield* badRequest(`${at}.partitioning.scheme`, "scheme must be generic, heretile or tile")
+    }
     if (layer.contentEncoding !== undefined && !["", "gzip", "identity"].includes(layer.contentEncoding)) {
       return yield* badRequest(`${at}.contentEncoding`, "contentEncoding must be gzip or empty")
     }
@@ -64,15 +68,21 @@ export const checkLayer = (layer: Json, index: number) =>
 /** A full catalog configuration (the body of create and of PUT). */
 export const checkCatalog = (body: Json) =>
   Effect.gen(function*() {
-    if (typeof body !== "object" || body === null || Array.isArray(body)) return yield* badRequest("body", "a JSON object is required")
+    if (typeof body !== "object" || body === null || Array.isArray(body)) {
+      return yield* badRequest("body", "a JSON object is required")
+    }
     yield* checkCatalogId(body.id)
     yield* text(body, "name", 200, true)
     yield* text(body, "summary", 1000, true)
     yield* text(body, "description", 10000, true)
     yield* checkAutomaticVersionDeletion(body.automaticVersionDeletion)
-    if (body.layers !== undefined && !Array.isArray(body.layers)) return yield* badRequest("layers", "layers must be an array")
+    if (body.layers !== undefined && !Array.isArray(body.layers)) {
+      return yield* badRequest("layers", "layers must be an array")
+    }
     const layers: Array<Json> = body.layers ?? []
-    for (const [i, layer] of layers.entries()) yield* checkLayer(layer, i)
+    for (const [i, layer] of layers.entries()) {
+      yield* checkLayer(layer, i)
+    }
     const ids = layers.map((l) => l.id)
     const duplicate = ids.find((id, i) => ids.indexOf(id) !== i)
     if (duplicate !== undefined) return yield* badRequest("layers", `layer id '${duplicate}' appears twice`)

@@ -1,7 +1,7 @@
 import { Effect } from "effect"
 import { buildBundle, mainMessageOf, readBundle } from "../decode/Bundle.ts"
-import * as HereTile from "../domain/HereTile.ts"
 import { formatCoordinates, SCHEMA_BUNDLE_VARIANT, variantUrl } from "../domain/Artifact.ts"
+import * as HereTile from "../domain/HereTile.ts"
 import { createSchema, putArtifactFile, registerArtifact } from "./Artifacts.ts"
 
 /**
@@ -83,7 +83,14 @@ export const publishRoadsSchema = (bundle: Uint8Array, appId: string) =>
   }).pipe(Effect.orDie)
 
 const CLASSES = ["MOTORWAY", "PRIMARY", "SECONDARY", "RESIDENTIAL"]
-const STREETS = ["Unter den Linden", "Friedrichstraße", "Karl-Marx-Allee", "Kurfürstendamm", "Torstraße", "Invalidenstraße"]
+const STREETS = [
+  "Unter den Linden",
+  "Friedrichstraße",
+  "Karl-Marx-Allee",
+  "Kurfürstendamm",
+  "Torstraße",
+  "Invalidenstraße"
+]
 const BASE_ID = 2n ** 60n
 
 /** Encodes road tiles with the bundle's descriptor set, as a producer with the schema would. */
@@ -108,7 +115,11 @@ export const roadTileEncoder = (bundle: Uint8Array) => {
       tile_id: String(tileId),
       level: HereTile.toAddress(tileId).level,
       road_link: links,
-      info: { source: "catalog-export demo", created_micros: String(1_700_000_000_000_000n + BigInt(version) * 86_400_000_000n), revision: String(BASE_ID * 8n + BigInt(version)) },
+      info: {
+        source: "catalog-export demo",
+        created_micros: String(1_700_000_000_000_000n + BigInt(version) * 86_400_000_000n),
+        revision: String(BASE_ID * 8n + BigInt(version))
+      },
       fingerprint: Uint8Array.from({ length: 8 }, () => Math.floor(random() * 256))
     })
     return type.encode(message).finish()

@@ -1,7 +1,7 @@
 import type * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import { Effect, Runtime } from "effect"
 import * as QueryString from "find-my-way-ts/QueryString"
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http"
-import { Effect, Runtime } from "effect"
 import { SELECTABLE_REGIONS } from "../domain/Region.ts"
 import { type Addressed, layerAccess } from "./Access.ts"
 import { AuthState, bearerCaller } from "./Auth.ts"
@@ -45,7 +45,11 @@ export interface LeanRoute {
 }
 
 /** The route of a request the lean path serves exactly as the router would, or undefined. */
-export const recognize = (method: string | undefined, url: string, headers: IncomingHttpHeaders): LeanRoute | undefined => {
+export const recognize = (
+  method: string | undefined,
+  url: string,
+  headers: IncomingHttpHeaders
+): LeanRoute | undefined => {
   if (method !== "GET" && method !== "HEAD") return undefined
   const length = headers["content-length"]
   if ((length !== undefined && length !== "0") || headers["transfer-encoding"] !== undefined) return undefined
@@ -53,7 +57,10 @@ export const recognize = (method: string | undefined, url: string, headers: Inco
   const path = query === -1 ? url : url.slice(0, query)
   const blob = BLOB.exec(path)
   const match = blob ?? (method === "GET" ? LISTING.exec(path) : null)
-  if (match === null || match[2]!.length > MAX_PARAM_LENGTH || match[3]!.length > MAX_PARAM_LENGTH || match[4]!.length > MAX_PARAM_LENGTH) {
+  if (
+    match === null || match[2]!.length > MAX_PARAM_LENGTH || match[3]!.length > MAX_PARAM_LENGTH ||
+    match[4]!.length > MAX_PARAM_LENGTH
+  ) {
     return undefined
   }
   return {
@@ -115,7 +122,11 @@ export const make = (faults: Faults.Injector | undefined) =>
     }
 
     /** As @effect/platform-node writes a response with an empty or Uint8Array body. */
-    const writeServerResponse = (req: IncomingMessage, res: ServerResponse, response: HttpServerResponse.HttpServerResponse) => {
+    const writeServerResponse = (
+      req: IncomingMessage,
+      res: ServerResponse,
+      response: HttpServerResponse.HttpServerResponse
+    ) => {
       res.writeHead(response.status, response.headers)
       if (req.method === "HEAD" || response.body._tag !== "Uint8Array") res.end()
       else res.end(response.body.body)
@@ -164,15 +175,23 @@ export const make = (faults: Faults.Injector | undefined) =>
       const method = req.method!
       const url = req.url!
       const headers = req.headers as Headers
-      if (faults === undefined || faults.spares(url)) return deliver(req, res, outcome(route, method, url, headers), false)
+      if (faults === undefined || faults.spares(url)) {
+        return deliver(req, res, outcome(route, method, url, headers), false)
+      }
       const afterLatency = () => {
         const verdict = faults.verdict()
-        if (verdict === "throttle" || verdict === "unavailable") return writeServerResponse(req, res, refusal(faults.options, verdict))
-        if (verdict === "reset") return void req.socket.destroy()
+        if (verdict === "throttle" || verdict === "unavailable") {
+          return writeServerResponse(req, res, refusal(faults.options, verdict))
+        }
+        if (verdict === "reset") {
+          return void req.socket.destroy()
+        }
         deliver(req, res, outcome(route, method, url, headers), verdict === "truncate")
       }
       const latency = faults.latency()
-      if (latency === undefined) return afterLatency()
+      if (latency === undefined) {
+        return afterLatency()
+      }
       // A client that leaves during the latency ends the request before its verdict, as a fiber interrupted in its sleep.
       const timer = setTimeout(afterLatency, latency)
       res.once("close", () => clearTimeout(timer))

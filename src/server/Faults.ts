@@ -1,9 +1,9 @@
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import type * as HttpApp from "@effect/platform/HttpApp"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import type * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
-import type { OutgoingHttpHeaders, ServerResponse } from "node:http"
 import { Chunk, Effect, Option, Stream } from "effect"
+import type { OutgoingHttpHeaders, ServerResponse } from "node:http"
 import { json } from "./Reply.ts"
 
 /**
@@ -54,7 +54,9 @@ export const parseFaults = (spec: string): Partial<FaultOptions> => {
     const key = KEYS[name?.trim() ?? ""]
     const rate = Number(value)
     if (key === undefined) throw new Error(`unknown fault '${name}' in --faults (known: 429, 503, reset, truncate)`)
-    if (!(rate >= 0 && rate <= 1)) throw new Error(`fault rate for '${name}' must be a number within 0..1, got '${value}'`)
+    if (!(rate >= 0 && rate <= 1)) {
+      throw new Error(`fault rate for '${name}' must be a number within 0..1, got '${value}'`)
+    }
     out[key] = rate
   }
   return out as Partial<FaultOptions>
@@ -114,7 +116,9 @@ export const injector = (options: FaultOptions): Injector => {
     latency: () => (max > 0 ? min + random() * (max - min) : undefined),
     verdict: () => {
       const sinceStart = Date.now() - startedAt
-      if (options.stormMs !== undefined && sinceStart >= options.stormMs[0] && sinceStart < options.stormMs[1]) return "throttle"
+      if (options.stormMs !== undefined && sinceStart >= options.stormMs[0] && sinceStart < options.stormMs[1]) {
+        return "throttle"
+      }
       const roll = random()
       let edge = options.throttle
       if (roll < edge) return "throttle"
@@ -140,7 +144,12 @@ export const refusal = (options: FaultOptions, verdict: "throttle" | "unavailabl
  * destroying right after `write` would discard everything and look like a reset, not a short body.
  * Only a response below 300 is cut (the caller checks).
  */
-export const sendTruncated = (node: ServerResponse, status: number, headers: OutgoingHttpHeaders, first: Uint8Array | undefined) => {
+export const sendTruncated = (
+  node: ServerResponse,
+  status: number,
+  headers: OutgoingHttpHeaders,
+  first: Uint8Array | undefined
+) => {
   node.writeHead(status, headers)
   const bytes = first === undefined ? new Uint8Array(0) : first.subarray(0, Math.floor(first.byteLength / 2))
   const drop = () => node.destroy()
@@ -158,10 +167,19 @@ const truncated = (request: HttpServerRequest.HttpServerRequest, response: HttpS
     const body = response.body
     const headers = { ...response.headers }
     if (body._tag === "Uint8Array") {
-      sendTruncated(node, response.status, { ...headers, "content-type": body.contentType, "content-length": String(body.body.byteLength) }, body.body)
+      sendTruncated(node, response.status, {
+        ...headers,
+        "content-type": body.contentType,
+        "content-length": String(body.body.byteLength)
+      }, body.body)
     } else if (body._tag === "Stream") {
       const first = yield* body.stream.pipe(Stream.take(1), Stream.runCollect, Effect.orDie)
-      sendTruncated(node, response.status, { ...headers, "content-type": body.contentType }, Chunk.get(first, 0).pipe(Option.getOrUndefined))
+      sendTruncated(
+        node,
+        response.status,
+        { ...headers, "content-type": body.contentType },
+        Chunk.get(first, 0).pipe(Option.getOrUndefined)
+      )
     } else {
       sendTruncated(node, response.status, headers, undefined)
     }

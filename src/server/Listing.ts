@@ -51,13 +51,18 @@ const jsonValue = (value: unknown): string =>
  * `JSON.stringify` gives for that object (fields in request order, absent when null), built as a
  * string directly because this runs once per listed partition.
  */
-export const partitionEncoder = (layerId: string, fields: ReadonlyArray<AdditionalField>, fixedVersion: number | null) => {
+export const partitionEncoder = (
+  layerId: string,
+  fields: ReadonlyArray<AdditionalField>,
+  fixedVersion: number | null
+) => {
   const layer = `,"layer":${JSON.stringify(layerId)},"dataHandle":`
   const names = fields.map((field) => `,${JSON.stringify(field)}:`)
   const columns = fields.map((field) => FIELD_COLUMNS[field])
   const version = fixedVersion === null ? undefined : `{"version":${jsonValue(fixedVersion)},"partition":`
   return (row: PartitionRow): string => {
-    let out = (version ?? `{"version":${jsonValue(row[P.vfrom])},"partition":`) + jsonValue(row[P.partition]) + layer + jsonValue(row[P.dataHandle])
+    let out = (version ?? `{"version":${jsonValue(row[P.vfrom])},"partition":`) + jsonValue(row[P.partition]) + layer +
+      jsonValue(row[P.dataHandle])
     for (let i = 0; i < columns.length; i++) {
       const value = row[columns[i]!]
       if (value !== null && value !== undefined) out += names[i] + jsonValue(value)
@@ -96,7 +101,11 @@ export function* chunks(reads: ReadsShape, request: ListingRequest): Generator<U
  * The document from byte `offset` on, or undefined when the offset lies at or beyond its end (416).
  * Earlier chunks are produced and dropped; that costs what reading them would, and keeps one code path.
  */
-export const chunksFrom = (reads: ReadsShape, request: ListingRequest, offset: number): Iterator<Uint8Array> | undefined => {
+export const chunksFrom = (
+  reads: ReadsShape,
+  request: ListingRequest,
+  offset: number
+): Iterator<Uint8Array> | undefined => {
   const all = chunks(reads, request)
   let position = 0
   for (let next = all.next(); !next.done; next = all.next()) {

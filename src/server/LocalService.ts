@@ -1,8 +1,8 @@
 import * as HttpServer from "@effect/platform/HttpServer"
-import * as fs from "node:fs"
 import { Effect, Layer, type Scope } from "effect"
-import { DEMO_APP } from "./Seed.ts"
+import * as fs from "node:fs"
 import { AppsRepo } from "./db/AppsRepo.ts"
+import { DEMO_APP } from "./Seed.ts"
 import * as Server from "./Server.ts"
 
 export interface RunningService {
@@ -22,7 +22,9 @@ export const start = (options: Server.ServiceOptions): Effect.Effect<RunningServ
     const context = yield* Layer.build(Server.layer(options))
     const server = Layer.succeedContext(context)
     const address = (yield* Effect.provide(HttpServer.HttpServer, server)).address
-    const host = address._tag === "TcpAddress" ? (address.hostname.includes(":") ? `[${address.hostname}]` : address.hostname) : "127.0.0.1"
+    const host = address._tag === "TcpAddress"
+      ? (address.hostname.includes(":") ? `[${address.hostname}]` : address.hostname)
+      : "127.0.0.1"
     const port = address._tag === "TcpAddress" ? address.port : 0
     const url = `http://${host === "0.0.0.0" || host === "[::]" ? "127.0.0.1" : host}:${port}`
     const apps = yield* Effect.provide(AppsRepo, server)

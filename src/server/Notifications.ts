@@ -1,19 +1,19 @@
-import { createHash } from "node:crypto"
 import { Effect } from "effect"
+import { createHash } from "node:crypto"
 import {
-  type Changeset,
   type ChangeNotification,
+  type Changeset,
   type Feature,
   type FeatureChange,
   featureCollection,
   type FeatureOperation,
   type Notification
 } from "../domain/Notification.ts"
-import { placementOf, replicaKey } from "./Regions.ts"
-import { Replicas } from "./Replicas.ts"
 import { CatalogsRepo } from "./db/CatalogsRepo.ts"
 import { type NewStreamMessage, StreamsRepo } from "./db/StreamsRepo.ts"
 import { SubscriptionsRepo } from "./db/SubscriptionsRepo.ts"
+import { placementOf, replicaKey } from "./Regions.ts"
+import { Replicas } from "./Replicas.ts"
 
 /** One committed transaction of an interactive map layer. */
 export interface CommittedTransaction {
@@ -30,14 +30,27 @@ export interface CommittedTransaction {
 }
 
 /** The messages one subscription type makes of a transaction, with the stream partition key of each. */
-export const notificationsFor = (type: string, tx: CommittedTransaction): ReadonlyArray<{ key: string; message: Notification }> => {
+export const notificationsFor = (
+  type: string,
+  tx: CommittedTransaction
+): ReadonlyArray<{ key: string; message: Notification }> => {
   switch (type) {
     case "perFeature": {
       const change = (operation: FeatureOperation) => (feature: Feature) => ({
         key: String(feature.id ?? ""),
-        message: { type: "FeatureChange", operation, catalogHrn: tx.catalogHrn, layerId: tx.layerId, feature } satisfies FeatureChange
+        message: {
+          type: "FeatureChange",
+          operation,
+          catalogHrn: tx.catalogHrn,
+          layerId: tx.layerId,
+          feature
+        } satisfies FeatureChange
       })
-      return [...tx.inserted.map(change("INSERT")), ...tx.updated.map(change("UPDATE")), ...tx.deleted.map(change("DELETE"))]
+      return [
+        ...tx.inserted.map(change("INSERT")),
+        ...tx.updated.map(change("UPDATE")),
+        ...tx.deleted.map(change("DELETE"))
+      ]
     }
     case "perTransaction":
       return [{
@@ -57,7 +70,12 @@ export const notificationsFor = (type: string, tx: CommittedTransaction): Readon
     case "contentChange":
       return [{
         key: tx.layerId,
-        message: { type: "ChangeNotification", catalogHrn: tx.catalogHrn, layerId: tx.layerId, createdAt: tx.createdAt } satisfies ChangeNotification
+        message: {
+          type: "ChangeNotification",
+          catalogHrn: tx.catalogHrn,
+          layerId: tx.layerId,
+          createdAt: tx.createdAt
+        } satisfies ChangeNotification
       }]
     default:
       return []
@@ -85,12 +103,20 @@ export const deliver = (tx: CommittedTransaction) =>
     for (const subscription of yield* subscriptions.activeOn(tx.catalogHrn, tx.layerId)) {
       const destination = yield* catalogs.layer(subscription.destination_catalog, subscription.destination_layer)
       if (destination === undefined || destination.layer_type !== "stream") {
-        yield* subscriptions.disable(subscription.hrn, "The destination stream layer no longer exists.", new Date().toISOString())
+        yield* subscriptions.disable(
+          subscription.hrn,
+          "The destination stream layer no longer exists.",
+          new Date().toISOString()
+        )
         continue
       }
-      const messages = notificationsFor(subscription.type, tx).map(({ key, message }) => encode(message, key, tx.createdAt))
+      const messages = notificationsFor(subscription.type, tx).map(({ key, message }) =>
+        encode(message, key, tx.createdAt)
+      )
       const placement = placementOf(JSON.parse((yield* catalogs.catalog(destination.catalog_hrn))!.config))
-      const region = placement.secondary !== undefined && replicas.down.has(placement.primary) ? placement.secondary : placement.primary
+      const region = placement.secondary !== undefined && replicas.down.has(placement.primary)
+        ? placement.secondary
+        : placement.primary
       const key = replicaKey(destination.pk, destination.layer_type, region !== placement.primary)
       yield* streams.appendMessages(key, messages)
       yield* replicas.streamWritten({ placement, region, key, messages })

@@ -1,8 +1,8 @@
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect } from "effect"
-import { json } from "./Reply.ts"
 import { CatalogsRepo } from "./db/CatalogsRepo.ts"
 import { type OperationRow, OperationsRepo } from "./db/OperationsRepo.ts"
+import { json } from "./Reply.ts"
 
 /**
  * How asynchronous config operations look while they run. The local service does the work at once,
@@ -29,7 +29,10 @@ export const DELETE_CREATE_GAP_MS = 60_000
 export type StepState = "Completed" | "In progress" | "Not started"
 
 export const layerDeletionSteps = (current: number): Array<{ name: string; state: StepState }> =>
-  LAYER_DELETION_STEPS.map((name, i) => ({ name, state: i < current ? "Completed" : i === current ? "In progress" : "Not started" }))
+  LAYER_DELETION_STEPS.map((name, i) => ({
+    name,
+    state: i < current ? "Completed" : i === current ? "In progress" : "Not started"
+  }))
 
 /** A 202 answer while the operation still runs, or undefined once it is done (the caller answers success). */
 export const operationProgress = (operation: OperationRow) =>
@@ -66,7 +69,9 @@ export const recreateWarnings = (catalogHrn: string, layerIds: ReadonlyArray<str
       const deletedAt = yield* catalogs.layerDeletedAt(catalogHrn, id)
       if (deletedAt !== undefined && now - deletedAt < DELETE_CREATE_GAP_MS) {
         warnings.push(
-          `layer '${id}' was deleted ${Math.round((now - deletedAt) / 1000)} s ago; separate deleting and creating a layer with the same id by 60 seconds`
+          `layer '${id}' was deleted ${
+            Math.round((now - deletedAt) / 1000)
+          } s ago; separate deleting and creating a layer with the same id by 60 seconds`
         )
       }
     }
@@ -77,6 +82,10 @@ export const recreateWarnings = (catalogHrn: string, layerIds: ReadonlyArray<str
 export const deleteWarnings = (layerId: string, created: string) => {
   const age = Date.now() - Date.parse(created)
   return Number.isFinite(age) && age < DELETE_CREATE_GAP_MS
-    ? [`layer '${layerId}' was created ${Math.round(age / 1000)} s ago; separate creating and deleting a layer with the same id by 60 seconds`]
+    ? [
+      `layer '${layerId}' was created ${
+        Math.round(age / 1000)
+      } s ago; separate creating and deleting a layer with the same id by 60 seconds`
+    ]
     : []
 }

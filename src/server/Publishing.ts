@@ -1,15 +1,15 @@
-import { createHash } from "node:crypto"
 import { Effect } from "effect"
+import { createHash } from "node:crypto"
 import { PARTITION_ID } from "../domain/Publish.ts"
 import { BlobFiles } from "./BlobFiles.ts"
-import { badRequest, conflict, notFound } from "./Reply.ts"
-import { applyAutomaticDeletion, Collector } from "./Versions.ts"
-import { contentEncodingOf } from "./Views.ts"
 import { BlobsRepo } from "./db/BlobsRepo.ts"
 import { type CatalogRow, CatalogsRepo, type LayerRow } from "./db/CatalogsRepo.ts"
 import { transaction } from "./db/Database.ts"
 import { type PublicationRow, PublicationsRepo, type StagedPartition } from "./db/PublicationsRepo.ts"
 import { VersionsRepo } from "./db/VersionsRepo.ts"
+import { badRequest, conflict, notFound } from "./Reply.ts"
+import { applyAutomaticDeletion, Collector } from "./Versions.ts"
+import { contentEncodingOf } from "./Views.ts"
 
 export { PARTITION_ID }
 
@@ -28,22 +28,38 @@ export const publicationView = (row: PublicationRow, catalog: CatalogRow) => ({
   catalogId: catalog.id,
   catalogVersion: row.catalog_version,
   layerIds: JSON.parse(row.layer_ids) as Array<string>,
-  details: { state: row.state, message: row.message, started: row.started, modified: row.modified, expires: row.expires }
+  details: {
+    state: row.state,
+    message: row.message,
+    started: row.started,
+    modified: row.modified,
+    expires: row.expires
+  }
 })
 
 /** Starts a publication; an older one of the same kind that was never submitted is cancelled, as on the platform. */
-export const initPublication = (catalog: CatalogRow, layers: ReadonlyArray<LayerRow>, appId: string, dependencies: unknown) =>
+export const initPublication = (
+  catalog: CatalogRow,
+  layers: ReadonlyArray<LayerRow>,
+  appId: string,
+  dependencies: unknown
+) =>
   Effect.gen(function*() {
     const publications = yield* PublicationsRepo
     const kinds = new Set(layers.map((l) => l.layer_type))
     if (kinds.size !== 1) return yield* badRequest("layerIds", "all layers of one publication must be of the same type")
     const kind = layers[0]!.layer_type
     if (kind !== "versioned" && kind !== "volatile") {
-      return yield* badRequest("layerIds", `layers of type ${kind} are not published through publications; publish versioned or volatile layers`)
+      return yield* badRequest(
+        "layerIds",
+        `layers of type ${kind} are not published through publications; publish versioned or volatile layers`
+      )
     }
     const now = Date.now()
     for (const active of yield* publications.active(catalog.hrn, kind)) {
-      if (active.state === "submitted") return yield* conflict("publication", `publication ${active.id} is still being processed`)
+      if (active.state === "submitted") {
+        return yield* conflict("publication", `publication ${active.id} is still being processed`)
+      }
       yield* publications.setState(active.id, "cancelled", "Publication was cancelled by a newer publication", now)
       yield* publications.deleteStaged(active.id)
     }
@@ -76,13 +92,20 @@ export interface IncomingPartition {
   readonly data?: string | undefined
 }
 
-export const stagePartitions = (publication: PublicationRow, layer: LayerRow, incoming: ReadonlyArray<IncomingPartition>) =>
+export const stagePartitions = (
+  publication: PublicationRow,
+  layer: LayerRow,
+  incoming: ReadonlyArray<IncomingPartition>
+) =>
   Effect.gen(function*() {
     const publications = yield* PublicationsRepo
     const blobs = yield* BlobsRepo
     const files = yield* BlobFiles
     if (publication.state !== "initialized") {
-      return yield* conflict("publication", `publication ${publication.id} is ${publication.state}; partitions can only be added while it is initialized`)
+      return yield* conflict(
+        "publication",
+        `publication ${publication.id} is ${publication.state}; partitions can only be added while it is initialized`
+      )
     }
     if (!(JSON.parse(publication.layer_ids) as Array<string>).includes(layer.id)) {
       return yield* badRequest("layer", `layer '${layer.id}' is not part of publication ${publication.id}`)
@@ -90,7 +113,10 @@ export const stagePartitions = (publication: PublicationRow, layer: LayerRow, in
     const staged: Array<StagedPartition> = []
     for (const p of incoming) {
       if (typeof p.partition !== "string" || !PARTITION_ID.test(p.partition)) {
-        return yield* badRequest("partition", `invalid partition id ${JSON.stringify(p.partition)}: use 1-500 characters of [A-Za-z0-9_-.:]`)
+        return yield* badRequest(
+          "partition",
+          `invalid partition id ${JSON.stringify(p.partition)}: use 1-500 characters of [A-Za-z0-9_-.:]`
+        )
       }
       let dataHandle = p.dataHandle
       if (p.data !== undefined) {
@@ -99,9 +125,14 @@ export const stagePartitions = (publication: PublicationRow, layer: LayerRow, in
         const stored = yield* files.put(bytes)
         yield* blobs.putBlob(layer.pk, dataHandle, stored.sha256, stored.size, contentEncodingOf(layer))
       }
-      if (dataHandle === undefined) return yield* badRequest("dataHandle", `partition '${p.partition}' has neither dataHandle nor data`)
+      if (dataHandle === undefined) {
+        return yield* badRequest("dataHandle", `partition '${p.partition}' has neither dataHandle nor data`)
+      }
       if (dataHandle !== "" && !DATA_HANDLE.test(dataHandle)) {
-        return yield* badRequest("dataHandle", `invalid data handle ${JSON.stringify(dataHandle)}: use 1-600 characters of [0-9a-zA-Z.-]`)
+        return yield* badRequest(
+          "dataHandle",
+          `invalid data handle ${JSON.stringify(dataHandle)}: use 1-600 characters of [0-9a-zA-Z.-]`
+        )
       }
       staged.push({
         layerPk: layer.pk,
@@ -128,7 +159,10 @@ export const submitPublication = (publication: PublicationRow) =>
     const versions = yield* VersionsRepo
     const publications = yield* PublicationsRepo
     if (publication.state !== "initialized") {
-      return yield* conflict("publication", `publication ${publication.id} is ${publication.state}; only an initialized publication can be submitted`)
+      return yield* conflict(
+        "publication",
+        `publication ${publication.id} is ${publication.state}; only an initialized publication can be submitted`
+      )
     }
     const now = Date.now()
     const committed = yield* transaction(
@@ -155,6 +189,8 @@ export const submitPublication = (publication: PublicationRow) =>
 export const publicationOf = (catalog: CatalogRow, id: string) =>
   Effect.gen(function*() {
     const row = yield* (yield* PublicationsRepo).byId(id)
-    if (row === undefined || row.catalog_hrn !== catalog.hrn) return yield* notFound("publicationId", `publication ${id} not found`)
+    if (row === undefined || row.catalog_hrn !== catalog.hrn) {
+      return yield* notFound("publicationId", `publication ${id} not found`)
+    }
     return row
   })

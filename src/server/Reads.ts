@@ -1,5 +1,5 @@
-import Database from "better-sqlite3"
 import * as SqlClient from "@effect/sql/SqlClient"
+import Database from "better-sqlite3"
 import { Context, Effect, Layer } from "effect"
 import type { BlobRow } from "./db/BlobsRepo.ts"
 import type { CatalogRow } from "./db/CatalogsRepo.ts"
@@ -24,13 +24,24 @@ export interface ReadsShape {
    */
   readonly consistent: <A>(read: () => A) => A
   /** One page of a listing, ordered by partition id, strictly after `after` and at most `upTo`. */
-  readonly partitionsPage: (layerPk: number, selection: Selection, after: string, upTo: string | null, limit: number) => ReadonlyArray<PartitionRow>
-  readonly partitionsByIds: (layerPk: number, selection: Selection, ids: ReadonlyArray<string>) => ReadonlyArray<PartitionRow>
+  readonly partitionsPage: (
+    layerPk: number,
+    selection: Selection,
+    after: string,
+    upTo: string | null,
+    limit: number
+  ) => ReadonlyArray<PartitionRow>
+  readonly partitionsByIds: (
+    layerPk: number,
+    selection: Selection,
+    ids: ReadonlyArray<string>
+  ) => ReadonlyArray<PartitionRow>
 }
 
 export class Reads extends Context.Tag("catalog-export/server/Reads")<Reads, ReadsShape>() {
   /** Opened once the database is migrated (Database.ts, hence the dependency), closed with the scope. */
-  static readonly layer = (filename: string): Layer.Layer<Reads, never, SqlClient.SqlClient> => Layer.scoped(Reads, make(filename))
+  static readonly layer = (filename: string): Layer.Layer<Reads, never, SqlClient.SqlClient> =>
+    Layer.scoped(Reads, make(filename))
 }
 
 /** A catalog as one application sees it, and optionally one of its layers, in one query. */
@@ -56,7 +67,15 @@ export interface BlobLocationRow extends BlobRow {
   readonly length: number | null
 }
 
-type BlobLocationTuple = readonly [string | null, number | null, string | null, number | null, number | null, number | null, number]
+type BlobLocationTuple = readonly [
+  string | null,
+  number | null,
+  string | null,
+  number | null,
+  number | null,
+  number | null,
+  number
+]
 
 export interface TokenRow {
   readonly app_id: string
@@ -69,7 +88,15 @@ export interface TokenRow {
  */
 export type PartitionRow = readonly [string, number, string, string | null, number | null, number | null, string | null]
 
-export const P = { partition: 0, vfrom: 1, dataHandle: 2, checksum: 3, dataSize: 4, compressedDataSize: 5, crc: 6 } as const
+export const P = {
+  partition: 0,
+  vfrom: 1,
+  dataHandle: 2,
+  checksum: 3,
+  dataSize: 4,
+  compressedDataSize: 5,
+  crc: 6
+} as const
 
 const PARTITION_COLUMNS = "partition, vfrom, data_handle, checksum, data_size, compressed_data_size, crc"
 
@@ -127,13 +154,19 @@ const make = (filename: string) =>
       (db) => Effect.sync(() => db.close())
     )
     const token = db.prepare<[string], TokenRow>("SELECT app_id, expires_at FROM tokens WHERE token_hash = ?")
-    const accessByHrn = db.prepare<[Record<string, string>], CatalogAccessRow>(`${ACCESS_SELECT} WHERE c.hrn = @nameOrId ORDER BY c.hrn LIMIT 1`)
-    const accessById = db.prepare<[Record<string, string>], CatalogAccessRow>(`${ACCESS_SELECT} WHERE c.id = @nameOrId ORDER BY c.hrn LIMIT 1`)
+    const accessByHrn = db.prepare<[Record<string, string>], CatalogAccessRow>(
+      `${ACCESS_SELECT} WHERE c.hrn = @nameOrId ORDER BY c.hrn LIMIT 1`
+    )
+    const accessById = db.prepare<[Record<string, string>], CatalogAccessRow>(
+      `${ACCESS_SELECT} WHERE c.id = @nameOrId ORDER BY c.hrn LIMIT 1`
+    )
     // One row whether or not the blob exists, with the data version of the same read transaction.
-    const blob = db.prepare<[number, string], BlobLocationTuple>(`SELECT b.sha256, b.size, b.content_encoding, c.pack, c.offset, c.length, d.data_version
+    const blob = db.prepare<[number, string], BlobLocationTuple>(
+      `SELECT b.sha256, b.size, b.content_encoding, c.pack, c.offset, c.length, d.data_version
       FROM pragma_data_version() d
       LEFT JOIN blobs b ON b.layer_pk = ? AND b.data_handle = ?
-      LEFT JOIN contents c ON c.sha256 = b.sha256`).raw(true)
+      LEFT JOIN contents c ON c.sha256 = b.sha256`
+    ).raw(true)
 
     // Access rows change only through writes on the other connection; `data_version` moves with each
     // commit there, so a cached row is used only while nothing at all was committed since it was read.

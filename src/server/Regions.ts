@@ -1,5 +1,13 @@
 import { Effect } from "effect"
-import { DEFAULT_REGION, regionOf, REPLICABLE_LAYER_TYPES, type Replication, type ReplicationRegion, SELECTABLE_REGIONS, US_WEST } from "../domain/Region.ts"
+import {
+  DEFAULT_REGION,
+  regionOf,
+  REPLICABLE_LAYER_TYPES,
+  type Replication,
+  type ReplicationRegion,
+  SELECTABLE_REGIONS,
+  US_WEST
+} from "../domain/Region.ts"
 import { badRequest, dataError } from "./Reply.ts"
 
 /**
@@ -11,7 +19,12 @@ import { badRequest, dataError } from "./Reply.ts"
 type Json = Record<string, any>
 
 const unknownRegion = (field: string, value: unknown) =>
-  badRequest(field, `unknown or unselectable region ${JSON.stringify(value)}: choose ${SELECTABLE_REGIONS.join(" or ")} (EU West or US West)`)
+  badRequest(
+    field,
+    `unknown or unselectable region ${JSON.stringify(value)}: choose ${
+      SELECTABLE_REGIONS.join(" or ")
+    } (EU West or US West)`
+  )
 
 /** The replication block a create request asks for, normalised to `{regions: [{id, role}]}` with the primary first. */
 export const replicationOfCreate = (body: Json) =>
@@ -22,10 +35,16 @@ export const replicationOfCreate = (body: Json) =>
       if (primary === undefined) return yield* unknownRegion("region", body.region)
     }
     const replication = body.replication
-    if (replication === undefined || (typeof replication === "object" && replication !== null && Object.keys(replication).length === 0)) {
+    if (
+      replication === undefined ||
+      (typeof replication === "object" && replication !== null && Object.keys(replication).length === 0)
+    ) {
       return { regions: [{ id: primary ?? DEFAULT_REGION, role: "primary" }] } satisfies Replication
     }
-    if (typeof replication !== "object" || replication === null || !Array.isArray(replication.regions) || replication.regions.length === 0) {
+    if (
+      typeof replication !== "object" || replication === null || !Array.isArray(replication.regions) ||
+      replication.regions.length === 0
+    ) {
       return yield* badRequest("replication.regions", "replication needs a non-empty array regions: [{id, role}]")
     }
     const regions: Array<ReplicationRegion> = []
@@ -36,14 +55,26 @@ export const replicationOfCreate = (body: Json) =>
       if (role !== "primary" && role !== "secondary") {
         return yield* badRequest(`replication.regions[${i}].role`, "role must be primary or secondary")
       }
-      if (regions.some((r) => r.id === id)) return yield* badRequest("replication.regions", `region ${id} is listed twice`)
+      if (regions.some((r) => r.id === id)) {
+        return yield* badRequest("replication.regions", `region ${id} is listed twice`)
+      }
       regions.push({ id, role })
     }
     const primaries = regions.filter((r) => r.role === "primary")
-    if (primaries.length !== 1) return yield* badRequest("replication.regions", "exactly one region must have the role primary")
-    if (regions.length > 2) return yield* badRequest("replication.regions", "a catalog has one primary and at most one secondary (backup) region")
+    if (primaries.length !== 1) {
+      return yield* badRequest("replication.regions", "exactly one region must have the role primary")
+    }
+    if (regions.length > 2) {
+      return yield* badRequest(
+        "replication.regions",
+        "a catalog has one primary and at most one secondary (backup) region"
+      )
+    }
     if (primary !== undefined && primaries[0]!.id !== primary) {
-      return yield* badRequest("region", `region ${primary} contradicts the primary region ${primaries[0]!.id} of replication`)
+      return yield* badRequest(
+        "region",
+        `region ${primary} contradicts the primary region ${primaries[0]!.id} of replication`
+      )
     }
     return { regions: [...primaries, ...regions.filter((r) => r.role === "secondary")] } satisfies Replication
   })
@@ -107,7 +138,9 @@ export const regionPrefix = (region: string): `/${string}` => `/regions/${region
 const IN_URL = new RegExp(`^/regions/(${SELECTABLE_REGIONS.join("|")})(?:[/?]|$)`)
 
 /** The region a request URL is addressed to (`/regions/<id>/...`), undefined for the unprefixed paths. */
-export const regionInUrl = (url: string): string | undefined => (url.startsWith("/regions/") ? IN_URL.exec(url)?.[1] : undefined)
+export const regionInUrl = (
+  url: string
+): string | undefined => (url.startsWith("/regions/") ? IN_URL.exec(url)?.[1] : undefined)
 
 /** Where a catalog's data lives: its primary region and, for a multi-region catalog, the secondary (backup) one. */
 export interface Placement {
@@ -117,7 +150,10 @@ export interface Placement {
 
 export const placementOf = (config: Json): Placement => {
   const regions = regionsOf(config)
-  return { primary: regions.find((r) => r.role === "primary")?.id ?? DEFAULT_REGION, secondary: regions.find((r) => r.role === "secondary")?.id }
+  return {
+    primary: regions.find((r) => r.role === "primary")?.id ?? DEFAULT_REGION,
+    secondary: regions.find((r) => r.role === "secondary")?.id
+  }
 }
 
 /** The other region of a multi-region catalog. */
@@ -150,5 +186,6 @@ export const versionedWritesBlockedBy = (placement: Placement, down: ReadonlySet
 export const versionedWritesRefused = (region: string) =>
   dataError(503, "Service Unavailable", [{
     name: "region",
-    error: `region ${region} of this multi-region catalog is unavailable: versioned layers take no new data until both regions are up (data published before stays readable)`
+    error:
+      `region ${region} of this multi-region catalog is unavailable: versioned layers take no new data until both regions are up (data published before stays readable)`
   }])

@@ -2,11 +2,11 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { Context, Effect, FiberSet, Layer } from "effect"
 import { SELECTABLE_REGIONS } from "../domain/Region.ts"
 import { BlobFiles } from "./BlobFiles.ts"
-import { otherRegion, type Placement } from "./Regions.ts"
 import { BlobsRepo } from "./db/BlobsRepo.ts"
 import { transaction } from "./db/Database.ts"
 import { type NewStreamMessage, StreamsRepo } from "./db/StreamsRepo.ts"
 import { VersionsRepo } from "./db/VersionsRepo.ts"
+import { otherRegion, type Placement } from "./Regions.ts"
 
 /**
  * The regions of the local service and the replication between the two replicas of a multi-region
@@ -64,7 +64,9 @@ export interface ReplicasOptions {
 }
 
 export class Replicas extends Context.Tag("catalog-export/server/Replicas")<Replicas, ReplicasShape>() {
-  static readonly layer = (options: ReplicasOptions): Layer.Layer<Replicas, never, VersionsRepo | BlobsRepo | StreamsRepo | BlobFiles | SqlClient.SqlClient> =>
+  static readonly layer = (
+    options: ReplicasOptions
+  ): Layer.Layer<Replicas, never, VersionsRepo | BlobsRepo | StreamsRepo | BlobFiles | SqlClient.SqlClient> =>
     Layer.scoped(Replicas, make(options))
 }
 
@@ -81,7 +83,8 @@ const make = (options: ReplicasOptions) =>
     const blobs = yield* BlobsRepo
     const streams = yield* StreamsRepo
     const sql = yield* SqlClient.SqlClient
-    const inTransaction = <A>(self: Effect.Effect<A>) => transaction(self).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+    const inTransaction = <A>(self: Effect.Effect<A>) =>
+      transaction(self).pipe(Effect.provideService(SqlClient.SqlClient, sql))
     const files = yield* BlobFiles
     const fibers = yield* FiberSet.make()
     const down = new Set(options.regionsDown)

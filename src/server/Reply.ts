@@ -31,7 +31,9 @@ export const json = (status: number, body: unknown, headers: Record<string, stri
 
 /** Logs a request's unexpected failure (a defect) and answers it with 500. */
 export const unexpectedFailure = (defect: unknown) =>
-  Effect.logError("local catalog service: unexpected failure", defect).pipe(Effect.as(json(500, { title: "Internal Server Error", status: 500 })))
+  Effect.logError("local catalog service: unexpected failure", defect).pipe(
+    Effect.as(json(500, { title: "Internal Server Error", status: 500 }))
+  )
 
 /**
  * The one place where a routed request's failure becomes its response: a Reply is its own
@@ -69,7 +71,9 @@ export const forbidden = (description = "These credentials do not authorize acce
 
 /** A byte range that cannot be served (blob reads, listing resumes). */
 export const rangeNotSatisfiable = (error: string, headers: Record<string, string> = {}) =>
-  new Reply({ response: json(416, { title: "Range Not Satisfiable", status: 416, detail: [{ name: "range", error }] }, headers) })
+  new Reply({
+    response: json(416, { title: "Range Not Satisfiable", status: 416, detail: [{ name: "range", error }] }, headers)
+  })
 
 /** The stream API's error body `{title, status, code, cause, action, correlationId}`. */
 export const streamError = (status: number, title: string, code: string, cause: string, action: string) => {
@@ -89,4 +93,6 @@ export const catalogForbidden = () =>
   })
 
 export const accountFailure = (httpStatus: number, errorCode: number, message: string) =>
-  new Reply({ response: json(httpStatus, accountError(httpStatus, errorCode, message, `ERROR-${crypto.randomUUID()}`)) })
+  new Reply({
+    response: json(httpStatus, accountError(httpStatus, errorCode, message, `ERROR-${crypto.randomUUID()}`))
+  })

@@ -14,8 +14,10 @@ export const json: Effect.Effect<unknown, Reply, HttpServerRequest.HttpServerReq
 ).pipe(Effect.catchAll(() => badRequest("body", "the request body is not valid JSON")))
 
 /** The JSON body decoded with `schema`; by default a mismatch answers 400 with the decoder's message. */
-export const decodeJson = <A, I>(schema: Schema.Schema<A, I>, invalid: (error: ParseResult.ParseError) => Reply = (e) => badRequest("body", e.message)) =>
-  Effect.flatMap(json, (raw) => Schema.decodeUnknown(schema)(raw).pipe(Effect.mapError(invalid)))
+export const decodeJson = <A, I>(
+  schema: Schema.Schema<A, I>,
+  invalid: (error: ParseResult.ParseError) => Reply = (e) => badRequest("body", e.message)
+) => Effect.flatMap(json, (raw) => Schema.decodeUnknown(schema)(raw).pipe(Effect.mapError(invalid)))
 
 /** The body's bytes. */
 export const bytes: Effect.Effect<Uint8Array, Reply, HttpServerRequest.HttpServerRequest> = Effect.flatMap(

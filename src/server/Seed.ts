@@ -1,18 +1,18 @@
+import { Effect } from "effect"
 import { createHash, randomBytes } from "node:crypto"
 import { gzipSync } from "node:zlib"
-import { Effect } from "effect"
 import * as HereTile from "../domain/HereTile.ts"
 import { BlobFiles } from "./BlobFiles.ts"
-import { SEED_DEFAULTS } from "./Defaults.ts"
-import { publishRoadsSchema, roadTileBundle, roadTileEncoder, ROADS_SCHEMA_HRN } from "./DemoRoads.ts"
-import { prng } from "./Faults.ts"
-import { initPublication, STAGE_BATCH, submitPublication } from "./Publishing.ts"
-import { contentEncodingOf } from "./Views.ts"
 import { type AppRow, AppsRepo } from "./db/AppsRepo.ts"
 import { BlobsRepo } from "./db/BlobsRepo.ts"
 import { CatalogsRepo, type LayerRow } from "./db/CatalogsRepo.ts"
 import { transaction } from "./db/Database.ts"
 import { PublicationsRepo, type StagedPartition } from "./db/PublicationsRepo.ts"
+import { SEED_DEFAULTS } from "./Defaults.ts"
+import { publishRoadsSchema, ROADS_SCHEMA_HRN, roadTileBundle, roadTileEncoder } from "./DemoRoads.ts"
+import { prng } from "./Faults.ts"
+import { initPublication, STAGE_BATCH, submitPublication } from "./Publishing.ts"
+import { contentEncodingOf } from "./Views.ts"
 
 /**
  * The demo seed: deterministic data (a seeded PRNG) that looks like a real catalog. Application keys
@@ -88,7 +88,13 @@ const createCatalog = (
     yield* catalogs.insertCatalog({ hrn, id, owner_app: owner.id, config: JSON.stringify(config), created })
     const rows: Array<LayerRow> = []
     for (const layer of layers) {
-      const row = { catalog_hrn: hrn, id: layer.id, layer_type: layer.layerType, config: JSON.stringify(layerConfig(layer.config)), created }
+      const row = {
+        catalog_hrn: hrn,
+        id: layer.id,
+        layer_type: layer.layerType,
+        config: JSON.stringify(layerConfig(layer.config)),
+        created
+      }
       rows.push({ ...row, pk: yield* catalogs.insertLayer(row) })
     }
     return rows
@@ -121,7 +127,9 @@ const placeBlob = (random: () => number, id: number, version: number, bytes: num
     lon: Number((CENTER.lon + (random() - 0.5)).toFixed(6)),
     pad: ""
   })
-  return new TextEncoder().encode(head.replace(`"pad":""`, `"pad":"${filler(random, Math.max(0, bytes - head.length))}"`))
+  return new TextEncoder().encode(
+    head.replace(`"pad":""`, `"pad":"${filler(random, Math.max(0, bytes - head.length))}"`)
+  )
 }
 
 const tileBlob = (random: () => number, tileId: number, version: number) => {
@@ -147,7 +155,11 @@ interface Content {
 }
 
 /** Stores blobs and stages their partitions in one publication, batch by batch. */
-const publishBatch = (publicationId: string, layer: LayerRow, items: ReadonlyArray<{ partition: string; handle: string; content?: Content }>) =>
+const publishBatch = (
+  publicationId: string,
+  layer: LayerRow,
+  items: ReadonlyArray<{ partition: string; handle: string; content?: Content }>
+) =>
   Effect.gen(function*() {
     const publications = yield* PublicationsRepo
     const blobs = yield* BlobsRepo
@@ -155,10 +167,22 @@ const publishBatch = (publicationId: string, layer: LayerRow, items: ReadonlyArr
     const gzip = contentEncodingOf(layer) === "gzip"
     const present = items.filter((item) => item.content !== undefined)
     const stored = yield* files.putMany(present.map((item) => item.content!.stored))
-    const written = present.map((item, i) => ({ handle: item.handle, sha256: stored[i]!.sha256, size: stored[i]!.size }))
+    const written = present.map((item, i) => ({
+      handle: item.handle,
+      sha256: stored[i]!.sha256,
+      size: stored[i]!.size
+    }))
     const staged: Array<StagedPartition> = items.map((item) => {
       if (item.content === undefined) {
-        return { layerPk: layer.pk, partition: item.partition, dataHandle: "", checksum: null, dataSize: null, compressedDataSize: null, crc: null }
+        return {
+          layerPk: layer.pk,
+          partition: item.partition,
+          dataHandle: "",
+          checksum: null,
+          dataSize: null,
+          compressedDataSize: null,
+          crc: null
+        }
       }
       const { bytes, stored } = item.content
       return {
@@ -187,7 +211,13 @@ interface LayerPlan {
   readonly random?: () => number
 }
 
-const evolve = (plans: ReadonlyArray<LayerPlan>, versions: number, shared: () => number, owner: AppRow, catalog: { hrn: string; id: string }) =>
+const evolve = (
+  plans: ReadonlyArray<LayerPlan>,
+  versions: number,
+  shared: () => number,
+  owner: AppRow,
+  catalog: { hrn: string; id: string }
+) =>
   Effect.gen(function*() {
     const catalogs = yield* CatalogsRepo
     const live = plans.map((p) => {
@@ -200,39 +230,44 @@ const evolve = (plans: ReadonlyArray<LayerPlan>, versions: number, shared: () =>
       const publication = yield* initPublication(current, plans.map((p) => p.layer), owner.id, []).pipe(Effect.orDie)
       // One transaction per version: SQLite commits once instead of once per batch.
       yield* transaction(Effect.gen(function*() {
-      for (const state of live) {
-        const { plan, bits } = state
-        const random = plan.random ?? shared
-        const changes: Array<{ partition: string; handle: string; content?: Content }> = []
-        const flush = Effect.suspend(() => {
-          const batch = changes.splice(0, changes.length)
-          return batch.length === 0 ? Effect.void : publishBatch(publication.id, plan.layer, batch)
-        })
-        const add = (n: number) => changes.push({ partition: plan.idOf(n), handle: handleFrom(random), content: plan.contentOf(random, n, version) })
-        if (version === 0) {
-          for (let n = 0; n < plan.initial; n++) {
-            add(n)
-            if (changes.length >= STAGE_BATCH) yield* flush
-          }
-        } else {
-          const touched = Math.max(1, Math.floor(state.next * 0.06))
-          for (let i = 0; i < touched; i++) {
-            const n = Math.floor(random() * state.next)
-            const roll = random()
-            if (bits[n] === 1 && roll < 0.15) {
-              bits[n] = 0
-              changes.push({ partition: plan.idOf(n), handle: "" })
-            } else if (bits[n] === 1) {
+        for (const state of live) {
+          const { plan, bits } = state
+          const random = plan.random ?? shared
+          const changes: Array<{ partition: string; handle: string; content?: Content }> = []
+          const flush = Effect.suspend(() => {
+            const batch = changes.splice(0, changes.length)
+            return batch.length === 0 ? Effect.void : publishBatch(publication.id, plan.layer, batch)
+          })
+          const add = (n: number) =>
+            changes.push({
+              partition: plan.idOf(n),
+              handle: handleFrom(random),
+              content: plan.contentOf(random, n, version)
+            })
+          if (version === 0) {
+            for (let n = 0; n < plan.initial; n++) {
               add(n)
-            } else if (state.next < plan.capacity && roll < 0.5) {
-              bits[state.next] = 1
-              add(state.next++)
+              if (changes.length >= STAGE_BATCH) yield* flush
             }
-            if (changes.length >= STAGE_BATCH) yield* flush
+          } else {
+            const touched = Math.max(1, Math.floor(state.next * 0.06))
+            for (let i = 0; i < touched; i++) {
+              const n = Math.floor(random() * state.next)
+              const roll = random()
+              if (bits[n] === 1 && roll < 0.15) {
+                bits[n] = 0
+                changes.push({ partition: plan.idOf(n), handle: "" })
+              } else if (bits[n] === 1) {
+                add(n)
+              } else if (state.next < plan.capacity && roll < 0.5) {
+                bits[state.next] = 1
+                add(state.next++)
+              }
+              if (changes.length >= STAGE_BATCH) yield* flush
+            }
           }
+          yield* flush
         }
-        yield* flush
-      }
       })).pipe(Effect.orDie)
       yield* submitPublication(publication)
     }
@@ -352,7 +387,10 @@ const seedDemo = (options: SeedOptions, demo: AppRow, other: AppRow) =>
       },
       random: prng(options.seed + 1)
     }
-    yield* evolve([tilesPlan, placesPlan, roadsPlan], Math.max(1, options.versions), random, demo, { hrn: DEMO_CATALOG, id: "demo" })
+    yield* evolve([tilesPlan, placesPlan, roadsPlan], Math.max(1, options.versions), random, demo, {
+      hrn: DEMO_CATALOG,
+      id: "demo"
+    })
 
     // The volatile layer: published twice, the second time overwriting part of the first.
     const segments = 100
@@ -360,8 +398,14 @@ const seedDemo = (options: SeedOptions, demo: AppRow, other: AppRow) =>
       const current = (yield* (yield* CatalogsRepo).catalog(DEMO_CATALOG))!
       const publication = yield* initPublication(current, [traffic!], demo.id, []).pipe(Effect.orDie)
       const items = Array.from({ length: round === 0 ? segments : segments / 4 }, (_, n) => {
-        const bytes = new TextEncoder().encode(JSON.stringify({ segment: `segment-${n}`, speedKmh: Math.round(10 + random() * 90), round }))
-        return { partition: `segment-${String(n).padStart(4, "0")}`, handle: `traffic-${n}-${round}`, content: { bytes, stored: bytes } }
+        const bytes = new TextEncoder().encode(
+          JSON.stringify({ segment: `segment-${n}`, speedKmh: Math.round(10 + random() * 90), round })
+        )
+        return {
+          partition: `segment-${String(n).padStart(4, "0")}`,
+          handle: `traffic-${n}-${round}`,
+          content: { bytes, stored: bytes }
+        }
       })
       yield* publishBatch(publication.id, traffic!, items)
       yield* submitPublication(publication)
@@ -373,12 +417,20 @@ const seedDemo = (options: SeedOptions, demo: AppRow, other: AppRow) =>
       "restricted",
       other,
       catalogConfig("Restricted catalog", "Owned by another application.", other),
-      [{ id: "private", layerType: "versioned", config: { name: "Private", contentType: "application/json", partitioning: { scheme: "generic" } } }]
+      [{
+        id: "private",
+        layerType: "versioned",
+        config: { name: "Private", contentType: "application/json", partitioning: { scheme: "generic" } }
+      }]
     )
     const restricted = (yield* (yield* CatalogsRepo).catalog(RESTRICTED_CATALOG))!
     const publication = yield* initPublication(restricted, [secret!], other.id, []).pipe(Effect.orDie)
     const bytes = new TextEncoder().encode(`{"secret":true}`)
-    yield* publishBatch(publication.id, secret!, [{ partition: "p1", handle: "restricted-1", content: { bytes, stored: bytes } }])
+    yield* publishBatch(publication.id, secret!, [{
+      partition: "p1",
+      handle: "restricted-1",
+      content: { bytes, stored: bytes }
+    }])
     yield* submitPublication(publication)
   })
 

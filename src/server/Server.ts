@@ -1,24 +1,24 @@
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import { Effect, Layer, Option } from "effect"
 import * as fs from "node:fs"
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Effect, Layer, Option } from "effect"
+import { SELECTABLE_REGIONS } from "../domain/Region.ts"
+import { ServedRegion } from "./Access.ts"
 import { AuthConfig, type AuthOptions, AuthState, tokenEndpoint } from "./Auth.ts"
 import { BlobFiles } from "./BlobFiles.ts"
 import * as Database from "./db/Database.ts"
 import * as Repositories from "./db/Repositories.ts"
 import * as FastPath from "./FastPath.ts"
 import * as Faults from "./Faults.ts"
-import { json, respond } from "./Reply.ts"
-import { SELECTABLE_REGIONS } from "../domain/Region.ts"
-import { ServedRegion } from "./Access.ts"
+import { Reads } from "./Reads.ts"
 import { regionInUrl, regionPrefix, regionUnavailable } from "./Regions.ts"
 import { Replicas } from "./Replicas.ts"
-import { Collector } from "./Versions.ts"
+import { json, respond } from "./Reply.ts"
 import * as ArtifactRoutes from "./routes/Artifact.ts"
 import * as BlobRoutes from "./routes/Blob.ts"
 import * as CatalogsRoutes from "./routes/Catalogs.ts"
@@ -32,8 +32,8 @@ import * as QueryRoutes from "./routes/Query.ts"
 import * as RegionsRoutes from "./routes/Regions.ts"
 import * as StreamRoutes from "./routes/Stream.ts"
 import * as SubscriptionsRoutes from "./routes/Subscriptions.ts"
-import { Reads } from "./Reads.ts"
 import { noSeed, seed, type SeedOptions } from "./Seed.ts"
+import { Collector } from "./Versions.ts"
 
 export interface ServiceOptions {
   readonly port: number
@@ -67,7 +67,15 @@ export const defaultServiceOptions: ServiceOptions = {
  * (and so does lookup without it for a multi-region catalog: its primary region's). Each copy knows
  * the region it serves; the unprefixed paths serve each catalog's primary region.
  */
-const catalogRoutes = HttpRouter.concatAll(MetadataRoutes.routes, QueryRoutes.routes, BlobRoutes.routes, PublishRoutes.routes, StreamRoutes.routes, IngestRoutes.routes, FeaturesRoutes.routes)
+const catalogRoutes = HttpRouter.concatAll(
+  MetadataRoutes.routes,
+  QueryRoutes.routes,
+  BlobRoutes.routes,
+  PublishRoutes.routes,
+  StreamRoutes.routes,
+  IngestRoutes.routes,
+  FeaturesRoutes.routes
+)
 
 /** Every route the service serves (exported so tests can probe each one, e.g. for authentication). */
 export const router = HttpRouter.concatAll(
@@ -95,7 +103,11 @@ const app = (maxBodyBytes: number) =>
     const request = yield* HttpServerRequest.HttpServerRequest
     const length = Number(request.headers["content-length"] ?? 0)
     if (length > maxBodyBytes) {
-      return json(413, { title: "Payload Too Large", status: 413, detail: [{ name: "body", error: `request bodies are limited to ${maxBodyBytes} bytes` }] })
+      return json(413, {
+        title: "Payload Too Large",
+        status: 413,
+        detail: [{ name: "body", error: `request bodies are limited to ${maxBodyBytes} bytes` }]
+      })
     }
     // A region that is down answers nothing else (the lean path likewise, FastPath.ts).
     const region = regionInUrl(request.url)
@@ -123,12 +135,21 @@ export const layer = (options: ServiceOptions) =>
   Layer.unwrapScoped(
     Effect.map(dataDirectory(options.dataDir), (dataDir) => {
       const filename = path.join(dataDir, "catalog.db")
-      const tables = Layer.mergeAll(Repositories.layer, BlobFiles.layer(dataDir), AuthConfig.layer(options.auth), AuthState.layer)
+      const tables = Layer.mergeAll(
+        Repositories.layer,
+        BlobFiles.layer(dataDir),
+        AuthConfig.layer(options.auth),
+        AuthState.layer
+      )
       const replicas = Replicas.layer({ regionsDown: options.regionsDown, delayMs: options.replicationDelayMs })
-      const storage = Layer.provideMerge(Layer.merge(replicas, Collector.layer), tables).pipe(Layer.provideMerge(Database.layer(filename)))
+      const storage = Layer.provideMerge(Layer.merge(replicas, Collector.layer), tables).pipe(
+        Layer.provideMerge(Database.layer(filename))
+      )
       const seeded = Layer.effectDiscard(seed(options.seed ?? noSeed))
       const faults = Faults.isActive(options.faults) ? Faults.injector(options.faults) : undefined
-      const limited = app(options.maxBodyBytes).pipe(HttpIncomingMessage.withMaxBodySize(Option.some(options.maxBodyBytes)))
+      const limited = app(options.maxBodyBytes).pipe(
+        HttpIncomingMessage.withMaxBodySize(Option.some(options.maxBodyBytes))
+      )
       const served = faults === undefined ? limited : Faults.middleware(faults)(limited)
       const server = createServer()
       const handled = Layer.scopedDiscard(
@@ -145,7 +166,10 @@ export const layer = (options: ServiceOptions) =>
       return handled.pipe(
         Layer.provide(seeded),
         Layer.provideMerge(Layer.provideMerge(Reads.layer(filename), storage)),
-        Layer.provideMerge(Layer.merge(NodeHttpServer.layerServer(() => server, { port: options.port, host: options.host }), NodeHttpServer.layerContext))
+        Layer.provideMerge(Layer.merge(
+          NodeHttpServer.layerServer(() => server, { port: options.port, host: options.host }),
+          NodeHttpServer.layerContext
+        ))
       )
     })
   )

@@ -30,7 +30,10 @@ export const raiseMinimum = (catalogHrn: string, version: number) =>
           )
         }
         if (version < catalog.min_version) {
-          return yield* badRequest("version", `Invalid version: the minimum version is ${catalog.min_version} and cannot be lowered`)
+          return yield* badRequest(
+            "version",
+            `Invalid version: the minimum version is ${catalog.min_version} and cannot be lowered`
+          )
         }
         if (version === catalog.min_version) return false
         yield* catalogs.setVersions(catalog.hrn, catalog.latest_version, version)
@@ -69,16 +72,17 @@ const collect = (catalogHrn: string) =>
 export class Collector extends Context.Tag("catalog-export/server/Collector")<Collector, {
   readonly start: (catalogHrn: string) => Effect.Effect<void>
 }>() {
-  static readonly layer: Layer.Layer<Collector, never, CatalogsRepo | VersionsRepo | BlobFiles | SqlClient.SqlClient> = Layer.scoped(
-    Collector,
-    Effect.gen(function*() {
-      const fibers = yield* FiberSet.make()
-      const context = yield* Effect.context<CatalogsRepo | VersionsRepo | BlobFiles | SqlClient.SqlClient>()
-      return Collector.of({
-        start: (catalogHrn) => Effect.asVoid(FiberSet.run(fibers, Effect.provide(collect(catalogHrn), context)))
+  static readonly layer: Layer.Layer<Collector, never, CatalogsRepo | VersionsRepo | BlobFiles | SqlClient.SqlClient> =
+    Layer.scoped(
+      Collector,
+      Effect.gen(function*() {
+        const fibers = yield* FiberSet.make()
+        const context = yield* Effect.context<CatalogsRepo | VersionsRepo | BlobFiles | SqlClient.SqlClient>()
+        return Collector.of({
+          start: (catalogHrn) => Effect.asVoid(FiberSet.run(fibers, Effect.provide(collect(catalogHrn), context)))
+        })
       })
-    })
-  )
+    )
 }
 
 /**

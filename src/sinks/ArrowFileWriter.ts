@@ -1,6 +1,8 @@
 import {
   AsyncByteQueue,
   Binary,
+  type Data,
+  type DataType,
   Field,
   Float64,
   Int32,
@@ -10,9 +12,7 @@ import {
   RecordBatchFileWriter,
   Schema,
   Struct,
-  Utf8,
-  type Data,
-  type DataType
+  Utf8
 } from "apache-arrow"
 import type { ByteOutput } from "./FileOutput.ts"
 import { FormatWriter, type FormatWriterOptions } from "./FormatWriter.ts"
@@ -46,7 +46,9 @@ const arrowSchema = (heretile: boolean, metadata: Readonly<Record<string, string
   ]
   if (heretile) {
     for (const name of ["tile_level", "tile_x", "tile_y"]) fields.push(new Field(name, new Int32(), true))
-    for (const name of ["tile_west", "tile_south", "tile_east", "tile_north"]) fields.push(new Field(name, new Float64(), true))
+    for (const name of ["tile_west", "tile_south", "tile_east", "tile_north"]) {
+      fields.push(new Field(name, new Float64(), true))
+    }
   }
   return new Schema(fields, new Map(Object.entries(metadata)))
 }
@@ -79,7 +81,9 @@ const variableWidth = (column: string, values: ReadonlyArray<Uint8Array | null>)
   values.forEach((value, i) => {
     total += value?.byteLength ?? 0
     if (total > MAX_BATCH_COLUMN_BYTES) {
-      throw new RangeError(`column ${column}: a record batch cannot hold more than 2 GiB in one column; lower rowGroupBytes`)
+      throw new RangeError(
+        `column ${column}: a record batch cannot hold more than 2 GiB in one column; lower rowGroupBytes`
+      )
     }
     valueOffsets[i + 1] = total
   })
@@ -115,10 +119,20 @@ const int64 = (values: ReadonlyArray<bigint | number | null>): Data<Int64> =>
   })
 
 const int32 = (values: ReadonlyArray<number | null>): Data<Int32> =>
-  makeData({ type: new Int32(), length: values.length, ...validity(values), data: fill(new Int32Array(values.length), values) })
+  makeData({
+    type: new Int32(),
+    length: values.length,
+    ...validity(values),
+    data: fill(new Int32Array(values.length), values)
+  })
 
 const float64 = (values: ReadonlyArray<number | null>): Data<Float64> =>
-  makeData({ type: new Float64(), length: values.length, ...validity(values), data: fill(new Float64Array(values.length), values) })
+  makeData({
+    type: new Float64(),
+    length: values.length,
+    ...validity(values),
+    data: fill(new Float64Array(values.length), values)
+  })
 
 const recordBatch = (schema: Schema, rows: ReadonlyArray<Slice>, heretile: boolean): RecordBatch => {
   const partitions = gather(rows, (b, i) => b.partition[i]!)
@@ -132,7 +146,15 @@ const recordBatch = (schema: Schema, rows: ReadonlyArray<Slice>, heretile: boole
   ]
   if (heretile) {
     const tiles = tileColumns(partitions)
-    children.push(int32(tiles.level), int32(tiles.x), int32(tiles.y), float64(tiles.west), float64(tiles.south), float64(tiles.east), float64(tiles.north))
+    children.push(
+      int32(tiles.level),
+      int32(tiles.x),
+      int32(tiles.y),
+      float64(tiles.west),
+      float64(tiles.south),
+      float64(tiles.east),
+      float64(tiles.north)
+    )
   }
   const struct = makeData({ type: new Struct(schema.fields), length: partitions.length, nullCount: 0, children })
   return new RecordBatch(schema, struct)

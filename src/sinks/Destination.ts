@@ -1,10 +1,20 @@
+import { Effect, Option } from "effect"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs/promises"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Effect, Option } from "effect"
 import type { CompletedFile } from "./Files.ts"
-import { describeStoreFailure, formatStoreUrl, isObjectStore, joinKey, parseStoreUrl, s3Client, s3Sdk, schemeOf, type StoreUrl } from "./ObjectStore.ts"
+import {
+  describeStoreFailure,
+  formatStoreUrl,
+  isObjectStore,
+  joinKey,
+  parseStoreUrl,
+  s3Client,
+  s3Sdk,
+  schemeOf,
+  type StoreUrl
+} from "./ObjectStore.ts"
 import { fromCause, SinkError } from "./SinkError.ts"
 
 /**
@@ -55,12 +65,23 @@ export const invalidDestination = (spec: string, why: string) =>
 /** The destination `spec` names: a local path (or `file://` URL), or `s3://bucket/prefix`. */
 export const destination = (spec: string): Effect.Effect<Destination, SinkError> => {
   const scheme = schemeOf(spec)
-  if (scheme === undefined) return Effect.succeed(local(spec.startsWith("file://") ? new URL(spec).pathname : spec, spec))
+  if (scheme === undefined) {
+    return Effect.succeed(local(spec.startsWith("file://") ? new URL(spec).pathname : spec, spec))
+  }
   if (scheme !== "s3") {
-    return Effect.fail(invalidDestination(spec, `uses ${scheme}://, which this version cannot use; give a local directory or an s3://bucket/prefix URL (S3-compatible stores such as GCS, MinIO or R2 through AWS_ENDPOINT_URL_S3).`))
+    return Effect.fail(
+      invalidDestination(
+        spec,
+        `uses ${scheme}://, which this version cannot use; give a local directory or an s3://bucket/prefix URL (S3-compatible stores such as GCS, MinIO or R2 through AWS_ENDPOINT_URL_S3).`
+      )
+    )
   }
   const url = parseStoreUrl(spec)
-  if (url === undefined) return Effect.fail(invalidDestination(spec, "is not a valid s3://bucket/prefix URL; check the bucket name and the prefix."))
+  if (url === undefined) {
+    return Effect.fail(
+      invalidDestination(spec, "is not a valid s3://bucket/prefix URL; check the bucket name and the prefix.")
+    )
+  }
   return Effect.map(Effect.promise(() => s3Client()), (client) => store(spec, url, client))
 }
 
@@ -81,12 +102,14 @@ export const publish = (dir: string, file: CompletedFile): Effect.Effect<string 
       return storeRequest(location, "complete the upload of", async () => {
         const { CompleteMultipartUploadCommand } = await s3Sdk()
         const client = await s3Client()
-        const done = await client.send(new CompleteMultipartUploadCommand({
-          Bucket: url.bucket,
-          Key: joinKey(url.prefix, file.path),
-          UploadId: landing.uploadId,
-          MultipartUpload: { Parts: [...landing.parts] }
-        }))
+        const done = await client.send(
+          new CompleteMultipartUploadCommand({
+            Bucket: url.bucket,
+            Key: joinKey(url.prefix, file.path),
+            UploadId: landing.uploadId,
+            MultipartUpload: { Parts: [...landing.parts] }
+          })
+        )
         return done.ETag
       })
     }
@@ -94,7 +117,10 @@ export const publish = (dir: string, file: CompletedFile): Effect.Effect<string 
 }
 
 const storeRequest = <A>(location: string, doing: string, run: () => Promise<A>): Effect.Effect<A, SinkError> =>
-  Effect.tryPromise({ try: run, catch: (cause) => new SinkError({ ...describeStoreFailure(location, doing, cause), cause }) })
+  Effect.tryPromise({
+    try: run,
+    catch: (cause) => new SinkError({ ...describeStoreFailure(location, doing, cause), cause })
+  })
 
 const errnoCode = (e: unknown) => (e as NodeJS.ErrnoException)?.code
 
@@ -133,7 +159,15 @@ const local = (root: string, name: string): Destination => {
     remote: false,
     at,
     read: (key) =>
-      attempt(key, "read", () => fs.readFile(at(key), "utf8").then(Option.some, (e) => (errnoCode(e) === "ENOENT" || errnoCode(e) === "ENOTDIR" ? Option.none() : Promise.reject(e)))),
+      attempt(
+        key,
+        "read",
+        () =>
+          fs.readFile(at(key), "utf8").then(
+            Option.some,
+            (e) => (errnoCode(e) === "ENOENT" || errnoCode(e) === "ENOTDIR" ? Option.none() : Promise.reject(e))
+          )
+      ),
     write: (key, text) =>
       attempt(key, "write", async () => {
         const file = at(key)
@@ -164,7 +198,9 @@ const local = (root: string, name: string): Destination => {
         )),
     list: (dir) =>
       attempt(dir, "list", async () => {
-        const entries = await fs.readdir(at(dir), { withFileTypes: true }).catch((e) => (errnoCode(e) === "ENOENT" || errnoCode(e) === "ENOTDIR" ? [] : Promise.reject(e)))
+        const entries = await fs.readdir(at(dir), { withFileTypes: true }).catch((
+          e
+        ) => (errnoCode(e) === "ENOENT" || errnoCode(e) === "ENOTDIR" ? [] : Promise.reject(e)))
         const listed: Array<Entry> = []
         for (const entry of entries) {
           if (entry.isDirectory()) listed.push({ name: entry.name, dir: true, size: 0 })
@@ -175,7 +211,12 @@ const local = (root: string, name: string): Destination => {
         }
         return listed
       }),
-    remove: (keys) => attempt(keys[0] ?? "", "remove", async () => void (await Promise.all(keys.map((key) => fs.rm(at(key), { force: true }))))),
+    remove: (keys) =>
+      attempt(
+        keys[0] ?? "",
+        "remove",
+        async () => void (await Promise.all(keys.map((key) => fs.rm(at(key), { force: true }))))
+      ),
     removeAll: (dir) => attempt(dir, "remove", () => fs.rm(at(dir), { recursive: true, force: true })),
     abortUploads: () => Effect.succeed(0),
     pruneEmpty: (dir) =>
@@ -197,14 +238,21 @@ const store = (name: string, url: StoreUrl, client: S3): Destination => {
   const Bucket = url.bucket
   const isMissing = (e: unknown) => {
     const code = (e as { name?: string; Code?: string })?.Code ?? (e as { name?: string })?.name
-    return code === "NoSuchKey" || code === "NotFound" || ((e as { $metadata?: { httpStatusCode?: number } })?.$metadata?.httpStatusCode === 404 && code !== "NoSuchBucket")
+    return code === "NoSuchKey" || code === "NotFound" ||
+      ((e as { $metadata?: { httpStatusCode?: number } })?.$metadata?.httpStatusCode === 404 && code !== "NoSuchBucket")
   }
   /** Every object below `dir` (recursively), page by page. */
   const everything = async (dir: string, each: (keys: ReadonlyArray<string>) => Promise<void>) => {
     const { ListObjectsV2Command } = await sdk()
     let ContinuationToken: string | undefined
     do {
-      const page = await client.send(new ListObjectsV2Command({ Bucket, Prefix: `${key(dir)}/`, ...(ContinuationToken === undefined ? {} : { ContinuationToken }) }))
+      const page = await client.send(
+        new ListObjectsV2Command({
+          Bucket,
+          Prefix: `${key(dir)}/`,
+          ...(ContinuationToken === undefined ? {} : { ContinuationToken })
+        })
+      )
       const keys = (page.Contents ?? []).map((o) => o.Key!).filter((k) => k !== undefined)
       if (keys.length > 0) await each(keys)
       ContinuationToken = page.IsTruncated === true ? page.NextContinuationToken : undefined
@@ -213,9 +261,16 @@ const store = (name: string, url: StoreUrl, client: S3): Destination => {
   const deleteKeys = async (keys: ReadonlyArray<string>) => {
     const { DeleteObjectsCommand } = await sdk()
     for (let i = 0; i < keys.length; i += 1000) {
-      const done = await client.send(new DeleteObjectsCommand({ Bucket, Delete: { Objects: keys.slice(i, i + 1000).map((Key) => ({ Key })), Quiet: true } }))
+      const done = await client.send(
+        new DeleteObjectsCommand({
+          Bucket,
+          Delete: { Objects: keys.slice(i, i + 1000).map((Key) => ({ Key })), Quiet: true }
+        })
+      )
       const failed = done.Errors?.[0]
-      if (failed !== undefined) throw Object.assign(new Error(failed.Message ?? "delete failed"), { name: failed.Code ?? "Error" })
+      if (failed !== undefined) {
+        throw Object.assign(new Error(failed.Message ?? "delete failed"), { name: failed.Code ?? "Error" })
+      }
     }
   }
   return {
@@ -243,7 +298,12 @@ const store = (name: string, url: StoreUrl, client: S3): Destination => {
         const { HeadObjectCommand } = await sdk()
         try {
           const head = await client.send(new HeadObjectCommand({ Bucket, Key: key(k) }))
-          return Option.some<Entry>({ name: k.slice(k.lastIndexOf("/") + 1), dir: false, size: head.ContentLength ?? 0, etag: head.ETag })
+          return Option.some<Entry>({
+            name: k.slice(k.lastIndexOf("/") + 1),
+            dir: false,
+            size: head.ContentLength ?? 0,
+            etag: head.ETag
+          })
         } catch (e) {
           if (isMissing(e)) return Option.none<Entry>()
           throw e
@@ -256,14 +316,26 @@ const store = (name: string, url: StoreUrl, client: S3): Destination => {
         const listed: Array<Entry> = []
         let ContinuationToken: string | undefined
         do {
-          const page = await client.send(new ListObjectsV2Command({ Bucket, Prefix: prefix, Delimiter: "/", ...(ContinuationToken === undefined ? {} : { ContinuationToken }) }))
-          for (const p of page.CommonPrefixes ?? []) listed.push({ name: p.Prefix!.slice(prefix.length).replace(/\/$/, ""), dir: true, size: 0 })
-          for (const o of page.Contents ?? []) listed.push({ name: o.Key!.slice(prefix.length), dir: false, size: o.Size ?? 0, etag: o.ETag })
+          const page = await client.send(
+            new ListObjectsV2Command({
+              Bucket,
+              Prefix: prefix,
+              Delimiter: "/",
+              ...(ContinuationToken === undefined ? {} : { ContinuationToken })
+            })
+          )
+          for (const p of page.CommonPrefixes ?? []) {
+            listed.push({ name: p.Prefix!.slice(prefix.length).replace(/\/$/, ""), dir: true, size: 0 })
+          }
+          for (const o of page.Contents ?? []) {
+            listed.push({ name: o.Key!.slice(prefix.length), dir: false, size: o.Size ?? 0, etag: o.ETag })
+          }
           ContinuationToken = page.IsTruncated === true ? page.NextContinuationToken : undefined
         } while (ContinuationToken !== undefined)
         return listed.filter((e) => e.name !== "")
       }),
-    remove: (keys) => keys.length === 0 ? Effect.void : storeRequest(at(keys[0]!), "remove", () => deleteKeys(keys.map(key))),
+    remove: (keys) =>
+      keys.length === 0 ? Effect.void : storeRequest(at(keys[0]!), "remove", () => deleteKeys(keys.map(key))),
     removeAll: (dir) => storeRequest(at(dir), "remove", () => everything(dir, deleteKeys)),
     abortUploads: (dir) =>
       storeRequest(at(dir), "abort the unfinished uploads below", async () => {
@@ -272,7 +344,13 @@ const store = (name: string, url: StoreUrl, client: S3): Destination => {
         let KeyMarker: string | undefined
         let UploadIdMarker: string | undefined
         do {
-          const page = await client.send(new ListMultipartUploadsCommand({ Bucket, Prefix: `${key(dir)}/`, ...(KeyMarker === undefined ? {} : { KeyMarker, UploadIdMarker }) })).catch((e) => {
+          const page = await client.send(
+            new ListMultipartUploadsCommand({
+              Bucket,
+              Prefix: `${key(dir)}/`,
+              ...(KeyMarker === undefined ? {} : { KeyMarker, UploadIdMarker })
+            })
+          ).catch((e) => {
             // A store without the listing (some S3 look-alikes): the bucket's lifecycle rule has to do it.
             const code = (e as { name?: string; Code?: string })?.Code ?? (e as { name?: string })?.name
             if (code === "NotImplemented" || code === "MethodNotAllowed") return undefined

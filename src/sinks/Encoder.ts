@@ -100,11 +100,19 @@ const threadEncoder = Effect.gen(function*() {
       Effect.suspend(() => {
         const current = thread ??= new EncoderThread()
         const id = current.nextId++
-        return Effect.as(current.request<void>({ op: "open", id, settings }), {
-          add: (batch) => current.request<void>({ op: "add", id, batch }, [batch.data.buffer, batch.dataOffsets.buffer, batch.dataNull.buffer]),
-          complete: current.request<Completed>({ op: "complete", id }),
-          abandon: Effect.ignore(current.request<void>({ op: "abandon", id }))
-        } satisfies EncoderSession)
+        return Effect.as(
+          current.request<void>({ op: "open", id, settings }),
+          {
+            add: (batch) =>
+              current.request<void>({ op: "add", id, batch }, [
+                batch.data.buffer,
+                batch.dataOffsets.buffer,
+                batch.dataNull.buffer
+              ]),
+            complete: current.request<Completed>({ op: "complete", id }),
+            abandon: Effect.ignore(current.request<void>({ op: "abandon", id }))
+          } satisfies EncoderSession
+        )
       })
   } satisfies EncoderShape
 })
@@ -162,7 +170,11 @@ class EncoderThread {
       resume?.(reply)
     })
     const stop = (reason: string) => {
-      this.stopped ??= new SinkError({ path: "", reason: "Encode", message: `The encoder thread stopped: ${reason}. Run the export again; if it recurs, report it.` })
+      this.stopped ??= new SinkError({
+        path: "",
+        reason: "Encode",
+        message: `The encoder thread stopped: ${reason}. Run the export again; if it recurs, report it.`
+      })
       for (const resume of this.waiting.values()) resume({ seq: -1, ok: false, error: this.stopped })
       this.waiting.clear()
     }
@@ -170,7 +182,10 @@ class EncoderThread {
     this.worker.on("exit", (code) => stop(`exit code ${code}`))
   }
 
-  request<A>(message: EncoderRequest, transfer: ReadonlyArray<ArrayBuffer | SharedArrayBuffer> = []): Effect.Effect<A, EncoderError> {
+  request<A>(
+    message: EncoderRequest,
+    transfer: ReadonlyArray<ArrayBuffer | SharedArrayBuffer> = []
+  ): Effect.Effect<A, EncoderError> {
     return Effect.async<A, EncoderError>((resume) => {
       if (this.stopped !== undefined) return resume(Effect.fail(this.stopped))
       const seq = this.nextSeq++
@@ -179,8 +194,7 @@ class EncoderThread {
           reply.ok
             ? Effect.succeed(reply.value as A)
             : Effect.fail("undecodable" in reply ? DecodeError.of(reply.undecodable) : new SinkError(reply.error))
-        )
-      )
+        ))
       this.worker.ref()
       this.worker.postMessage({ ...message, seq }, transfer as Array<ArrayBuffer>)
     })

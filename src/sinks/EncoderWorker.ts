@@ -13,7 +13,11 @@ const handle = async (request: EncoderRequest): Promise<unknown> => {
   switch (request.op) {
     case "open": {
       const { settings } = request
-      const [writers, outputs, backlog] = await Promise.all([loadWriters(settings), loadOutputs(settings.dir), loadBacklog(settings.dir)])
+      const [writers, outputs, backlog] = await Promise.all([
+        loadWriters(settings),
+        loadOutputs(settings.dir),
+        loadBacklog(settings.dir)
+      ])
       backlogs.set(request.id, backlog)
       return files.open(request.id, settings, writers, outputs)
     }

@@ -24,7 +24,11 @@ export interface ByteOutput {
  */
 export type Landing =
   | { readonly _tag: "Partial"; readonly partialPath: string }
-  | { readonly _tag: "Upload"; readonly uploadId: string; readonly parts: ReadonlyArray<{ readonly PartNumber: number; readonly ETag: string }> }
+  | {
+    readonly _tag: "Upload"
+    readonly uploadId: string
+    readonly parts: ReadonlyArray<{ readonly PartNumber: number; readonly ETag: string }>
+  }
   | { readonly _tag: "Stored"; readonly etag: string | undefined }
 
 /**

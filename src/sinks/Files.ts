@@ -1,11 +1,11 @@
 import * as path from "node:path"
-import { type ByteOutput, FileOutput, type Landing } from "./FileOutput.ts"
 import type { DecodeCounts, DecodeSettings } from "../decode/Decoder.ts"
 import { UndecodableBlob } from "../decode/Shared.ts"
+import { type ByteOutput, FileOutput, type Landing } from "./FileOutput.ts"
 import type { FormatWriter, FormatWriterOptions } from "./FormatWriter.ts"
 import { isObjectStore, joinKey, parseStoreUrl, s3Client } from "./ObjectStore.ts"
 import { parquetCodec, type ParquetCompression } from "./ParquetCodecs.ts"
-import { rowBytes, type RowBatch } from "./RowBatch.ts"
+import { type RowBatch, rowBytes } from "./RowBatch.ts"
 import { describeSinkFailure, SinkFailure } from "./SinkFailure.ts"
 import type { FileFormat, RecordedFile } from "./WrittenFile.ts"
 
@@ -30,7 +30,6 @@ export interface Settings {
   /** Decode the blobs into columns (`--decode`); absent: the raw columns. */
   readonly decode?: DecodeSettings | undefined
 }
-
 
 /** Makes the output of the file `name` (relative to `dir`). */
 export type OutputFactory = (name: string) => ByteOutput
@@ -71,7 +70,8 @@ export const loadWriters = async (settings: Pick<Settings, "formats" | "decode">
   const factories: Writers["factories"] = {}
   if (formats.includes("parquet")) {
     const { ParquetFileWriter } = await import("./ParquetFileWriter.ts")
-    factories.parquet = (options, compression) => new ParquetFileWriter({ ...options, codec: parquetCodec(compression) })
+    factories.parquet = (options, compression) =>
+      new ParquetFileWriter({ ...options, codec: parquetCodec(compression) })
   }
   if (formats.includes("arrow")) {
     const { ArrowFileWriter } = await import("./ArrowFileWriter.ts")
@@ -193,7 +193,9 @@ export class Files {
    * `outputs` from `loadOutputs(settings.dir)`.
    */
   constructor(settings: Settings, private readonly writers: Writers, outputs: OutputFactory) {
-    this.rollers = settings.formats.map((format) => new FileRoller(format, settings, writers.factories[format]!, outputs))
+    this.rollers = settings.formats.map((format) =>
+      new FileRoller(format, settings, writers.factories[format]!, outputs)
+    )
     for (const roller of this.rollers) this.attempt(roller, "create", () => roller.start())
   }
 
@@ -225,7 +227,11 @@ export class Files {
     for (const { output, ...file } of closed) {
       try {
         const landing = await output.settle()
-        files.push({ ...file, landing, ...(landing._tag === "Stored" && landing.etag !== undefined ? { etag: landing.etag } : {}) })
+        files.push({
+          ...file,
+          landing,
+          ...(landing._tag === "Stored" && landing.etag !== undefined ? { etag: landing.etag } : {})
+        })
       } catch (cause) {
         const { path, reason, message } = describeSinkFailure(output.path, "complete", cause)
         throw this.failure = new SinkFailure(path, reason, message)

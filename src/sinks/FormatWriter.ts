@@ -1,6 +1,6 @@
 import { type ByteOutput, FileOutput } from "./FileOutput.ts"
 import { checkRows, type Slice } from "./Row.ts"
-import { rowBytes, type RowBatch } from "./RowBatch.ts"
+import { type RowBatch, rowBytes } from "./RowBatch.ts"
 
 export interface FormatWriterOptions {
   readonly path: string

@@ -40,10 +40,14 @@ export const parseStoreUrl = (location: string): StoreUrl | undefined => {
   return { bucket, prefix }
 }
 
-export const formatStoreUrl = (url: StoreUrl): string => `s3://${url.bucket}${url.prefix === "" ? "" : `/${url.prefix}`}`
+export const formatStoreUrl = (url: StoreUrl): string =>
+  `s3://${url.bucket}${url.prefix === "" ? "" : `/${url.prefix}`}`
 
 /** The key of `name` below `prefix`. */
-export const joinKey = (prefix: string, name: string): string => (prefix === "" ? name : name === "" ? prefix : `${prefix}/${name}`)
+export const joinKey = (
+  prefix: string,
+  name: string
+): string => (prefix === "" ? name : name === "" ? prefix : `${prefix}/${name}`)
 
 type Sdk = typeof import("@aws-sdk/client-s3")
 
@@ -85,35 +89,72 @@ const AUTH_CODES = new Set([
   "AllAccessDisabled",
   "CredentialsProviderError"
 ])
-const NETWORK_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "EPIPE", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "TimeoutError", "RequestTimeout"])
+const NETWORK_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "EPIPE",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EHOSTUNREACH",
+  "TimeoutError",
+  "RequestTimeout"
+])
 
 /** Describes a failed store request on `location` (`doing`: "upload", "read", "list", ...). Never names a secret. */
 export const describeStoreFailure = (location: string, doing: string, cause: unknown): SinkFailureFields => {
-  const e = cause as { name?: string; Code?: string; code?: string; message?: string; $metadata?: { httpStatusCode?: number } }
+  const e = cause as {
+    name?: string
+    Code?: string
+    code?: string
+    message?: string
+    $metadata?: { httpStatusCode?: number }
+  }
   const code = e?.Code ?? e?.name ?? e?.code ?? "Error"
   const status = e?.$metadata?.httpStatusCode
   const text = typeof e?.message === "string" && e.message !== "" && e.message !== "UnknownError" ? e.message : code
   const bucket = /^s3:\/\/[^/]+/.exec(location)?.[0] ?? location
   if (code === "NoSuchBucket") {
-    return { path: location, reason: "NoSuchBucket", message: `Cannot ${doing} ${location}: the bucket ${bucket} does not exist (NoSuchBucket). Check the bucket name in --out (and AWS_REGION or the endpoint), or create the bucket.` }
+    return {
+      path: location,
+      reason: "NoSuchBucket",
+      message:
+        `Cannot ${doing} ${location}: the bucket ${bucket} does not exist (NoSuchBucket). Check the bucket name in --out (and AWS_REGION or the endpoint), or create the bucket.`
+    }
   }
   if (AUTH_CODES.has(code) || status === 401 || status === 403 || /credential/i.test(code)) {
     return {
       path: location,
       reason: "AccessDenied",
-      message: `Cannot ${doing} ${location}: the store refused the credentials or the permission (${code}${status === undefined ? "" : `, HTTP ${status}`}). ` +
+      message:
+        `Cannot ${doing} ${location}: the store refused the credentials or the permission (${code}${
+          status === undefined ? "" : `, HTTP ${status}`
+        }). ` +
         "Check AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE, and that they may list, read, write and delete objects and abort multipart uploads under this prefix."
     }
   }
   if (/region/i.test(text) && /missing/i.test(text)) {
-    return { path: location, reason: "InvalidOptions", message: `Cannot ${doing} ${location}: no AWS region is configured. Set AWS_REGION to the bucket's region.` }
+    return {
+      path: location,
+      reason: "InvalidOptions",
+      message: `Cannot ${doing} ${location}: no AWS region is configured. Set AWS_REGION to the bucket's region.`
+    }
   }
-  if ((status !== undefined && (status >= 500 || status === 429 || status === 408)) || NETWORK_CODES.has(code) || code === "SlowDown" || code === "ServiceUnavailable" || code === "InternalError") {
+  if (
+    (status !== undefined && (status >= 500 || status === 429 || status === 408)) || NETWORK_CODES.has(code) ||
+    code === "SlowDown" || code === "ServiceUnavailable" || code === "InternalError"
+  ) {
     return {
       path: location,
       reason: "Unavailable",
-      message: `Cannot ${doing} ${location}: the store did not answer successfully after retries (${code}${status === undefined ? "" : `, HTTP ${status}`}). Run the same command again: finished work is kept.`
+      message: `Cannot ${doing} ${location}: the store did not answer successfully after retries (${code}${
+        status === undefined ? "" : `, HTTP ${status}`
+      }). Run the same command again: finished work is kept.`
     }
   }
-  return { path: location, reason: "Io", message: `Cannot ${doing} ${location}: ${text} (${code}${status === undefined ? "" : `, HTTP ${status}`}).` }
+  return {
+    path: location,
+    reason: "Io",
+    message: `Cannot ${doing} ${location}: ${text} (${code}${status === undefined ? "" : `, HTTP ${status}`}).`
+  }
 }

@@ -1,4 +1,4 @@
-import { ByteWriter, ParquetWriter, type ColumnSource, type SchemaElement } from "hyparquet-writer"
+import { ByteWriter, type ColumnSource, ParquetWriter, type SchemaElement } from "hyparquet-writer"
 import type { ByteOutput } from "./FileOutput.ts"
 import { FormatWriter, type FormatWriterOptions } from "./FormatWriter.ts"
 import type { ParquetCodec } from "./ParquetCodecs.ts"
@@ -62,7 +62,9 @@ const parquetSchema = (heretile: boolean): Array<SchemaElement> => {
     { name: "data", type: "BYTE_ARRAY", repetition_type: "OPTIONAL" }
   ]
   if (heretile) {
-    for (const name of ["tile_level", "tile_x", "tile_y"]) columns.push({ name, type: "INT32", repetition_type: "OPTIONAL" })
+    for (const name of ["tile_level", "tile_x", "tile_y"]) {
+      columns.push({ name, type: "INT32", repetition_type: "OPTIONAL" })
+    }
     for (const name of ["tile_west", "tile_south", "tile_east", "tile_north"]) {
       columns.push({ name, type: "DOUBLE", repetition_type: "OPTIONAL" })
     }

@@ -6,9 +6,9 @@ import { CrashProbe } from "../telemetry/CrashProbe.ts"
 import { publish } from "./Destination.ts"
 import { Encoder, type EncoderError, type EncoderWorkload } from "./Encoder.ts"
 import type { Settings } from "./Files.ts"
-import { defaultParquetCompression, parquetCompressions, type ParquetCompression } from "./ParquetCodecs.ts"
-import type { RowBatch } from "./RowBatch.ts"
 import { isObjectStore } from "./ObjectStore.ts"
+import { defaultParquetCompression, type ParquetCompression, parquetCompressions } from "./ParquetCodecs.ts"
+import type { RowBatch } from "./RowBatch.ts"
 import { fromCause, SinkError } from "./SinkError.ts"
 
 import type { OutputFormat, RecordedFile } from "./WrittenFile.ts"
@@ -68,10 +68,11 @@ const settingsOf = (options: Options): Effect.Effect<Settings, SinkError> => {
   const shard = String(options.shard ?? 0)
   const compression = options.compression ?? defaultParquetCompression
   const maxFileBytes = options.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES
-  const rowGroupBytes =
-    options.rowGroupBytes ??
+  const rowGroupBytes = options.rowGroupBytes ??
     Math.min(MAX_DEFAULT_ROW_GROUP_BYTES, Math.max(1, Math.floor(maxFileBytes / 4)))
-  if (!/^[A-Za-z0-9_-]+$/.test(shard)) return Effect.fail(invalid(dir, `shard "${shard}" must be letters, digits, _ or -`))
+  if (!/^[A-Za-z0-9_-]+$/.test(shard)) {
+    return Effect.fail(invalid(dir, `shard "${shard}" must be letters, digits, _ or -`))
+  }
   if (!["parquet", "arrow", "both"].includes(options.format)) {
     return Effect.fail(invalid(dir, `format "${options.format}" must be parquet, arrow or both`))
   }
@@ -110,8 +111,10 @@ const fsyncDirectory = (dir: string) =>
   })
 
 /** Writes rows to rolling Parquet and/or Arrow files under `options.dir` (created if missing), encoded by the Encoder. */
-export const make: (options: Options) => Effect.Effect<RollingWriter, EncoderError, Scope.Scope | Encoder> = Effect.fn("RollingWriter.make")(
-  function* (options: Options) {
+export const make: (options: Options) => Effect.Effect<RollingWriter, EncoderError, Scope.Scope | Encoder> = Effect.fn(
+  "RollingWriter.make"
+)(
+  function*(options: Options) {
     const settings = yield* settingsOf(options)
     const remote = isObjectStore(settings.dir)
     if (!remote) {
@@ -129,7 +132,10 @@ export const make: (options: Options) => Effect.Effect<RollingWriter, EncoderErr
     let decoded: DecodeCounts | undefined
 
     const workload = { ...options.workload, remote, decoding: options.decode !== undefined }
-    const session = yield* Effect.acquireRelease(encoder.open(settings, workload), (session) => (result === undefined ? session.abandon : Effect.void))
+    const session = yield* Effect.acquireRelease(
+      encoder.open(settings, workload),
+      (session) => (result === undefined ? session.abandon : Effect.void)
+    )
 
     // After a failure the files are in an unknown state: every later call fails with the first error.
     const guarded = <A>(effect: Effect.Effect<A, EncoderError>): Effect.Effect<A, EncoderError> =>
@@ -142,14 +148,18 @@ export const make: (options: Options) => Effect.Effect<RollingWriter, EncoderErr
       )
 
     const write = (batch: RowBatch): Effect.Effect<void, EncoderError> =>
-      guarded(Effect.suspend(() => (finishing ? Effect.dieMessage("RollingWriter.write called after finish") : session.add(batch))))
+      guarded(
+        Effect.suspend(
+          () => (finishing ? Effect.dieMessage("RollingWriter.write called after finish") : session.add(batch))
+        )
+      )
 
-    const completeAndRename = Effect.gen(function* () {
+    const completeAndRename = Effect.gen(function*() {
       finishing = true
       const { files: completed, decoded: counts } = yield* session.complete
       decoded = counts
       return yield* Effect.uninterruptible(
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const written: Array<RecordedFile> = []
           for (const file of completed) {
             const etag = yield* publish(settings.dir, file)
@@ -169,8 +179,8 @@ export const make: (options: Options) => Effect.Effect<RollingWriter, EncoderErr
         result !== undefined
           ? Effect.succeed(result)
           : finishing
-            ? Effect.dieMessage("RollingWriter.finish called while it is already running")
-            : completeAndRename
+          ? Effect.dieMessage("RollingWriter.finish called while it is already running")
+          : completeAndRename
       )
     ).pipe(Effect.withSpan("RollingWriter.finish"))
 

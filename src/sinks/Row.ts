@@ -52,13 +52,19 @@ export const checkRows = (batch: RowBatch, from: number, to: number): void => {
 }
 
 const fail = (partition: string, column: string, value: unknown): never => {
-  throw new RangeError(`partition ${JSON.stringify(partition)}: ${column} ${String(value)} is not an exact int64 (pass a bigint above 2^53)`)
+  throw new RangeError(
+    `partition ${JSON.stringify(partition)}: ${column} ${
+      String(value)
+    } is not an exact int64 (pass a bigint above 2^53)`
+  )
 }
 
 /** For checked rows only. */
 export const toInt64 = (value: bigint | number): bigint => (typeof value === "bigint" ? value : BigInt(value))
 
-export const toNullableInt64 = (value: bigint | number | null): bigint | null => (value === null ? null : toInt64(value))
+export const toNullableInt64 = (
+  value: bigint | number | null
+): bigint | null => (value === null ? null : toInt64(value))
 
 /** The tile_* columns of one partition id: level, column, row and bounding box, or nulls for an id that is not a HERE tile. */
 export interface TileColumns {
@@ -85,7 +91,14 @@ export const tileColumns = (partitions: ReadonlyArray<string>): TileColumns => {
   for (let i = 0; i < n; i++) {
     const id = HereTile.parseTileId(partitions[i]!)
     if (id === undefined) {
-      columns.level[i] = columns.x[i] = columns.y[i] = columns.west[i] = columns.south[i] = columns.east[i] = columns.north[i] = null
+      columns.level[i] =
+        columns.x[i] =
+        columns.y[i] =
+        columns.west[i] =
+        columns.south[i] =
+        columns.east[i] =
+        columns.north[i] =
+          null
       continue
     }
     const { level, column, row } = HereTile.toAddress(id)

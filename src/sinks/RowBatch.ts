@@ -85,7 +85,9 @@ export class RowBatchBuilder {
 
   take(): RowBatch {
     // A batch taken early would carry the unused part of its buffer along.
-    const data = this.dataEnd * 2 < this.data.byteLength ? this.data.slice(0, this.dataEnd) : this.data.subarray(0, this.dataEnd)
+    const data = this.dataEnd * 2 < this.data.byteLength
+      ? this.data.slice(0, this.dataEnd)
+      : this.data.subarray(0, this.dataEnd)
     const batch: RowBatch = {
       length: this.partition.length,
       partition: this.partition,

@@ -1,6 +1,11 @@
-import { createHash, type Hash } from "node:crypto"
 import type { S3Client } from "@aws-sdk/client-s3"
-import { AbortMultipartUploadCommand, CreateMultipartUploadCommand, PutObjectCommand, UploadPartCommand } from "@aws-sdk/client-s3"
+import {
+  AbortMultipartUploadCommand,
+  CreateMultipartUploadCommand,
+  PutObjectCommand,
+  UploadPartCommand
+} from "@aws-sdk/client-s3"
+import { createHash, type Hash } from "node:crypto"
 import type { ByteOutput, Landing } from "./FileOutput.ts"
 import { describeStoreFailure } from "./ObjectStore.ts"
 import { SinkFailure } from "./SinkFailure.ts"
@@ -22,7 +27,7 @@ let inFlight = 0
 const waiting: Array<() => void> = []
 const released = (bytes: number) => {
   inFlight -= bytes
-  if (inFlight <= MAX_IN_FLIGHT) for (const resume of waiting.splice(0)) resume()
+  if (inFlight <= MAX_IN_FLIGHT) { for (const resume of waiting.splice(0)) resume() }
 }
 
 /** A promise to await before more bytes are written when uploads are behind; undefined when they are not. */
@@ -76,7 +81,9 @@ export class S3Output implements ByteOutput {
     if (this.failure !== undefined) throw this.failure
     if (this.upload === undefined) {
       const body = this.part.subarray(0, this.filled)
-      const stored = await this.send(() => this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.key, Body: body })))
+      const stored = await this.send(() =>
+        this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: this.key, Body: body }))
+      )
       return { _tag: "Stored", etag: stored.ETag }
     }
     if (this.filled > 0 || this.parts.length === 0) this.sendPart()
@@ -103,12 +110,20 @@ export class S3Output implements ByteOutput {
     const body = this.part.subarray(0, this.filled)
     this.part = Buffer.allocUnsafe(PART_BYTES)
     this.filled = 0
-    this.upload ??= this.send(() => this.client.send(new CreateMultipartUploadCommand({ Bucket: this.bucket, Key: this.key }))).then((r) => r.UploadId!)
+    this.upload ??= this.send(() =>
+      this.client.send(new CreateMultipartUploadCommand({ Bucket: this.bucket, Key: this.key }))
+    ).then((r) => r.UploadId!)
     const PartNumber = this.parts.length + 1
     const size = body.byteLength
     inFlight += size
     const sent = this.upload
-      .then((UploadId) => this.send(() => this.client.send(new UploadPartCommand({ Bucket: this.bucket, Key: this.key, UploadId, PartNumber, Body: body }))))
+      .then((UploadId) =>
+        this.send(() =>
+          this.client.send(
+            new UploadPartCommand({ Bucket: this.bucket, Key: this.key, UploadId, PartNumber, Body: body })
+          )
+        )
+      )
       .then((r) => ({ PartNumber, ETag: r.ETag! }))
       .finally(() => released(size))
     // Failures surface at the next write or at settle; never unhandled.

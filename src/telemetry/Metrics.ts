@@ -56,9 +56,15 @@ export const apiAnswered = (ms: number): void => apiRequests.unsafeUpdate(ms / 1
 export const retried = (reason: string): void => retries.unsafeUpdate(1, [MetricLabel.make("reason", reason)])
 
 /** Retries this process counted so far, every reason: what a run retried is the difference over it. */
-export const retriesSoFar: Effect.Effect<number> = Effect.map(Metric.snapshot, (pairs) =>
-  pairs.reduce((n, { metricKey, metricState }) =>
-    metricKey.name === RETRIES && MetricState.isCounterState(metricState) ? n + Number(metricState.count) : n, 0))
+export const retriesSoFar: Effect.Effect<number> = Effect.map(
+  Metric.snapshot,
+  (pairs) =>
+    pairs.reduce(
+      (n, { metricKey, metricState }) =>
+        metricKey.name === RETRIES && MetricState.isCounterState(metricState) ? n + Number(metricState.count) : n,
+      0
+    )
+)
 
 interface Observed {
   readonly catalog: string

@@ -17,7 +17,9 @@ import type { OtlpSettings, SignalSettings } from "./Telemetry.ts"
 export const layer = (settings: OtlpSettings): Layer.Layer<never> => {
   const resource = { serviceName: settings.serviceName, serviceVersion: TOOL.version }
   const shutdownTimeout = Duration.millis(settings.shutdownTimeoutMs)
-  const serialization = (signal: SignalSettings) => (signal.protocol === "json" ? OtlpSerialization.layerJson : OtlpSerialization.layerProtobuf)
+  const serialization = (
+    signal: SignalSettings
+  ) => (signal.protocol === "json" ? OtlpSerialization.layerJson : OtlpSerialization.layerProtobuf)
   const traces = settings.traces === undefined
     ? Layer.empty
     : OtlpTracer.layer({
@@ -34,12 +36,12 @@ export const layer = (settings: OtlpSettings): Layer.Layer<never> => {
         Metrics.requestTiming.enabled = true
       })),
       OtlpMetrics.layer({
-      url: settings.metrics.url,
-      resource,
-      headers: settings.metrics.headers,
-      exportInterval: Duration.millis(settings.metrics.exportIntervalMs),
-      shutdownTimeout
-    }).pipe(Layer.provide(serialization(settings.metrics)))
+        url: settings.metrics.url,
+        resource,
+        headers: settings.metrics.headers,
+        exportInterval: Duration.millis(settings.metrics.exportIntervalMs),
+        shutdownTimeout
+      }).pipe(Layer.provide(serialization(settings.metrics)))
     )
   return Layer.merge(traces, metrics).pipe(Layer.provide(httpClient))
 }

@@ -45,7 +45,9 @@ export const parseHeaders = (raw: string | undefined): Record<string, string> =>
     const at = pair.indexOf("=")
     if (at <= 0) continue
     try {
-      headers[decodeURIComponent(pair.slice(0, at).trim()).toLowerCase()] = decodeURIComponent(pair.slice(at + 1).trim())
+      headers[decodeURIComponent(pair.slice(0, at).trim()).toLowerCase()] = decodeURIComponent(
+        pair.slice(at + 1).trim()
+      )
     } catch {
       continue
     }
@@ -57,13 +59,16 @@ export const parseHeaders = (raw: string | undefined): Record<string, string> =>
  * The settings the standard variables ask for, and why a signal is not exported when it was asked
  * for in a way this tool does not speak (gRPC, another exporter). Undefined settings: no telemetry.
  */
-export const fromEnv = (env: Env = process.env): { readonly settings: OtlpSettings | undefined; readonly warnings: ReadonlyArray<string> } => {
+export const fromEnv = (
+  env: Env = process.env
+): { readonly settings: OtlpSettings | undefined; readonly warnings: ReadonlyArray<string> } => {
   const warnings: Array<string> = []
   if (value(env, "OTEL_SDK_DISABLED")?.toLowerCase() === "true") return { settings: undefined, warnings }
   const base = value(env, "OTEL_EXPORTER_OTLP_ENDPOINT")
   const signal = (name: Signal): SignalSettings | undefined => {
     const upper = name.toUpperCase()
-    const url = value(env, `OTEL_EXPORTER_OTLP_${upper}_ENDPOINT`) ?? (base === undefined ? undefined : base.replace(/\/+$/, "") + SIGNAL_PATH[name])
+    const url = value(env, `OTEL_EXPORTER_OTLP_${upper}_ENDPOINT`) ??
+      (base === undefined ? undefined : base.replace(/\/+$/, "") + SIGNAL_PATH[name])
     if (url === undefined) return undefined
     const exporter = value(env, `OTEL_${upper}_EXPORTER`)?.toLowerCase() ?? "otlp"
     if (exporter === "none") return undefined
@@ -71,9 +76,12 @@ export const fromEnv = (env: Env = process.env): { readonly settings: OtlpSettin
       warnings.push(`OTEL_${upper}_EXPORTER=${exporter} is not supported (only otlp): ${name} are not exported`)
       return undefined
     }
-    const protocol = value(env, `OTEL_EXPORTER_OTLP_${upper}_PROTOCOL`) ?? value(env, "OTEL_EXPORTER_OTLP_PROTOCOL") ?? "http/protobuf"
+    const protocol = value(env, `OTEL_EXPORTER_OTLP_${upper}_PROTOCOL`) ?? value(env, "OTEL_EXPORTER_OTLP_PROTOCOL") ??
+      "http/protobuf"
     if (protocol !== "http/protobuf" && protocol !== "http/json") {
-      warnings.push(`OTEL_EXPORTER_OTLP_PROTOCOL ${protocol} is not supported (http/protobuf or http/json): ${name} are not exported`)
+      warnings.push(
+        `OTEL_EXPORTER_OTLP_PROTOCOL ${protocol} is not supported (http/protobuf or http/json): ${name} are not exported`
+      )
       return undefined
     }
     if (!URL.canParse(url) || !/^https?:$/.test(new URL(url).protocol)) {
@@ -83,8 +91,13 @@ export const fromEnv = (env: Env = process.env): { readonly settings: OtlpSettin
     return {
       url,
       protocol: protocol === "http/json" ? "json" : "protobuf",
-      headers: { ...parseHeaders(value(env, "OTEL_EXPORTER_OTLP_HEADERS")), ...parseHeaders(value(env, `OTEL_EXPORTER_OTLP_${upper}_HEADERS`)) },
-      exportIntervalMs: name === "metrics" ? milliseconds(env, "OTEL_METRIC_EXPORT_INTERVAL", 60_000) : milliseconds(env, "OTEL_BSP_SCHEDULE_DELAY", 5_000)
+      headers: {
+        ...parseHeaders(value(env, "OTEL_EXPORTER_OTLP_HEADERS")),
+        ...parseHeaders(value(env, `OTEL_EXPORTER_OTLP_${upper}_HEADERS`))
+      },
+      exportIntervalMs: name === "metrics"
+        ? milliseconds(env, "OTEL_METRIC_EXPORT_INTERVAL", 60_000)
+        : milliseconds(env, "OTEL_BSP_SCHEDULE_DELAY", 5_000)
     }
   }
   const traces = signal("traces")

@@ -5,8 +5,8 @@
 import { createRequire } from "node:module"
 import * as path from "node:path"
 import { expect } from "vitest"
-import type { TestService } from "../support/service.ts"
 import { expectJson, expectStatus, sleep } from "../server/helpers.ts"
+import type { TestService } from "../support/service.ts"
 
 export const OTHER = "other-app"
 
@@ -49,7 +49,11 @@ export const layer = (id: string, layerType: string, extra: Record<string, unkno
   ...extra
 })
 
-export const catalogBody = (id: string, layers: ReadonlyArray<Record<string, unknown>> = [], extra: Record<string, unknown> = {}) => ({
+export const catalogBody = (
+  id: string,
+  layers: ReadonlyArray<Record<string, unknown>> = [],
+  extra: Record<string, unknown> = {}
+) => ({
   id,
   name: `Catalog ${id}`,
   summary: `Summary of ${id}`,
@@ -67,10 +71,17 @@ export interface StatusLinkBody {
 }
 
 /** Polls a status link until it leaves 202; returns every pending body seen and the final response. */
-export const pollStatus = async (svc: TestService, href: string, init: Init & { query?: string; intervalMs?: number } = {}) => {
+export const pollStatus = async (
+  svc: TestService,
+  href: string,
+  init: Init & { query?: string; intervalMs?: number } = {}
+) => {
   const pending: Array<any> = []
   for (let i = 0; i < 400; i++) {
-    const res = await svc.get(`${href}${init.query ?? ""}`, { redirect: "manual", ...(init.appId === undefined ? {} : { appId: init.appId }) })
+    const res = await svc.get(`${href}${init.query ?? ""}`, {
+      redirect: "manual",
+      ...(init.appId === undefined ? {} : { appId: init.appId })
+    })
     if (res.status !== 202) return { pending, final: res }
     pending.push(await res.json())
     await sleep(init.intervalMs ?? 20)
@@ -80,28 +91,52 @@ export const pollStatus = async (svc: TestService, href: string, init: Init & { 
 
 /** POST /catalogs and wait until the operation succeeded; returns the catalog HRN. */
 export const createCatalog = async (svc: TestService, body: Record<string, unknown>, appId?: string) => {
-  const link = await expectJson<StatusLinkBody>(await post(svc, "/config/v1/catalogs", body, appId === undefined ? {} : { appId }), 202)
-  const { final } = await pollStatus(svc, link.href, { query: "?flags=noRedirects", ...(appId === undefined ? {} : { appId }) })
+  const link = await expectJson<StatusLinkBody>(
+    await post(svc, "/config/v1/catalogs", body, appId === undefined ? {} : { appId }),
+    202
+  )
+  const { final } = await pollStatus(svc, link.href, {
+    query: "?flags=noRedirects",
+    ...(appId === undefined ? {} : { appId })
+  })
   const done = await expectJson<{ status: string; item: { hrn: string } }>(final, 201)
   expect(done.status).toBe("success")
   return done.item.hrn
 }
 
-export const publishInline = async (svc: TestService, catalog: string, layerId: string, partitions: Record<string, string>, appId?: string) => {
+export const publishInline = async (
+  svc: TestService,
+  catalog: string,
+  layerId: string,
+  partitions: Record<string, string>,
+  appId?: string
+) => {
   const as = appId === undefined ? {} : { appId }
   const publish = (p: string) => `/publish/v2/catalogs/${catalog}${p}`
-  const init = await expectJson<{ id: string }>(await post(svc, publish("/publications"), { layerIds: [layerId] }, as), 200)
+  const init = await expectJson<{ id: string }>(
+    await post(svc, publish("/publications"), { layerIds: [layerId] }, as),
+    200
+  )
   await expectStatus(
     await post(svc, publish(`/layers/${layerId}/publications/${init.id}/partitions`), {
-      partitions: Object.entries(partitions).map(([partition, text]) => ({ partition, data: Buffer.from(text).toString("base64") }))
+      partitions: Object.entries(partitions).map(([partition, text]) => ({
+        partition,
+        data: Buffer.from(text).toString("base64")
+      }))
     }, as),
     204
   )
   await expectStatus(await put(svc, publish(`/publications/${init.id}`), undefined, as), 204)
 }
 
-type Database = new (file: string) => {
-  prepare(sql: string): { run(...args: ReadonlyArray<unknown>): unknown; get(...args: ReadonlyArray<unknown>): any; all(...args: ReadonlyArray<unknown>): Array<any> }
+type Database = new(file: string) => {
+  prepare(
+    sql: string
+  ): {
+    run(...args: ReadonlyArray<unknown>): unknown
+    get(...args: ReadonlyArray<unknown>): any
+    all(...args: ReadonlyArray<unknown>): Array<any>
+  }
   close(): void
 }
 
@@ -120,8 +155,8 @@ export const withDb = <A>(dataDir: string, f: (db: InstanceType<Database>) => A)
 export const grant = (dataDir: string, catalog: string, appId: string, read: boolean, write: boolean) =>
   withDb(dataDir, (db) =>
     db.prepare(`INSERT INTO grants (catalog_hrn, app_id, can_read, can_write) VALUES (?, ?, ?, ?)
-      ON CONFLICT (catalog_hrn, app_id) DO UPDATE SET can_read = excluded.can_read, can_write = excluded.can_write`).run(catalog, appId, read ? 1 : 0, write ? 1 : 0)
-  )
+      ON CONFLICT (catalog_hrn, app_id) DO UPDATE SET can_read = excluded.can_read, can_write = excluded.can_write`)
+      .run(catalog, appId, read ? 1 : 0, write ? 1 : 0))
 
 /** The texts of a `Warning` header. */
 export const warningsOf = (res: Response) =>

@@ -30,12 +30,26 @@ const encode = roadTileEncoder(bundle)
 const random = prng(7)
 const center = HereTile.toAddress(HereTile.fromCoordinates(52.52, 13.405, 12))
 const inputs = Array.from({ length: N }, (_, i) => {
-  const tile = HereTile.fromAddress({ level: 12, column: center.column + (i % 200), row: center.row + Math.floor(i / 200) % 100 })
+  const tile = HereTile.fromAddress({
+    level: 12,
+    column: center.column + (i % 200),
+    row: center.row + Math.floor(i / 200) % 100
+  })
   const data = encode(random, tile, i)
-  return { partition: String(tile), partitionVersion: 1, dataHandle: `h-${i}`, dataSize: data.byteLength, checksum: null, data }
+  return {
+    partition: String(tile),
+    partitionVersion: 1,
+    dataHandle: `h-${i}`,
+    dataSize: data.byteLength,
+    checksum: null,
+    data
+  }
 })
 // Batches as the export hands them over, built before the clock starts.
-const batches = Array.from({ length: Math.ceil(N / BATCH) }, (_, b) => batchOf(inputs.slice(b * BATCH, (b + 1) * BATCH)))
+const batches = Array.from(
+  { length: Math.ceil(N / BATCH) },
+  (_, b) => batchOf(inputs.slice(b * BATCH, (b + 1) * BATCH))
+)
 const blobBytes = inputs.reduce((n, p) => n + p.data!.byteLength, 0)
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "bench-decode-"))
 
@@ -47,7 +61,13 @@ const measure = async (name: string, explode: string | undefined, format: "parqu
   // The export's decoding writers: one row group per batch, decoded as it is written.
   let rows = 0
   const count = (batch: { readonly rows: number }) => void (rows += batch.rows)
-  const options = { path: path.join(dir, `out.${format}`), heretile: false, metadata: {}, rowGroupBytes: 2 ** 30, createdBy: "bench" }
+  const options = {
+    path: path.join(dir, `out.${format}`),
+    heretile: false,
+    metadata: {},
+    rowGroupBytes: 2 ** 30,
+    createdBy: "bench"
+  }
   const writer = format === undefined
     ? undefined
     : format === "parquet"
@@ -64,7 +84,9 @@ const measure = async (name: string, explode: string | undefined, format: "parqu
   writer?.finish()
   const seconds = cpuSince(start)
   console.log(
-    `${name.padEnd(34)} ${String(Math.round(N / seconds)).padStart(8)} partitions/s ${String(Math.round(rows / seconds)).padStart(9)} rows/s ${(blobBytes / seconds / 1e6).toFixed(1).padStart(7)} MB/s`
+    `${name.padEnd(34)} ${String(Math.round(N / seconds)).padStart(8)} partitions/s ${
+      String(Math.round(rows / seconds)).padStart(9)
+    } rows/s ${(blobBytes / seconds / 1e6).toFixed(1).padStart(7)} MB/s`
   )
 }
 
@@ -78,12 +100,21 @@ const bare = (name: string, decode: (bytes: Uint8Array) => unknown) => {
   const start = process.cpuUsage()
   for (const p of inputs) decode(p.data!)
   const seconds = cpuSince(start)
-  console.log(`${name.padEnd(34)} ${String(Math.round(N / seconds)).padStart(8)} partitions/s ${(blobBytes / seconds / 1e6).toFixed(1).padStart(7)} MB/s`)
+  console.log(
+    `${name.padEnd(34)} ${String(Math.round(N / seconds)).padStart(8)} partitions/s ${
+      (blobBytes / seconds / 1e6).toFixed(1).padStart(7)
+    } MB/s`
+  )
 }
 const protobufjs = mainMessageOf(readBundle(bundle))
-const bufbuild = createFileRegistry(fromBinary(FileDescriptorSetSchema, unzipSync(bundle)[DESCRIPTOR_SET_PATH]!)).getMessage("catalog_export.demo.v1.RoadTile")!
+const bufbuild = createFileRegistry(fromBinary(FileDescriptorSetSchema, unzipSync(bundle)[DESCRIPTOR_SET_PATH]!))
+  .getMessage("catalog_export.demo.v1.RoadTile")!
 
-console.log(`${N} demo road tiles, ${(blobBytes / N).toFixed(0)} bytes each on average, batches of ${BATCH}; node ${process.version}; rates per CPU second`)
+console.log(
+  `${N} demo road tiles, ${
+    (blobBytes / N).toFixed(0)
+  } bytes each on average, batches of ${BATCH}; node ${process.version}; rates per CPU second`
+)
 for (let round = 0; round < 2; round++) {
   if (round === 1) console.log("-- second round (warm) --")
   bare("bare protobuf.js decode", (b) => protobufjs.decode(b))

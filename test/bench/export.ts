@@ -63,11 +63,26 @@ const say = (s = "") => {
 const verdict = (met: boolean) => (met ? "met" : "NOT met")
 const fmt = (n: number, digits = 0) => n.toFixed(digits)
 
-const startFastServer = async (partitions: number, minBytes: number, maxBytes: number, latencyMs = 0): Promise<FastServer> => {
+const startFastServer = async (
+  partitions: number,
+  minBytes: number,
+  maxBytes: number,
+  latencyMs = 0
+): Promise<FastServer> => {
   const credentials = path.join(TMP, `fast-${process.pid}.properties`)
   const child = spawn(process.execPath, [
-    TSX, path.join(BENCH, "fast-server.ts"), "--partitions", String(partitions), "--min-bytes", String(minBytes), "--max-bytes", String(maxBytes),
-    "--latency-ms", String(latencyMs), "--credentials-out", credentials
+    TSX,
+    path.join(BENCH, "fast-server.ts"),
+    "--partitions",
+    String(partitions),
+    "--min-bytes",
+    String(minBytes),
+    "--max-bytes",
+    String(maxBytes),
+    "--latency-ms",
+    String(latencyMs),
+    "--credentials-out",
+    credentials
   ], { stdio: ["ignore", "pipe", "inherit"] })
   const line = await waitForLine(child, "fast-server")
   return { child, url: line.url!, lookupUrl: line.lookupUrl!, catalog: line.catalog!, layer: line.layer!, credentials }
@@ -92,7 +107,12 @@ const measure = (program: string, programArgs: ReadonlyArray<string>): Usage => 
     stdio: ["ignore", "pipe", "inherit"]
   })
   const wallSeconds = (performance.now() - started) / 1000
-  const usage = JSON.parse(fs.readFileSync(usageFile, "utf8").trim().split("\n").at(-1)!) as { userUs: number; systemUs: number; maxRssKb: number; exitCode: number }
+  const usage = JSON.parse(fs.readFileSync(usageFile, "utf8").trim().split("\n").at(-1)!) as {
+    userUs: number
+    systemUs: number
+    maxRssKb: number
+    exitCode: number
+  }
   if (usage.exitCode !== 0) throw new Error(`${program} exited with ${usage.exitCode}`)
   return { cpuSeconds: (usage.userUs + usage.systemUs) / 1e6, maxRssMb: usage.maxRssKb / 1024, wallSeconds, stdout }
 }
@@ -102,20 +122,53 @@ const naiveBundle = path.join(TMP, "naive.mjs")
 /** The hand-written exporter, bundled as plain JavaScript (a user's script runs without a TypeScript loader). */
 const bundleNaive = async () => {
   const { build } = await import("esbuild")
-  await build({ entryPoints: [path.join(BENCH, "naive.ts")], bundle: true, platform: "node", format: "esm", packages: "external", outfile: naiveBundle, logLevel: "warning" })
+  await build({
+    entryPoints: [path.join(BENCH, "naive.ts")],
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    packages: "external",
+    outfile: naiveBundle,
+    logLevel: "warning"
+  })
 }
 
 const naive = (server: FastServer, out: string, concurrency: number, mode: "export" | "fetch-only" = "export") => {
   fs.rmSync(out, { recursive: true, force: true })
   fs.mkdirSync(out, { recursive: true })
-  return measure(naiveBundle, [server.lookupUrl, server.credentials, server.catalog, server.layer, path.join(out, "naive.parquet"), String(concurrency), mode])
+  return measure(naiveBundle, [
+    server.lookupUrl,
+    server.credentials,
+    server.catalog,
+    server.layer,
+    path.join(out, "naive.parquet"),
+    String(concurrency),
+    mode
+  ])
 }
 
 const ours = (server: FastServer, out: string, concurrency: number, extra: ReadonlyArray<string> = []) => {
   fs.rmSync(out, { recursive: true, force: true })
   return measure(CLI, [
-    "export", "--lookup-url", server.lookupUrl, "--credentials", server.credentials, "--catalog", server.catalog, "--layer", server.layer,
-    "--out", out, "--format", "parquet", "--compression", "zstd", "--concurrency", String(concurrency), "--quiet", ...extra
+    "export",
+    "--lookup-url",
+    server.lookupUrl,
+    "--credentials",
+    server.credentials,
+    "--catalog",
+    server.catalog,
+    "--layer",
+    server.layer,
+    "--out",
+    out,
+    "--format",
+    "parquet",
+    "--compression",
+    "zstd",
+    "--concurrency",
+    String(concurrency),
+    "--quiet",
+    ...extra
   ])
 }
 
@@ -126,11 +179,15 @@ const verify = async (out: string, partitions: number, checksums: boolean) => {
   const c = await db.connect()
   const glob = path.join(out, "**", "*.parquet").replace(/'/g, "''")
   const bad = checksums ? "count(*) FILTER (WHERE sha1(data) <> checksum)" : "0"
-  const [row] = (await c.runAndReadAll(`SELECT count(*) AS n, count(DISTINCT partition) AS d, ${bad} AS bad FROM read_parquet('${glob}', hive_partitioning = false)`)).getRowObjectsJS()
+  const [row] = (await c.runAndReadAll(
+    `SELECT count(*) AS n, count(DISTINCT partition) AS d, ${bad} AS bad FROM read_parquet('${glob}', hive_partitioning = false)`
+  )).getRowObjectsJS()
   c.closeSync()
   db.closeSync()
   if (Number(row!.n) !== partitions || Number(row!.d) !== partitions || Number(row!.bad) !== 0) {
-    throw new Error(`${out}: DuckDB read ${row!.n} rows (${row!.d} distinct, ${row!.bad} bad checksums), expected ${partitions}`)
+    throw new Error(
+      `${out}: DuckDB read ${row!.n} rows (${row!.d} distinct, ${row!.bad} bad checksums), expected ${partitions}`
+    )
   }
 }
 
@@ -152,8 +209,12 @@ const main = async () => {
   execFileSync(process.execPath, [path.join(ROOT, "src", "cli", "bin.mjs"), "--version"], { stdio: "ignore" })
   await bundleNaive()
   const load = os.loadavg()[0]!
-  say(`Machine: ${os.cpus().length} cores (${os.cpus()[0]?.model ?? "?"}), ${fmt(os.totalmem() / 2 ** 30)} GiB, Node ${process.version}, ` +
-    `${new Date().toISOString().slice(0, 10)}; load average ${fmt(load, 2)} at the start${quick ? "; --quick" : ""}.`)
+  say(
+    `Machine: ${os.cpus().length} cores (${os.cpus()[0]?.model ?? "?"}), ${
+      fmt(os.totalmem() / 2 ** 30)
+    } GiB, Node ${process.version}, ` +
+      `${new Date().toISOString().slice(0, 10)}; load average ${fmt(load, 2)} at the start${quick ? "; --quick" : ""}.`
+  )
   say()
   const out = path.join(TMP, "out")
 
@@ -171,9 +232,21 @@ const main = async () => {
       say()
       say("| variant | CPU µs/partition | wall s | peak RSS MB |")
       say("|---|---|---|---|")
-      say(`| undici fetch only (floor, no writing) | ${fmt(us(fetchOnly))} | ${fmt(fetchOnly.wallSeconds, 1)} | ${fmt(fetchOnly.maxRssMb)} |`)
-      say(`| hand-written (undici + p-limit + parquetjs-lite, no checksums) | ${fmt(us(script))} | ${fmt(script.wallSeconds, 1)} | ${fmt(script.maxRssMb)} |`)
-      say(`| catalog-export (Parquet zstd, checksums verified) | ${fmt(us(ourRun))} | ${fmt(ourRun.wallSeconds, 1)} | ${fmt(ourRun.maxRssMb)} |`)
+      say(
+        `| undici fetch only (floor, no writing) | ${fmt(us(fetchOnly))} | ${fmt(fetchOnly.wallSeconds, 1)} | ${
+          fmt(fetchOnly.maxRssMb)
+        } |`
+      )
+      say(
+        `| hand-written (undici + p-limit + parquetjs-lite, no checksums) | ${fmt(us(script))} | ${
+          fmt(script.wallSeconds, 1)
+        } | ${fmt(script.maxRssMb)} |`
+      )
+      say(
+        `| catalog-export (Parquet zstd, checksums verified) | ${fmt(us(ourRun))} | ${fmt(ourRun.wallSeconds, 1)} | ${
+          fmt(ourRun.maxRssMb)
+        } |`
+      )
       say()
       say(`ours / hand-written CPU = ${fmt(ratio, 2)} (target <= 0.5: ${verdict(ratio <= 0.5)})`)
       say()
@@ -195,8 +268,10 @@ const main = async () => {
       say(`| hand-written | ${fmt(script.wallSeconds, 2)} | ${fmt(script.cpuSeconds, 2)} | ${fmt(script.maxRssMb)} |`)
       say(`| catalog-export | ${fmt(ourRun.wallSeconds, 2)} | ${fmt(ourRun.cpuSeconds, 2)} | ${fmt(ourRun.maxRssMb)} |`)
       say()
-      say(`speed-up = ${fmt(speedup, 2)}x (target >= 1.5: ${verdict(speedup >= 1.5)}); peak RSS ours / hand-written = ` +
-        `${fmt(ourRun.maxRssMb / script.maxRssMb, 2)} (target <= 1: ${verdict(ourRun.maxRssMb <= script.maxRssMb)})`)
+      say(
+        `speed-up = ${fmt(speedup, 2)}x (target >= 1.5: ${verdict(speedup >= 1.5)}); peak RSS ours / hand-written = ` +
+          `${fmt(ourRun.maxRssMb / script.maxRssMb, 2)} (target <= 1: ${verdict(ourRun.maxRssMb <= script.maxRssMb)})`
+      )
       say()
     })
   }
@@ -209,13 +284,25 @@ const main = async () => {
       const ourRun = ours(server, out, concurrency)
       await verify(out, n, true)
       const ideal = (concurrency * 1000) / latency
-      const stats = (await (await fetch(`${server.url}/bench/stats`)).json()) as { blobs: number; first: number; last: number }
+      const stats = (await (await fetch(`${server.url}/bench/stats`)).json()) as {
+        blobs: number
+        first: number
+        last: number
+      }
       const rate = (stats.blobs * 1000) / (stats.last - stats.first)
       say(`### 3. Latency-bound (${n} partitions, blobs answered after ${latency} ms, concurrency ${concurrency})`)
       say()
-      say(`catalog-export: ${fmt(rate)} partitions/s in the fetch phase (first blob request to last answer, as the server saw them; ` +
-        `${fmt(reportedRate(ourRun.stdout))}/s over the whole export, ${fmt(ourRun.wallSeconds, 1)} s wall with start-up); ` +
-        `concurrency / latency = ${fmt(ideal)}/s; ratio ${fmt(rate / ideal, 2)} (target >= 0.9: ${verdict(rate >= 0.9 * ideal)})`)
+      say(
+        `catalog-export: ${
+          fmt(rate)
+        } partitions/s in the fetch phase (first blob request to last answer, as the server saw them; ` +
+          `${fmt(reportedRate(ourRun.stdout))}/s over the whole export, ${
+            fmt(ourRun.wallSeconds, 1)
+          } s wall with start-up); ` +
+          `concurrency / latency = ${fmt(ideal)}/s; ratio ${fmt(rate / ideal, 2)} (target >= 0.9: ${
+            verdict(rate >= 0.9 * ideal)
+          })`
+      )
       say()
     })
   }
@@ -226,18 +313,34 @@ const main = async () => {
     await withServer(startFastServer(n, bytes, bytes), async (server) => {
       const ourRun = ours(server, out, 32)
       await verify(out, n, true)
-      const writer = JSON.parse(execFileSync(process.execPath, [TSX, path.join(BENCH, "writers.ts"), "--child-named", "RollingWriter parquet (defaults, encoder thread)", String(bytes), String(n * bytes), TMP], {
-        encoding: "utf8",
-        stdio: ["ignore", "pipe", "inherit"]
-      }).trim().split("\n").at(-1)!) as { seconds: number; payloadBytes: number }
+      const writer = JSON.parse(
+        execFileSync(process.execPath, [
+          TSX,
+          path.join(BENCH, "writers.ts"),
+          "--child-named",
+          "RollingWriter parquet (defaults, encoder thread)",
+          String(bytes),
+          String(n * bytes),
+          TMP
+        ], {
+          encoding: "utf8",
+          stdio: ["ignore", "pipe", "inherit"]
+        }).trim().split("\n").at(-1)!
+      ) as { seconds: number; payloadBytes: number }
       const writerMbps = writer.payloadBytes / 1e6 / writer.seconds
       const exportSeconds = n / reportedRate(ourRun.stdout)
       const ourMbps = (n * bytes) / 1e6 / exportSeconds
       say(`### 4. Large blobs (${n} x 64 KiB, concurrency 32, fast server)`)
       say()
-      say(`catalog-export: ${fmt(ourMbps)} MB/s over the export (${fmt(ourRun.cpuSeconds, 1)} s CPU, ${fmt(ourRun.maxRssMb)} MB peak RSS); ` +
-        `standalone Parquet writer (RollingWriter, zstd, encoder thread): ${fmt(writerMbps)} MB/s; ratio ${fmt(ourMbps / writerMbps, 2)} ` +
-        `(target >= 0.8: ${verdict(ourMbps >= 0.8 * writerMbps)})`)
+      say(
+        `catalog-export: ${fmt(ourMbps)} MB/s over the export (${fmt(ourRun.cpuSeconds, 1)} s CPU, ${
+          fmt(ourRun.maxRssMb)
+        } MB peak RSS); ` +
+          `standalone Parquet writer (RollingWriter, zstd, encoder thread): ${fmt(writerMbps)} MB/s; ratio ${
+            fmt(ourMbps / writerMbps, 2)
+          } ` +
+          `(target >= 0.8: ${verdict(ourMbps >= 0.8 * writerMbps)})`
+      )
       say()
     })
   }
@@ -256,18 +359,26 @@ const main = async () => {
     const growth = rss.get(large)! / rss.get(small)!
     say(`### 5. Flat memory (~1.7 KiB, concurrency 32)`)
     say()
-    say(`peak RSS: ${fmt(rss.get(small)!)} MB at ${small} partitions, ${fmt(rss.get(large)!)} MB at ${large}; ratio ${fmt(growth, 2)} ` +
-      `(target <= 1.2: ${verdict(growth <= 1.2)}; <= 250 MB: ${verdict(rss.get(large)! <= 250)})`)
+    say(
+      `peak RSS: ${fmt(rss.get(small)!)} MB at ${small} partitions, ${fmt(rss.get(large)!)} MB at ${large}; ratio ${
+        fmt(growth, 2)
+      } ` +
+        `(target <= 1.2: ${verdict(growth <= 1.2)}; <= 250 MB: ${verdict(rss.get(large)! <= 250)})`
+    )
     say()
   }
 
   if (wanted(6) && fs.existsSync(path.join(BENCH, "service.ts"))) {
     say(`### 6. The local service (test/bench/service.ts)`)
     say()
-    const report = execFileSync(process.execPath, [TSX, path.join(BENCH, "service.ts"), ...(quick ? ["--quick"] : [])], {
-      encoding: "utf8",
-      stdio: ["ignore", "pipe", "inherit"]
-    })
+    const report = execFileSync(
+      process.execPath,
+      [TSX, path.join(BENCH, "service.ts"), ...(quick ? ["--quick"] : [])],
+      {
+        encoding: "utf8",
+        stdio: ["ignore", "pipe", "inherit"]
+      }
+    )
     for (const line of report.trim().split("\n")) say(line)
     say()
   }
@@ -278,10 +389,27 @@ const main = async () => {
     }
     await withServer(startFastServer(1000, 1024, 1024), async (server) => {
       const version = time(["--version"])
-      const dryRun = time(["export", "--dry-run", "--lookup-url", server.lookupUrl, "--credentials", server.credentials, "--catalog", server.catalog, "--layer", server.layer, "--out", out])
+      const dryRun = time([
+        "export",
+        "--dry-run",
+        "--lookup-url",
+        server.lookupUrl,
+        "--credentials",
+        server.credentials,
+        "--catalog",
+        server.catalog,
+        "--layer",
+        server.layer,
+        "--out",
+        out
+      ])
       say(`### 7. Start-up (median of 5)`)
       say()
-      say(`catalog-export --version: ${fmt(version, 2)} s; export --dry-run: ${fmt(dryRun, 2)} s (target <= 0.4 s: ${verdict(version <= 0.4 && dryRun <= 0.4)})`)
+      say(
+        `catalog-export --version: ${fmt(version, 2)} s; export --dry-run: ${fmt(dryRun, 2)} s (target <= 0.4 s: ${
+          verdict(version <= 0.4 && dryRun <= 0.4)
+        })`
+      )
       say()
     })
   }
@@ -292,8 +420,10 @@ const main = async () => {
     const listing = await listingHeapGrowth(1_000_000)
     say(`### Listing ${listing.count} partitions through the client`)
     say()
-    say(`Live heap growth (after full collections, sampled every 100,000 partitions): ${fmt(listing.growthMb, 1)} MB; ` +
-      `in order: ${listing.ordered}; publish + list took ${fmt((performance.now() - started) / 1000)} s.`)
+    say(
+      `Live heap growth (after full collections, sampled every 100,000 partitions): ${fmt(listing.growthMb, 1)} MB; ` +
+        `in order: ${listing.ordered}; publish + list took ${fmt((performance.now() - started) / 1000)} s.`
+    )
     say()
   }
 

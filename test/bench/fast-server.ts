@@ -44,7 +44,16 @@ for (let i = 0; i < count; i++) {
   const handle = `${(i * 2654435761 >>> 0).toString(16).padStart(8, "0")}-bench-${i}`
   blobs.set(handle, data)
   const checksum = createHash("sha1").update(data).digest("hex")
-  listed.push(JSON.stringify({ version: VERSION, partition: `p${String(i).padStart(9, "0")}`, layer: LAYER, dataHandle: handle, dataSize: size, checksum }))
+  listed.push(
+    JSON.stringify({
+      version: VERSION,
+      partition: `p${String(i).padStart(9, "0")}`,
+      layer: LAYER,
+      dataHandle: handle,
+      dataSize: size,
+      checksum
+    })
+  )
 }
 
 /** A listing document of partitions [from, to). */
@@ -146,14 +155,18 @@ server.listen(0, "127.0.0.1", () => {
   const address = server.address()
   if (address === null || typeof address === "string") throw new Error("no address")
   const url = `http://127.0.0.1:${address.port}`
-  fs.writeFileSync(credentialsOut, [
-    "here.user.id = bench",
-    "here.client.id = bench",
-    "here.access.key.id = bench-key",
-    "here.access.key.secret = bench-secret",
-    `here.token.endpoint.url = ${url}/oauth2/token`,
-    ""
-  ].join("\n"), { mode: 0o600 })
+  fs.writeFileSync(
+    credentialsOut,
+    [
+      "here.user.id = bench",
+      "here.client.id = bench",
+      "here.access.key.id = bench-key",
+      "here.access.key.secret = bench-secret",
+      `here.token.endpoint.url = ${url}/oauth2/token`,
+      ""
+    ].join("\n"),
+    { mode: 0o600 }
+  )
   console.log(JSON.stringify({ url, lookupUrl: `${url}/lookup/v1`, catalog: CATALOG, layer: LAYER }))
 })
 process.on("SIGTERM", () => server.close(() => process.exit(0)))

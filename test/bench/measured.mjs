@@ -7,7 +7,15 @@ import { pathToFileURL } from "node:url"
 const [program, ...args] = process.argv.slice(2)
 process.on("exit", () => {
   const u = process.resourceUsage()
-  fs.appendFileSync(process.env.BENCH_USAGE_FILE, JSON.stringify({ userUs: u.userCPUTime, systemUs: u.systemCPUTime, maxRssKb: u.maxRSS, exitCode: process.exitCode ?? 0 }) + "\n")
+  fs.appendFileSync(
+    process.env.BENCH_USAGE_FILE,
+    JSON.stringify({
+      userUs: u.userCPUTime,
+      systemUs: u.systemCPUTime,
+      maxRssKb: u.maxRSS,
+      exitCode: process.exitCode ?? 0
+    }) + "\n"
+  )
 })
 process.argv = [process.argv[0], program, ...args]
 await import(pathToFileURL(program).href)

@@ -10,16 +10,30 @@ import pLimit from "p-limit"
 import { Pool } from "undici"
 import { bearerToken } from "./support.ts"
 
-const [lookupUrl, credentials, catalog, layer, outFile, concurrencyArg, mode] = process.argv.slice(2) as [string, string, string, string, string, string, string | undefined]
+const [lookupUrl, credentials, catalog, layer, outFile, concurrencyArg, mode] = process.argv.slice(2) as [
+  string,
+  string,
+  string,
+  string,
+  string,
+  string,
+  string | undefined
+]
 const concurrency = Number(concurrencyArg)
 const fetchOnly = mode === "fetch-only"
 
 const token = await bearerToken(credentials)
 const headers = { authorization: `Bearer ${token}` }
-const apis = (await (await fetch(`${lookupUrl}/resources/${catalog}/apis`, { headers })).json()) as Array<{ api: string; baseURL: string }>
+const apis = (await (await fetch(`${lookupUrl}/resources/${catalog}/apis`, { headers })).json()) as Array<
+  { api: string; baseURL: string }
+>
 const base = (api: string) => apis.find((a) => a.api === api)!.baseURL
-const version = ((await (await fetch(`${base("metadata")}/versions/latest`, { headers })).json()) as { version: number }).version
-const listing = (await (await fetch(`${base("metadata")}/layers/${layer}/partitions?version=${version}&additionalFields=dataSize,checksum`, { headers })).json()) as {
+const version =
+  ((await (await fetch(`${base("metadata")}/versions/latest`, { headers })).json()) as { version: number }).version
+const listing = (await (await fetch(
+  `${base("metadata")}/layers/${layer}/partitions?version=${version}&additionalFields=dataSize,checksum`,
+  { headers }
+)).json()) as {
   partitions: Array<{ partition: string; version: number; dataHandle: string; dataSize?: number; checksum?: string }>
 }
 
@@ -29,7 +43,11 @@ const limit = pLimit(concurrency)
 let partitions = 0
 let bytes = 0
 const get = async (handle: string) => {
-  const res = await pool.request({ path: `${blobBase.pathname}/layers/${layer}/data/${handle}`, method: "GET", headers })
+  const res = await pool.request({
+    path: `${blobBase.pathname}/layers/${layer}/data/${handle}`,
+    method: "GET",
+    headers
+  })
   return Buffer.from(await res.body.arrayBuffer())
 }
 if (fetchOnly) {
@@ -56,7 +74,14 @@ if (fetchOnly) {
     limit(async () => {
       const data = await get(p.dataHandle)
       appended = appended.then(() =>
-        writer.appendRow({ partition: p.partition, partition_version: p.version, data_handle: p.dataHandle, data_size: p.dataSize, checksum: p.checksum, data })
+        writer.appendRow({
+          partition: p.partition,
+          partition_version: p.version,
+          data_handle: p.dataHandle,
+          data_size: p.dataSize,
+          checksum: p.checksum,
+          data
+        })
       )
       await appended
       bytes += data.byteLength

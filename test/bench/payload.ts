@@ -11,7 +11,9 @@ export const random = (seed: number) => {
   }
 }
 
-const WORDS = "road lane speed limit tunnel bridge ferry toll name street avenue city district country height width weight restriction access truck car bicycle pedestrian turn left right sign lights".split(" ")
+const WORDS =
+  "road lane speed limit tunnel bridge ferry toll name street avenue city district country height width weight restriction access truck car bicycle pedestrian turn left right sign lights"
+    .split(" ")
 
 /** Protobuf-like payload: field tags, small varints (delta-coded coordinates), words and some noise. */
 export const makePayload = (size: number, seed: number): Uint8Array => {

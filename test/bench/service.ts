@@ -92,7 +92,13 @@ const bareServer = async (origin: string, token: string, pathsFile: string) => {
 
 // --------------------------------------------------------------------------------- load generator
 
-const loadGenerator = async (origin: string, token: string, pathsFile: string, requests: number, pid: number): Promise<LoadResult> => {
+const loadGenerator = async (
+  origin: string,
+  token: string,
+  pathsFile: string,
+  requests: number,
+  pid: number
+): Promise<LoadResult> => {
   const { Pool } = await import("undici")
   const paths = JSON.parse(fs.readFileSync(pathsFile, "utf8")) as ReadonlyArray<string>
   const pool = new Pool(origin, { connections: CONCURRENCY })
@@ -105,7 +111,9 @@ const loadGenerator = async (origin: string, token: string, pathsFile: string, r
         const i = next++
         const res = await pool.request({ path: paths[i % paths.length]!, method: "GET", headers })
         const body = Buffer.from(await res.body.arrayBuffer())
-        if (res.statusCode !== 200) throw new Error(`GET ${paths[i % paths.length]} answered ${res.statusCode}: ${body.toString().slice(0, 200)}`)
+        if (res.statusCode !== 200) {
+          throw new Error(`GET ${paths[i % paths.length]} answered ${res.statusCode}: ${body.toString().slice(0, 200)}`)
+        }
         bytes += body.byteLength
       }
     }
@@ -124,7 +132,8 @@ const loadGenerator = async (origin: string, token: string, pathsFile: string, r
 
 const listingRun = async (origin: string, token: string, expected: number, pid: number): Promise<ListingResult> => {
   const { request } = await import("undici")
-  const url = `${origin}/metadata/v1/catalogs/${CATALOG}/layers/${LAYER}/partitions?version=0&additionalFields=dataSize,checksum`
+  const url =
+    `${origin}/metadata/v1/catalogs/${CATALOG}/layers/${LAYER}/partitions?version=0&additionalFields=dataSize,checksum`
   const once = async () => {
     const res = await request(url, { headers: { authorization: `Bearer ${token}` } })
     const text = await res.body.text()
@@ -190,8 +199,12 @@ const main = async () => {
     const origin = new URL(lookupUrl).origin
     const token = await bearerToken(credentials)
 
-    const listed = await fetch(`${origin}/metadata/v1/catalogs/${CATALOG}/layers/${LAYER}/partitions?version=0`, { headers: { authorization: `Bearer ${token}` } })
-    const handles = ((await listed.json()) as { partitions: Array<{ dataHandle: string }> }).partitions.map((p) => p.dataHandle)
+    const listed = await fetch(`${origin}/metadata/v1/catalogs/${CATALOG}/layers/${LAYER}/partitions?version=0`, {
+      headers: { authorization: `Bearer ${token}` }
+    })
+    const handles = ((await listed.json()) as { partitions: Array<{ dataHandle: string }> }).partitions.map((p) =>
+      p.dataHandle
+    )
     const paths = handles.slice(0, DISTINCT).map((h) => `/blobstore/v1/catalogs/${CATALOG}/layers/${LAYER}/data/${h}`)
     const pathsFile = path.join(work, "paths.json")
     fs.writeFileSync(pathsFile, JSON.stringify(paths))
@@ -202,24 +215,49 @@ const main = async () => {
     const bareLine = await waitForLine(bare, "bare server")
     const bareOrigin = bareLine.url!
 
-    console.log(`Machine: ${os.cpus().length} cores (${os.cpus()[0]?.model ?? "?"}), load ${os.loadavg().map((l) => l.toFixed(2)).join(" ")}, Node ${process.version}; ` +
-      `${partitions} partitions x ${blobBytes} B; ${requests} GETs per run over ${paths.length} blobs; concurrency ${CONCURRENCY}; ${runs} run(s), median.`)
+    console.log(
+      `Machine: ${os.cpus().length} cores (${os.cpus()[0]?.model ?? "?"}), load ${
+        os.loadavg().map((l) => l.toFixed(2)).join(" ")
+      }, Node ${process.version}; ` +
+        `${partitions} partitions x ${blobBytes} B; ${requests} GETs per run over ${paths.length} blobs; concurrency ${CONCURRENCY}; ${runs} run(s), median.`
+    )
     const blobRuns: Record<"service" | "bare", Array<LoadResult>> = { service: [], bare: [] }
     for (let r = 0; r < runs; r++) {
       // Alternating order, so neither server always runs first.
       for (const which of r % 2 === 0 ? (["service", "bare"] as const) : (["bare", "service"] as const)) {
-        const target = which === "service" ? { origin, pid: service.pid! } : { origin: bareOrigin, pid: Number(bareLine.pid) }
-        const result = await runChild<LoadResult>(["--load", target.origin, pathsFile, String(requests), String(target.pid)], token)
-        if (result.bytes !== requests * blobBytes) throw new Error(`${which}: ${result.bytes} bytes received, expected ${requests * blobBytes}`)
+        const target = which === "service"
+          ? { origin, pid: service.pid! }
+          : { origin: bareOrigin, pid: Number(bareLine.pid) }
+        const result = await runChild<LoadResult>([
+          "--load",
+          target.origin,
+          pathsFile,
+          String(requests),
+          String(target.pid)
+        ], token)
+        if (result.bytes !== requests * blobBytes) {
+          throw new Error(`${which}: ${result.bytes} bytes received, expected ${requests * blobBytes}`)
+        }
         blobRuns[which].push(result)
-        console.log(`  run ${r + 1} ${which.padEnd(7)} ${(result.requests / result.seconds).toFixed(0).padStart(6)} req/s  ${(result.cpuMicros / result.requests).toFixed(1).padStart(6)} µs CPU/request`)
+        console.log(
+          `  run ${r + 1} ${which.padEnd(7)} ${(result.requests / result.seconds).toFixed(0).padStart(6)} req/s  ${
+            (result.cpuMicros / result.requests).toFixed(1).padStart(6)
+          } µs CPU/request`
+        )
       }
     }
     const listingRuns: Array<ListingResult> = []
     for (let r = 0; r < runs; r++) {
-      const result = await runChild<ListingResult>(["--listing", origin, String(partitions), String(service.pid!)], token)
+      const result = await runChild<ListingResult>(
+        ["--listing", origin, String(partitions), String(service.pid!)],
+        token
+      )
       listingRuns.push(result)
-      console.log(`  run ${r + 1} listing ${(result.partitions / result.seconds).toFixed(0).padStart(7)} partitions/s  ${(result.cpuMicros / result.partitions).toFixed(2)} µs CPU/partition`)
+      console.log(
+        `  run ${r + 1} listing ${(result.partitions / result.seconds).toFixed(0).padStart(7)} partitions/s  ${
+          (result.cpuMicros / result.partitions).toFixed(2)
+        } µs CPU/partition`
+      )
     }
 
     const cpu = (xs: ReadonlyArray<LoadResult>) => median(xs.map((x) => x.cpuMicros / x.requests))
@@ -229,10 +267,26 @@ const main = async () => {
     console.log("")
     console.log("| measure | service | bare node:http | ratio | target | met |")
     console.log("|---|---|---|---|---|---|")
-    console.log(`| blob GET, server CPU µs/request | ${cpu(blobRuns.service).toFixed(1)} | ${cpu(blobRuns.bare).toFixed(1)} | ${ratio.toFixed(2)}x | ≤ ${TARGET_CPU_RATIO}x | ${ratio <= TARGET_CPU_RATIO ? "yes" : "no"} |`)
-    console.log(`| blob GET, req/s | ${rate(blobRuns.service).toFixed(0)} | ${rate(blobRuns.bare).toFixed(0)} | ${(rate(blobRuns.service) / rate(blobRuns.bare)).toFixed(2)}x | — | — |`)
-    console.log(`| listing of ${partitions} partitions, partitions/s | ${listingRate.toFixed(0)} | — | — | ≥ ${TARGET_LISTING_RATE} | ${listingRate >= TARGET_LISTING_RATE ? "yes" : "no"} |`)
-    console.log(`| listing, server CPU µs/partition | ${median(listingRuns.map((x) => x.cpuMicros / x.partitions)).toFixed(2)} | — | — | — | — |`)
+    console.log(
+      `| blob GET, server CPU µs/request | ${cpu(blobRuns.service).toFixed(1)} | ${cpu(blobRuns.bare).toFixed(1)} | ${
+        ratio.toFixed(2)
+      }x | ≤ ${TARGET_CPU_RATIO}x | ${ratio <= TARGET_CPU_RATIO ? "yes" : "no"} |`
+    )
+    console.log(
+      `| blob GET, req/s | ${rate(blobRuns.service).toFixed(0)} | ${rate(blobRuns.bare).toFixed(0)} | ${
+        (rate(blobRuns.service) / rate(blobRuns.bare)).toFixed(2)
+      }x | — | — |`
+    )
+    console.log(
+      `| listing of ${partitions} partitions, partitions/s | ${
+        listingRate.toFixed(0)
+      } | — | — | ≥ ${TARGET_LISTING_RATE} | ${listingRate >= TARGET_LISTING_RATE ? "yes" : "no"} |`
+    )
+    console.log(
+      `| listing, server CPU µs/partition | ${
+        median(listingRuns.map((x) => x.cpuMicros / x.partitions)).toFixed(2)
+      } | — | — | — | — |`
+    )
   } finally {
     for (const child of children) child.kill("SIGTERM")
     fs.rmSync(work, { recursive: true, force: true })

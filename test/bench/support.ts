@@ -31,8 +31,18 @@ export const waitForLine = (child: ChildProcess, what = "serve") =>
 /** `catalog-export serve` with the demo seed sized for a benchmark, in its own process. */
 export const startService = async (partitions: number, blobBytes: number, credentials: string) => {
   const child = spawn(process.execPath, [
-    path.join(ROOT, "src/cli/bin.mjs"), "serve", "--port", "0", "--seed-partitions", String(partitions),
-    "--seed-versions", "1", "--seed-blob-bytes", String(blobBytes), "--credentials-out", credentials
+    path.join(ROOT, "src/cli/bin.mjs"),
+    "serve",
+    "--port",
+    "0",
+    "--seed-partitions",
+    String(partitions),
+    "--seed-versions",
+    "1",
+    "--seed-blob-bytes",
+    String(blobBytes),
+    "--credentials-out",
+    credentials
   ], { stdio: ["ignore", "pipe", "inherit"] })
   const line = await waitForLine(child)
   return { child, lookupUrl: line.lookupUrl! }
@@ -50,6 +60,10 @@ export const bearerToken = async (credentials: string) => {
     timestamp: Math.floor(Date.now() / 1000),
     nonce: Math.random().toString(36).slice(2)
   })
-  const res = await fetch(tokenUrl, { method: "POST", headers: { authorization, "content-type": "application/json" }, body: JSON.stringify({ grantType: "client_credentials" }) })
+  const res = await fetch(tokenUrl, {
+    method: "POST",
+    headers: { authorization, "content-type": "application/json" },
+    body: JSON.stringify({ grantType: "client_credentials" })
+  })
   return ((await res.json()) as { accessToken: string }).accessToken
 }

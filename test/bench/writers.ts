@@ -10,8 +10,8 @@
  * Every configuration runs in its own child process so peak RSS (getrusage maxrss) is its own.
  * Every Parquet file is read back by DuckDB (row count and total data bytes) after the timing.
  */
-import { Effect, Exit, Layer, Scope } from "effect"
 import { tableFromIPC } from "apache-arrow"
+import { Effect, Exit, Layer, Scope } from "effect"
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
@@ -20,10 +20,10 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import * as zlib from "node:zlib"
 import { ArrowFileWriter } from "../../src/sinks/ArrowFileWriter.ts"
-import { FileOutput } from "../../src/sinks/FileOutput.ts"
 import { Encoder } from "../../src/sinks/Encoder.ts"
+import { FileOutput } from "../../src/sinks/FileOutput.ts"
 import { type FormatWriter, type FormatWriterOptions, rangeBytes } from "../../src/sinks/FormatWriter.ts"
-import { parquetCodec, zstdCodec, type ParquetCodec } from "../../src/sinks/ParquetCodecs.ts"
+import { type ParquetCodec, parquetCodec, zstdCodec } from "../../src/sinks/ParquetCodecs.ts"
 import { ParquetFileWriter } from "../../src/sinks/ParquetFileWriter.ts"
 import * as RollingWriter from "../../src/sinks/RollingWriter.ts"
 import { dataAt, type RowBatch, RowBatchBuilder } from "../../src/sinks/RowBatch.ts"
@@ -39,7 +39,10 @@ const POOL_BYTES = 16 * MiB
 
 /** Batches of rows as the export collects them: each blob copied into the batch, as a fetched blob is. */
 const batchSource = (rowSize: number) => {
-  const pool = Array.from({ length: Math.max(16, Math.floor(POOL_BYTES / rowSize)) }, (_, i) => makePayload(rowSize, i + 1))
+  const pool = Array.from(
+    { length: Math.max(16, Math.floor(POOL_BYTES / rowSize)) },
+    (_, i) => makePayload(rowSize, i + 1)
+  )
   const version = 2n ** 53n + 12345n
   return (from: number, to: number): RowBatch => {
     const builder = new RowBatchBuilder()
@@ -47,7 +50,14 @@ const batchSource = (rowSize: number) => {
       const data = pool[index % pool.length]!
       new DataView(data.buffer).setUint32(0, index)
       const hex = (index * 2654435761 >>> 0).toString(16).padStart(8, "0")
-      builder.add(`${377894440 + index}`, version, `${hex}-1f0e-4c2a-9b3d-${hex}${hex.slice(0, 4)}`, rowSize, hex.repeat(5), data)
+      builder.add(
+        `${377894440 + index}`,
+        version,
+        `${hex}-1f0e-4c2a-9b3d-${hex}${hex.slice(0, 4)}`,
+        rowSize,
+        hex.repeat(5),
+        data
+      )
     }
     return builder.take()
   }
@@ -61,7 +71,13 @@ interface Sink {
 }
 
 const formatWriterSink = (make: (options: FormatWriterOptions) => FormatWriter, file: string): Sink => {
-  const writer = make({ path: file, heretile: false, metadata: { catalog_hrn: "hrn:here:data::bench:catalog" }, rowGroupBytes: ROW_GROUP_BYTES, createdBy: "bench" })
+  const writer = make({
+    path: file,
+    heretile: false,
+    metadata: { catalog_hrn: "hrn:here:data::bench:catalog" },
+    rowGroupBytes: ROW_GROUP_BYTES,
+    createdBy: "bench"
+  })
   return {
     add: (batch) => writer.add(batch, 0, batch.length, rangeBytes(batch, 0, batch.length)),
     close: () => {
@@ -93,7 +109,9 @@ const parquetjsLite = (compression: "UNCOMPRESSED" | "SNAPPY") => (dir: string, 
   let writer: any
   return {
     add: async (batch) => {
-      writer ??= await parquet.ParquetWriter.openFile(schema, file, { rowGroupSize: Math.ceil(ROW_GROUP_BYTES / rowSize) })
+      writer ??= await parquet.ParquetWriter.openFile(schema, file, {
+        rowGroupSize: Math.ceil(ROW_GROUP_BYTES / rowSize)
+      })
       for (let i = 0; i < batch.length; i++) {
         const data = dataAt(batch, i)!
         await writer.appendRow({
@@ -122,7 +140,10 @@ const rollingSink = (format: RollingWriter.OutputFormat, encoder: Layer.Layer<En
   return {
     add: async (batch) => {
       writer ??= await Effect.runPromise(
-        RollingWriter.make({ dir, format, metadata: { catalog_hrn: "hrn:here:data::bench:catalog" } }).pipe(Scope.extend(scope), Effect.provide(context))
+        RollingWriter.make({ dir, format, metadata: { catalog_hrn: "hrn:here:data::bench:catalog" } }).pipe(
+          Scope.extend(scope),
+          Effect.provide(context)
+        )
       )
       await Effect.runPromise(writer.write(batch))
     },
@@ -163,7 +184,10 @@ const configs: ReadonlyArray<Config> = [
   { name: "hyparquet-writer / zstd -3 (zstd-napi)", make: parquetSink(() => zstdCodec(3)) },
   { name: "hyparquet-writer / gzip -1 (node zlib)", make: parquetSink(() => parquetCodec("gzip")) },
   { name: "hyparquet-writer / brotli -1 (node zlib)", make: parquetSink(brotli(1)) },
-  { name: "apache-arrow IPC file / none", make: (dir) => formatWriterSink((o) => new ArrowFileWriter(o), path.join(dir, "out.arrow")) },
+  {
+    name: "apache-arrow IPC file / none",
+    make: (dir) => formatWriterSink((o) => new ArrowFileWriter(o), path.join(dir, "out.arrow"))
+  },
   { name: "RollingWriter parquet (defaults, encoder thread)", make: rollingSink("parquet", Encoder.thread) },
   { name: "RollingWriter parquet (defaults, inline)", make: rollingSink("parquet", Encoder.inline) },
   { name: "RollingWriter both (defaults, encoder thread)", make: rollingSink("both", Encoder.thread) },
@@ -192,7 +216,9 @@ const verify = async (files: ReadonlyArray<string>, rows: number, payloadBytes: 
     const db = await DuckDBInstance.create()
     const connection = await db.connect()
     const list = parquet.map((f) => `'${f}'`).join(", ")
-    const [result] = (await connection.runAndReadAll(`select count(*) as n, sum(octet_length(data)) as bytes from read_parquet([${list}])`)).getRowObjectsJS()
+    const [result] = (await connection.runAndReadAll(
+      `select count(*) as n, sum(octet_length(data)) as bytes from read_parquet([${list}])`
+    )).getRowObjectsJS()
     connection.closeSync()
     db.closeSync()
     if (Number(result!.n) !== rows || Number(result!.bytes) !== payloadBytes) {
@@ -209,7 +235,12 @@ const verify = async (files: ReadonlyArray<string>, rows: number, payloadBytes: 
   return notes.join("+") || "-"
 }
 
-const runChild = async (configIndex: number, rowSize: number, totalBytes: number, outDir: string): Promise<RunResult> => {
+const runChild = async (
+  configIndex: number,
+  rowSize: number,
+  totalBytes: number,
+  outDir: string
+): Promise<RunResult> => {
   const config = configs[configIndex]!
   const nextBatch = batchSource(rowSize)
   const dir = fs.mkdtempSync(path.join(outDir, "bench-writers-"))
@@ -252,7 +283,9 @@ const main = async () => {
   const totalBytes = (quick ? 64 : 256) * MiB
   const repeats = quick ? 1 : 3
   const script = fileURLToPath(import.meta.url)
-  console.log(`# writers: ${totalBytes / MiB} MiB payload per run, ${ROW_GROUP_BYTES / MiB} MiB row groups, median of ${repeats}`)
+  console.log(
+    `# writers: ${totalBytes / MiB} MiB payload per run, ${ROW_GROUP_BYTES / MiB} MiB row groups, median of ${repeats}`
+  )
   console.log(`# output in ${outDir}`)
   console.log(`# ${os.cpus().length} cores (${os.cpus()[0]?.model ?? "?"}), Node ${process.version}`)
   const table: Array<Record<string, string>> = []
@@ -263,7 +296,15 @@ const main = async () => {
     for (const rowSize of [1024, 64 * 1024]) {
       const runs: Array<RunResult> = []
       for (let r = 0; r < repeats; r++) {
-        const out = execFileSync(process.execPath, [...process.execArgv, script, "--child", String(index), String(rowSize), String(totalBytes), outDir], {
+        const out = execFileSync(process.execPath, [
+          ...process.execArgv,
+          script,
+          "--child",
+          String(index),
+          String(rowSize),
+          String(totalBytes),
+          outDir
+        ], {
           encoding: "utf8",
           maxBuffer: 16 * MiB
         })
@@ -276,7 +317,9 @@ const main = async () => {
       row[`x base ${label}`] = (mbps / baseline.get(rowSize)!).toFixed(2)
       row[`peak RSS MB ${label}`] = (median(runs.map((r) => r.peakRssBytes)) / MiB).toFixed(0)
       row[`RSS before MB ${label}`] = (median(runs.map((r) => r.rssBeforeBytes)) / MiB).toFixed(0)
-      row[`size ratio ${label}`] = runs[0]!.fileBytes > 0 ? (runs[0]!.payloadBytes / runs[0]!.fileBytes).toFixed(2) : "-"
+      row[`size ratio ${label}`] = runs[0]!.fileBytes > 0
+        ? (runs[0]!.payloadBytes / runs[0]!.fileBytes).toFixed(2)
+        : "-"
       row["read back"] = runs[0]!.verified
       console.error(`${config.name} ${label}: ${mbps.toFixed(0)} MB/s`)
     }

@@ -1,9 +1,9 @@
 import { beforeAll, describe, expect, it } from "vitest"
 import { PARTIAL_LIST_SECONDS } from "../../src/client/ConfigApi.ts"
 import { type Proxy, startProxy } from "../reliability/support.ts"
-import { DEMO, startService, type TestService } from "../support/service.ts"
-import { cleanups } from "../support/files.ts"
 import { cli } from "../support/cli.ts"
+import { cleanups } from "../support/files.ts"
+import { DEMO, startService, type TestService } from "../support/service.ts"
 
 /**
  * The interface: a catalog list whose generation takes over 50 seconds may be partial. A list that
@@ -22,7 +22,15 @@ beforeAll(async () => {
 
 describe("catalogs list", () => {
   it(`warns that a list which took over ${PARTIAL_LIST_SECONDS} s to arrive may be partial`, async () => {
-    const flags = ["--lookup-url", proxy.lookupUrl, "--credentials", await svc.credentialsFile(), "--json", "--log-format", "json"]
+    const flags = [
+      "--lookup-url",
+      proxy.lookupUrl,
+      "--credentials",
+      await svc.credentialsFile(),
+      "--json",
+      "--log-format",
+      "json"
+    ]
     const quick = await cli(["catalogs", "list", ...flags])
     expect(quick.code, quick.stderr).toBe(0)
     expect(quick.stderr).toBe("")
@@ -44,6 +52,8 @@ describe("catalogs list", () => {
     const warnings = slow.stderr.trim().split("\n").map((l) => JSON.parse(l) as { logLevel: string; message: string })
     expect(warnings).toHaveLength(1)
     expect(warnings[0]!.logLevel).toBe("WARN")
-    expect(warnings[0]!.message).toMatch(/^The catalog list took 5\d s to arrive; the config API may return a partial list when generating it takes over 50 s, so catalogs may be missing from it\./)
+    expect(warnings[0]!.message).toMatch(
+      /^The catalog list took 5\d s to arrive; the config API may return a partial list when generating it takes over 50 s, so catalogs may be missing from it\./
+    )
   }, 120_000)
 })

@@ -21,7 +21,9 @@ const cli = (...args: Array<string>) => cliFor(svc, credentials)(...args)
 
 /** Runs the CLI with a terminal as stdout, as a person would. */
 const onTerminal = async (...args: Array<string>) => {
-  const command = [process.execPath, BIN, ...args, "--lookup-url", svc.lookupUrl, "--credentials", credentials].map((a) => `'${a}'`).join(" ")
+  const command = [process.execPath, BIN, ...args, "--lookup-url", svc.lookupUrl, "--credentials", credentials].map((
+    a
+  ) => `'${a}'`).join(" ")
   const { stdout } = await run("script", ["-qec", command, "/dev/null"], { maxBuffer: 1 << 24 })
   return stdout.replace(/\r/g, "")
 }
@@ -50,7 +52,13 @@ describe.concurrent("inspection commands", () => {
 
   it("layers list", async () => {
     const result = await cli("layers", "list", "--catalog", DEMO, "--json")
-    expect(lines(result.stdout).map((l) => [l.id, l.layerType])).toEqual([["tiles", "versioned"], ["roads", "versioned"], ["places", "versioned"], ["traffic", "volatile"], ["events", "stream"]])
+    expect(lines(result.stdout).map((l) => [l.id, l.layerType])).toEqual([
+      ["tiles", "versioned"],
+      ["roads", "versioned"],
+      ["places", "versioned"],
+      ["traffic", "volatile"],
+      ["events", "stream"]
+    ])
   })
 
   it("partitions list, at a version and per part", async () => {
@@ -59,11 +67,39 @@ describe.concurrent("inspection commands", () => {
     )
     const listed = await cli("partitions", "list", "--catalog", DEMO, "--layer", "places", "--version", "2")
     expect(listed.code).toBe(0)
-    expect(lines(listed.stdout).map((p) => [p.partition, p.dataHandle, p.checksum])).toEqual(direct.partitions.map((p) => [p.partition, p.dataHandle, p.checksum]))
-    const { parts } = await http<{ parts: Array<string> }>(`/metadata/v1/catalogs/${DEMO}/layers/places/partitions/parts?numRequestedParts=2`)
-    const first = await cli("partitions", "list", "--catalog", DEMO, "--layer", "places", "--version", "2", "--part", parts[0]!)
-    const second = await cli("partitions", "list", "--catalog", DEMO, "--layer", "places", "--version", "2", "--part", parts[1]!)
-    expect([...lines(first.stdout), ...lines(second.stdout)].map((p) => p.partition)).toEqual(direct.partitions.map((p) => p.partition))
+    expect(lines(listed.stdout).map((p) => [p.partition, p.dataHandle, p.checksum])).toEqual(
+      direct.partitions.map((p) => [p.partition, p.dataHandle, p.checksum])
+    )
+    const { parts } = await http<{ parts: Array<string> }>(
+      `/metadata/v1/catalogs/${DEMO}/layers/places/partitions/parts?numRequestedParts=2`
+    )
+    const first = await cli(
+      "partitions",
+      "list",
+      "--catalog",
+      DEMO,
+      "--layer",
+      "places",
+      "--version",
+      "2",
+      "--part",
+      parts[0]!
+    )
+    const second = await cli(
+      "partitions",
+      "list",
+      "--catalog",
+      DEMO,
+      "--layer",
+      "places",
+      "--version",
+      "2",
+      "--part",
+      parts[1]!
+    )
+    expect([...lines(first.stdout), ...lines(second.stdout)].map((p) => p.partition)).toEqual(
+      direct.partitions.map((p) => p.partition)
+    )
     const bad = await cli("partitions", "list", "--catalog", DEMO, "--layer", "places", "--additional-fields", "colour")
     expect(bad.code).toBe(2)
     expect(bad.stderr).toContain("colour")
@@ -72,9 +108,13 @@ describe.concurrent("inspection commands", () => {
   it("versions latest, minimum and list", async () => {
     expect((await cli("versions", "latest", "--catalog", DEMO)).stdout.trim()).toBe("3")
     expect((await cli("versions", "minimum", "--catalog", DEMO)).stdout.trim()).toBe("0")
-    const direct = await http<{ versions: Array<{ version: number; timestamp: number }> }>(`/metadata/v1/catalogs/${DEMO}/versions?startVersion=-1&endVersion=3`)
+    const direct = await http<{ versions: Array<{ version: number; timestamp: number }> }>(
+      `/metadata/v1/catalogs/${DEMO}/versions?startVersion=-1&endVersion=3`
+    )
     const listed = await cli("versions", "list", "--catalog", DEMO, "--json")
-    expect(lines(listed.stdout).map((v) => [v.version, v.timestamp])).toEqual(direct.versions.map((v) => [v.version, v.timestamp]))
+    expect(lines(listed.stdout).map((v) => [v.version, v.timestamp])).toEqual(
+      direct.versions.map((v) => [v.version, v.timestamp])
+    )
     const table = await onTerminal("versions", "list", "--catalog", DEMO)
     expect(table).toContain(`VERSION  CREATED`)
     expect(table).toContain(new Date(direct.versions[0]!.timestamp).toISOString())
@@ -89,7 +129,17 @@ describe.concurrent("inspection commands", () => {
     const file = path.join(svc.dir, "blob.bin")
     await cli("blob", "get", "--catalog", DEMO, "--layer", "places", "--data-handle", p!.dataHandle, "--output", file)
     expect(sha1(fs.readFileSync(file))).toBe(p!.checksum)
-    const volatile = await cli("blob", "get", "--catalog", DEMO, "--layer", "traffic", "--data-handle", "traffic-3-0", "--volatile")
+    const volatile = await cli(
+      "blob",
+      "get",
+      "--catalog",
+      DEMO,
+      "--layer",
+      "traffic",
+      "--data-handle",
+      "traffic-3-0",
+      "--volatile"
+    )
     expect(JSON.parse(volatile.stdout).segment).toBe("segment-3")
   })
 
@@ -110,8 +160,18 @@ describe.concurrent("inspection commands", () => {
 
   it("has --help on every command", async () => {
     const commands = [
-      ["catalogs", "list"], ["catalogs", "get"], ["layers", "list"], ["partitions", "list"], ["versions", "latest"],
-      ["versions", "minimum"], ["versions", "list"], ["blob", "get"], ["lookup"], ["export"], ["serve"], ["run"]
+      ["catalogs", "list"],
+      ["catalogs", "get"],
+      ["layers", "list"],
+      ["partitions", "list"],
+      ["versions", "latest"],
+      ["versions", "minimum"],
+      ["versions", "list"],
+      ["blob", "get"],
+      ["lookup"],
+      ["export"],
+      ["serve"],
+      ["run"]
     ]
     await Promise.all(commands.map(async (command) => {
       const { stdout } = await run(process.execPath, [BIN, ...command, "--help"])

@@ -2,12 +2,12 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { beforeAll, describe, expect, it } from "vitest"
 import * as HereTile from "../../src/domain/HereTile.ts"
-import { literal, query, withDuckDB } from "../support/duckdb.ts"
 import { type Proxy, startProxy } from "../reliability/support.ts"
+import { cli } from "../support/cli.ts"
+import { literal, query, withDuckDB } from "../support/duckdb.ts"
+import { cleanups } from "../support/files.ts"
 import { DEMO, startService, type TestService } from "../support/service.ts"
 import { expectedRows, latestVersion, listing, manifestOf, publish, readExport } from "../versions/support.ts"
-import { cleanups } from "../support/files.ts"
-import { cli } from "../support/cli.ts"
 
 /**
  * The interface document's own wording, through the real CLI: the forms it shows are accepted beside
@@ -22,8 +22,11 @@ let svc: TestService
 let proxy: Proxy
 let credentials: string
 
-const via = (target: { lookupUrl: string }) => ["--lookup-url", target.lookupUrl, "--credentials", credentials, "--log-format", "json"]
-const catalogConfig = async (hrn: string) => (await (await svc.get(`/config/v1/catalogs/${hrn}`)).json()) as Record<string, any>
+const via = (
+  target: { lookupUrl: string }
+) => ["--lookup-url", target.lookupUrl, "--credentials", credentials, "--log-format", "json"]
+const catalogConfig = async (hrn: string) =>
+  (await (await svc.get(`/config/v1/catalogs/${hrn}`)).json()) as Record<string, any>
 
 beforeAll(async () => {
   svc = await startService({ seed: { partitions: 20, versions: 3 } })
@@ -35,7 +38,13 @@ beforeAll(async () => {
 describe("the interface's wording", () => {
   it("partitioning {scheme: tile} is HERE tile partitioning: tile columns in the export", async () => {
     const config = await catalogConfig(DEMO)
-    const tiled = { id: "tiled", name: "Tiled", layerType: "versioned", contentType: "application/json", partitioning: { scheme: "tile", tileLevels: [12] } }
+    const tiled = {
+      id: "tiled",
+      name: "Tiled",
+      layerType: "versioned",
+      contentType: "application/json",
+      partitioning: { scheme: "tile", tileLevels: [12] }
+    }
     const put = await svc.get(`/config/v1/catalogs/${DEMO}`, {
       method: "PUT",
       headers: { "content-type": "application/json" },
@@ -43,15 +52,27 @@ describe("the interface's wording", () => {
     })
     expect(put.status, await put.text()).toBe(202)
     const ids = [HereTile.fromCoordinates(52.52, 13.405, 12), HereTile.fromCoordinates(48.137, 11.575, 12)]
-    const version = await publish(svc, ids.map((id) => ({ partition: String(id), data: JSON.stringify({ id }) })), "tiled")
+    const version = await publish(
+      svc,
+      ids.map((id) => ({ partition: String(id), data: JSON.stringify({ id }) })),
+      "tiled"
+    )
     const layers = await cli(["layers", "list", "--catalog", DEMO, "--json", ...via(svc)])
-    expect(layers.stdout.split("\n").filter((l) => l !== "").map((l) => JSON.parse(l)).find((l) => l.id === "tiled").partitioning).toEqual({ scheme: "tile", tileLevels: [12] })
+    expect(
+      layers.stdout.split("\n").filter((l) => l !== "").map((l) => JSON.parse(l)).find((l) => l.id === "tiled")
+        .partitioning
+    ).toEqual({ scheme: "tile", tileLevels: [12] })
 
     const out = tempDir("interface-tile-")
     const result = await cli(["export", "--catalog", DEMO, "--layer", "tiled", "--out", out, ...via(svc)])
     expect(result.code, result.stderr).toBe(0)
     const rows = await withDuckDB((c) =>
-      query(c, `SELECT partition, tile_level, tile_x, tile_y, tile_west, tile_north FROM read_parquet(${literal(path.join(out, "demo", "tiled", `version=${version}`, "*.parquet"))}) ORDER BY partition`)
+      query(
+        c,
+        `SELECT partition, tile_level, tile_x, tile_y, tile_west, tile_north FROM read_parquet(${
+          literal(path.join(out, "demo", "tiled", `version=${version}`, "*.parquet"))
+        }) ORDER BY partition`
+      )
     )
     expect(rows).toHaveLength(2)
     for (const row of rows) {
@@ -80,12 +101,35 @@ describe("the interface's wording", () => {
     try {
       const out = tempDir("interface-version-")
       const latest = await latestVersion(svc)
-      const result = await cli(["export", "--catalog", DEMO, "--layer", "places", "--out", out, "--parts", "1", ...via(proxy)])
+      const result = await cli([
+        "export",
+        "--catalog",
+        DEMO,
+        "--layer",
+        "places",
+        "--out",
+        out,
+        "--parts",
+        "1",
+        ...via(proxy)
+      ])
       expect(result.code, result.stderr).toBe(0)
-      expect(await readExport(path.join(out, "demo", "places", `version=${latest}`))).toEqual(expectedRows(await listing(svc, "places", latest)))
+      expect(await readExport(path.join(out, "demo", "places", `version=${latest}`))).toEqual(
+        expectedRows(await listing(svc, "places", latest))
+      )
 
       const wanted = (await listing(svc, "places", latest)).slice(0, 2)
-      const got = await cli(["partitions", "get", "--catalog", DEMO, "--layer", "places", "--partition", wanted.map((p) => p.partition).join(","), ...via(proxy)])
+      const got = await cli([
+        "partitions",
+        "get",
+        "--catalog",
+        DEMO,
+        "--layer",
+        "places",
+        "--partition",
+        wanted.map((p) => p.partition).join(","),
+        ...via(proxy)
+      ])
       expect(got.code, got.stderr).toBe(0)
       const printed = got.stdout.trim().split("\n").map((l) => JSON.parse(l) as { partition: string; version: unknown })
       expect(printed.map((p) => [p.partition, p.version])).toEqual(wanted.map((p) => [p.partition, p.version]))
@@ -98,7 +142,16 @@ describe("the interface's wording", () => {
     const dir = tempDir("interface-create-")
     const body = (id: string) => {
       const file = path.join(dir, `${id}.json`)
-      fs.writeFileSync(file, JSON.stringify({ id, name: id, summary: "s", description: "d", layers: [{ id: "v", name: "V", layerType: "versioned", contentType: "application/json" }] }))
+      fs.writeFileSync(
+        file,
+        JSON.stringify({
+          id,
+          name: id,
+          summary: "s",
+          description: "d",
+          layers: [{ id: "v", name: "V", layerType: "versioned", contentType: "application/json" }]
+        })
+      )
       return file
     }
     proxy.decide = (req) =>
@@ -109,7 +162,9 @@ describe("the interface's wording", () => {
             const accepted = await forward()
             expect(accepted.status).toBe(202)
             const id = (JSON.parse(request.body.toString("utf8")) as { id: string }).id
-            const catalog = await (await fetch(`${svc.url}/config/v1/catalogs/hrn:local:data:::${id}`, { headers: { authorization: request.headers.authorization! } })).text()
+            const catalog = await (await fetch(`${svc.url}/config/v1/catalogs/hrn:local:data:::${id}`, {
+              headers: { authorization: request.headers.authorization! }
+            })).text()
             return { status: 201, body: catalog }
           }
         }
@@ -176,22 +231,53 @@ describe("--region on the commands that move data", () => {
   it("export, backfill and run read a multi-region catalog from the region asked for", async () => {
     const hrn = "hrn:local:data:::interface-regions"
     const file = path.join(tempDir("interface-regions-"), "catalog.json")
-    fs.writeFileSync(file, JSON.stringify({
-      id: "interface-regions",
-      name: "Regions",
-      summary: "s",
-      description: "d",
-      replication: { regions: [{ id: "eu-ireland", role: "primary" }, { id: "us-oregon", role: "secondary" }] },
-      layers: [{ id: "v", name: "V", layerType: "versioned", contentType: "application/json" }]
-    }))
+    fs.writeFileSync(
+      file,
+      JSON.stringify({
+        id: "interface-regions",
+        name: "Regions",
+        summary: "s",
+        description: "d",
+        replication: { regions: [{ id: "eu-ireland", role: "primary" }, { id: "us-oregon", role: "secondary" }] },
+        layers: [{ id: "v", name: "V", layerType: "versioned", contentType: "application/json" }]
+      })
+    )
     expect((await cli(["catalogs", "create", "--file", file, "--wait", ...via(svc)])).code).toBe(0)
-    const version = await publish(svc, [{ partition: "a", data: "{\"a\":1}" }, { partition: "b", data: "{\"b\":2}" }], "v", "application/json", hrn)
+    const version = await publish(
+      svc,
+      [{ partition: "a", data: "{\"a\":1}" }, { partition: "b", data: "{\"b\":2}" }],
+      "v",
+      "application/json",
+      hrn
+    )
     const dir = tempDir("interface-regions-")
     const config = path.join(dir, "nightly.json")
-    fs.writeFileSync(config, JSON.stringify({ job: "nightly-export", out: path.join(dir, "run"), region: "us-oregon", layers: [{ catalog: hrn, layer: "v" }] }))
+    fs.writeFileSync(
+      config,
+      JSON.stringify({
+        job: "nightly-export",
+        out: path.join(dir, "run"),
+        region: "us-oregon",
+        layers: [{ catalog: hrn, layer: "v" }]
+      })
+    )
     const runs = {
       export: ["export", "--catalog", hrn, "--layer", "v", "--out", path.join(dir, "export"), "--region", "us-oregon"],
-      backfill: ["backfill", "--catalog", hrn, "--layer", "v", "--from", String(version), "--to", String(version), "--out", path.join(dir, "backfill"), "--region", "us-oregon"],
+      backfill: [
+        "backfill",
+        "--catalog",
+        hrn,
+        "--layer",
+        "v",
+        "--from",
+        String(version),
+        "--to",
+        String(version),
+        "--out",
+        path.join(dir, "backfill"),
+        "--region",
+        "us-oregon"
+      ],
       run: ["run", config]
     }
     for (const [name, args] of Object.entries(runs)) {
@@ -207,11 +293,17 @@ describe("--region on the commands that move data", () => {
     }
     // Without it, the primary region's URLs (lookup without `region` hands out the primary's for a multi-region catalog).
     const from = proxy.log.length
-    expect((await cli(["export", "--catalog", hrn, "--layer", "v", "--out", path.join(dir, "primary"), ...via(proxy)])).code).toBe(0)
+    expect(
+      (await cli(["export", "--catalog", hrn, "--layer", "v", "--out", path.join(dir, "primary"), ...via(proxy)])).code
+    ).toBe(0)
     const primary = proxy.log.slice(from).filter((e) => /\/(metadata|blobstore)\/v1\//.test(e.path))
     expect(primary.length).toBeGreaterThan(0)
     expect(primary.filter((e) => !e.path.startsWith("/regions/eu-ireland/")).map((e) => e.path)).toEqual([])
-    expect(manifestOf(path.join(dir, "primary", "interface-regions", "v", `version=${version}`)).regions.every((r: { region: string }) => r.region === "eu-ireland")).toBe(true)
+    expect(
+      manifestOf(path.join(dir, "primary", "interface-regions", "v", `version=${version}`)).regions.every((
+        r: { region: string }
+      ) => r.region === "eu-ireland")
+    ).toBe(true)
   })
 })
 
@@ -221,15 +313,43 @@ describe("partitions get", () => {
     const all = await listing(svc, "places", latest)
     const wanted = [all[3]!, all[7]!]
     const from = proxy.log.length
-    const got = await cli(["partitions", "get", "--catalog", DEMO, "--layer", "places", "--partition", wanted[0]!.partition, "--partition", wanted[1]!.partition, ...via(proxy)])
+    const got = await cli([
+      "partitions",
+      "get",
+      "--catalog",
+      DEMO,
+      "--layer",
+      "places",
+      "--partition",
+      wanted[0]!.partition,
+      "--partition",
+      wanted[1]!.partition,
+      ...via(proxy)
+    ])
     expect(got.code, got.stderr).toBe(0)
-    expect(got.stdout.trim().split("\n").map((l) => JSON.parse(l))).toEqual(wanted.map((p) => ({ ...p, layer: "places" })))
-    expect(proxy.log.slice(from).some((e) => e.path === `/query/v1/catalogs/${DEMO}/layers/places/partitions`)).toBe(true)
+    expect(got.stdout.trim().split("\n").map((l) => JSON.parse(l))).toEqual(
+      wanted.map((p) => ({ ...p, layer: "places" }))
+    )
+    expect(proxy.log.slice(from).some((e) => e.path === `/query/v1/catalogs/${DEMO}/layers/places/partitions`)).toBe(
+      true
+    )
 
-    const missing = await cli(["partitions", "get", "--catalog", DEMO, "--layer", "places", "--partition", `${wanted[0]!.partition},no-such-partition`, ...via(svc)])
+    const missing = await cli([
+      "partitions",
+      "get",
+      "--catalog",
+      DEMO,
+      "--layer",
+      "places",
+      "--partition",
+      `${wanted[0]!.partition},no-such-partition`,
+      ...via(svc)
+    ])
     expect(missing.code).toBe(4)
     expect(JSON.parse(missing.stdout.trim()).partition).toBe(wanted[0]!.partition)
-    expect(missing.stderr.trim()).toBe(`catalog-export: Layer 'places' of ${DEMO} has no partition 'no-such-partition' at version ${latest}; check the ids.`)
+    expect(missing.stderr.trim()).toBe(
+      `catalog-export: Layer 'places' of ${DEMO} has no partition 'no-such-partition' at version ${latest}; check the ids.`
+    )
   })
 })
 

@@ -9,9 +9,9 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { beforeAll, describe, expect, it } from "vitest"
 import { noFaults } from "../../src/server/Faults.ts"
-import { cleanups, readJson } from "../support/files.ts"
 import { cli, ROOT } from "../support/cli.ts"
 import { readParquet } from "../support/duckdb.ts"
+import { cleanups, readJson } from "../support/files.ts"
 import { DEMO, startService, type TestService } from "../support/service.ts"
 
 const { cleanup, tempDir } = cleanups()
@@ -27,8 +27,13 @@ beforeAll(async () => {
 
 /** The service's own count of a layer's partitions at its latest version (versions answer, then the listing). */
 const expectedCount = async (layer: string) => {
-  const latest = ((await (await svc.get(`/metadata/v1/catalogs/${DEMO}/versions/latest?startVersion=-1`)).json()) as { version: number }).version
-  const listing = (await (await svc.get(`/metadata/v1/catalogs/${DEMO}/layers/${layer}/partitions?version=${latest}`)).json()) as { partitions: Array<unknown> }
+  const latest = ((await (await svc.get(`/metadata/v1/catalogs/${DEMO}/versions/latest?startVersion=-1`)).json()) as {
+    version: number
+  }).version
+  const listing =
+    (await (await svc.get(`/metadata/v1/catalogs/${DEMO}/layers/${layer}/partitions?version=${latest}`)).json()) as {
+      partitions: Array<unknown>
+    }
   return { latest, count: listing.partitions.length }
 }
 
@@ -36,7 +41,18 @@ const nightly = (fields: Record<string, unknown>) => {
   const dir = tempDir("progress-")
   const out = path.join(dir, "out")
   const file = path.join(dir, "nightly.json")
-  fs.writeFileSync(file, JSON.stringify({ job: "nightly-export", out, lookupUrl: svc.lookupUrl, credentials, format: "parquet", parts: 2, ...fields }))
+  fs.writeFileSync(
+    file,
+    JSON.stringify({
+      job: "nightly-export",
+      out,
+      lookupUrl: svc.lookupUrl,
+      credentials,
+      format: "parquet",
+      parts: 2,
+      ...fields
+    })
+  )
   return { file, out }
 }
 
@@ -55,7 +71,11 @@ const ESC = "\x1b"
 
 describe("progress on a terminal", () => {
   it("draws a bar per running export, in place, with done/total from the versions answer, and ends with the report table", async () => {
-    const job = nightly({ layerConcurrency: 2, concurrency: 4, layers: [{ catalog: DEMO, layer: "places" }, { catalog: DEMO, layer: "tiles" }] })
+    const job = nightly({
+      layerConcurrency: 2,
+      concurrency: 4,
+      layers: [{ catalog: DEMO, layer: "places" }, { catalog: DEMO, layer: "tiles" }]
+    })
     const places = await expectedCount("places")
     const tiles = await expectedCount("tiles")
     const { code, screen } = await onTerminal(["run", job.file])
@@ -63,7 +83,8 @@ describe("progress on a terminal", () => {
 
     // Frames: what is drawn after each erasure of the board (carriage return, cursor up, erase down).
     const frames = screen.split(`${ESC}[J`).filter((f) => f.includes(`${ESC}[2K`))
-    const bar = (layer: string, total: number) => new RegExp(`${DEMO} ${layer}\\s+[█░]{20}\\s+(\\d+)% ([\\d,]+)/${total.toLocaleString("en-US")} `)
+    const bar = (layer: string, total: number) =>
+      new RegExp(`${DEMO} ${layer}\\s+[█░]{20}\\s+(\\d+)% ([\\d,]+)/${total.toLocaleString("en-US")} `)
     const both = frames.filter((f) => bar("places", places.count).test(f) && bar("tiles", tiles.count).test(f))
     expect(both.length, "two exports ran at once, each with its own bar").toBeGreaterThan(0)
     // Two lines redrawn in place: the next frame moves the cursor up one line first.
@@ -75,12 +96,20 @@ describe("progress on a terminal", () => {
     expect(done.length).toBeGreaterThan(2)
     expect([...done].sort((a, b) => a - b)).toEqual(done)
     expect(done.at(-1)!).toBeLessThanOrEqual(places.count)
-    expect(screen).toMatch(/% [\d,]+\/[\d,]+ {2}\d+\.\d MB {2}[\d,]+\/s {2}\d+\.\d MB\/s {2}eta (\d+s|\d+m\d\ds|\?) {2}\d+ retr/)
+    expect(screen).toMatch(
+      /% [\d,]+\/[\d,]+ {2}\d+\.\d MB {2}[\d,]+\/s {2}\d+\.\d MB\/s {2}eta (\d+s|\d+m\d\ds|\?) {2}\d+ retr/
+    )
 
     // The report: a row per layer, and what the exit code means.
     const plain = screen.replace(/\r/g, "")
     expect(plain).toMatch(/LAYER\s+OUTCOME\s+PARTITIONS\s+BYTES\s+FILES\s+DURATION\s+RETRIES/)
-    expect(plain).toMatch(new RegExp(`${DEMO} places\\s+exported v${places.latest}\\s+${places.count.toLocaleString("en-US")}\\s+\\d+\\.\\d MB\\s+2\\s+\\d+\\.\\ds\\s+0`))
+    expect(plain).toMatch(
+      new RegExp(
+        `${DEMO} places\\s+exported v${places.latest}\\s+${
+          places.count.toLocaleString("en-US")
+        }\\s+\\d+\\.\\d MB\\s+2\\s+\\d+\\.\\ds\\s+0`
+      )
+    )
     expect(plain).toMatch(new RegExp(`${DEMO} tiles\\s+exported v${tiles.latest}\\s+${tiles.count}`))
     expect(plain).toMatch(/^Exit 0: done, or nothing to do\.$/m)
   })
@@ -100,16 +129,39 @@ describe("progress on a terminal", () => {
 
 describe("progress lines when not on a terminal", () => {
   it("carry done/total (from the versions answer, or once listed), percent, rate, ETA, retries and bytes", async () => {
-    const job = nightly({ layerConcurrency: 2, concurrency: 2, parts: 1, layers: [{ catalog: DEMO, layer: "places" }, { catalog: DEMO, layer: "traffic" }] })
+    const job = nightly({
+      layerConcurrency: 2,
+      concurrency: 2,
+      parts: 1,
+      layers: [{ catalog: DEMO, layer: "places" }, { catalog: DEMO, layer: "traffic" }]
+    })
     const places = await expectedCount("places")
     const run = await cli(["run", job.file, "--progress-interval", "200ms"])
     expect(run.code, run.stderr).toBe(0)
-    const lines = run.stderr.split("\n").filter((l) => l.includes('"event":"progress"')).map((l) => JSON.parse(l) as Record<string, any>)
+    const lines = run.stderr.split("\n").filter((l) => l.includes("\"event\":\"progress\"")).map((l) =>
+      JSON.parse(l) as Record<string, any>
+    )
     const of = (layer: string) => lines.filter((l) => l.layer === layer)
     expect(of("places").length).toBeGreaterThan(2)
     for (const line of lines) {
       expect(Object.keys(line).sort()).toEqual(
-        ["event", "export", "catalog", "layer", "partitions", "total", "totalFrom", "percent", "deleted", "bytes", "retries", "elapsedMs", "rate", "bytesRate", "etaSeconds"].sort()
+        [
+          "event",
+          "export",
+          "catalog",
+          "layer",
+          "partitions",
+          "total",
+          "totalFrom",
+          "percent",
+          "deleted",
+          "bytes",
+          "retries",
+          "elapsedMs",
+          "rate",
+          "bytesRate",
+          "etaSeconds"
+        ].sort()
       )
       expect(line.catalog).toBe(DEMO)
     }
@@ -131,13 +183,25 @@ describe("progress lines when not on a terminal", () => {
 
 describe("the run report", () => {
   it("is one JSON document with --json and in _run.json: per layer outcome, counts, bytes, files, duration, retries by reason, and the exit code's meaning", async () => {
-    const faulty = await startService({ seed: { partitions: 120, versions: 2 }, faults: { ...noFaults, throttle: 0.15, retryAfterSeconds: 0, seed: 5 } })
+    const faulty = await startService({
+      seed: { partitions: 120, versions: 2 },
+      faults: { ...noFaults, throttle: 0.15, retryAfterSeconds: 0, seed: 5 }
+    })
     cleanup.push(() => faulty.close())
     const dir = tempDir("report-")
     const out = path.join(dir, "out")
     const file = path.join(dir, "nightly.json")
     const layers = [{ catalog: DEMO, layer: "places" }, { catalog: DEMO, layer: "no-such-layer" }]
-    fs.writeFileSync(file, JSON.stringify({ job: "nightly-export", out, lookupUrl: faulty.lookupUrl, credentials: await faulty.credentialsFile(), layers }))
+    fs.writeFileSync(
+      file,
+      JSON.stringify({
+        job: "nightly-export",
+        out,
+        lookupUrl: faulty.lookupUrl,
+        credentials: await faulty.credentialsFile(),
+        layers
+      })
+    )
     const run = await cli(["run", file, "--json"])
     expect(run.code, run.stderr).toBe(4)
     const report = JSON.parse(run.stdout)
@@ -151,12 +215,23 @@ describe("the run report", () => {
     expect(Date.parse(report.finishedAt) - Date.parse(report.startedAt)).toBe(report.elapsedMs)
     const [places, missing] = report.layers
     const manifest = readJson(path.join(places.dir, "_manifest.json"))
-    expect(places).toMatchObject({ status: "exported", exitCode: 0, partitions: manifest.partitions, bytes: manifest.bytes, files: manifest.files.length })
+    expect(places).toMatchObject({
+      status: "exported",
+      exitCode: 0,
+      partitions: manifest.partitions,
+      bytes: manifest.bytes,
+      files: manifest.files.length
+    })
     expect(places.elapsedMs).toBeGreaterThan(0)
     // Retries counted per layer, by what they answered.
     expect(places.retries).toBeGreaterThan(0)
     expect(places.retriesByReason).toEqual({ "429": places.retries })
-    expect(missing).toMatchObject({ status: "failed", exitCode: 4, exitMeaning: "not found: check the catalog, layer and version names", retries: 0 })
+    expect(missing).toMatchObject({
+      status: "failed",
+      exitCode: 4,
+      exitMeaning: "not found: check the catalog, layer and version names",
+      retries: 0
+    })
     expect((await readParquet(places.dir)).length).toBe(manifest.partitions)
   })
 
@@ -166,7 +241,14 @@ describe("the run report", () => {
     const run = await cli(["export", "--catalog", DEMO, "--layer", "tiles", "--out", out, "--json", ...flags])
     expect(run.code, run.stderr).toBe(0)
     const report = JSON.parse(run.stdout)
-    expect(report).toMatchObject({ catalog: DEMO, layer: "tiles", status: "exported", exitCode: 0, exitMeaning: "done, or nothing to do", retries: 0 })
+    expect(report).toMatchObject({
+      catalog: DEMO,
+      layer: "tiles",
+      status: "exported",
+      exitCode: 0,
+      exitMeaning: "done, or nothing to do",
+      retries: 0
+    })
     expect(readJson(path.join(out, "_run.json"))).toEqual({ job: "export", ...report })
 
     const refused = path.join(tempDir("report-refused-"), "out")

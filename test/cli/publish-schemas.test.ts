@@ -31,7 +31,9 @@ interface Entry {
   version: number
 }
 const partitions = async (layer: string, query: string) =>
-  (await http<{ partitions: Array<Entry> }>(`/metadata/v1/catalogs/${DEMO}/layers/${layer}/partitions?${query}&additionalFields=dataSize,checksum,compressedDataSize`)).partitions
+  (await http<{ partitions: Array<Entry> }>(
+    `/metadata/v1/catalogs/${DEMO}/layers/${layer}/partitions?${query}&additionalFields=dataSize,checksum,compressedDataSize`
+  )).partitions
 
 beforeAll(async () => {
   svc = await startService({ seed: { partitions: 50, versions: 2 } })
@@ -41,17 +43,33 @@ afterAll(() => svc.close())
 
 describe("schemas", () => {
   const bundle = buildBundle({
-    protoFiles: { "com/example/thing.proto": `syntax = "proto3";\npackage com.example;\nmessage Thing { string name = 1; repeated uint64 ids = 2; }\n` },
+    protoFiles: {
+      "com/example/thing.proto":
+        `syntax = "proto3";\npackage com.example;\nmessage Thing { string name = 1; repeated uint64 ids = 2; }\n`
+    },
     mainMessage: "com.example.Thing"
   })
 
   it("publishes a bundle, then gets and lists the schema, and downloads the bundle again", async () => {
     const file = path.join(svc.dir, "thing.zip")
     fs.writeFileSync(file, bundle)
-    const published = await cli("schemas", "publish", "--file", file, "--schema", SCHEMA, "--name", "Thing", "--summary", "Things")
+    const published = await cli(
+      "schemas",
+      "publish",
+      "--file",
+      file,
+      "--schema",
+      SCHEMA,
+      "--name",
+      "Thing",
+      "--summary",
+      "Things"
+    )
     expect(published.stderr).toBe("")
     expect(published.code).toBe(0)
-    expect(published.stdout).toContain(`Published ${SCHEMA} (main message com.example.Thing); its bundle is hrn:local:artifact:::com.example.cli:thing_v1_ds:1.0.0/thing_v1_ds-1.0.0.zip.`)
+    expect(published.stdout).toContain(
+      `Published ${SCHEMA} (main message com.example.Thing); its bundle is hrn:local:artifact:::com.example.cli:thing_v1_ds:1.0.0/thing_v1_ds-1.0.0.zip.`
+    )
 
     const out = path.join(svc.dir, "downloaded", "thing.zip")
     const got = await cli("schemas", "get", "--schema", SCHEMA, "--json", "--bundle-out", out)
@@ -59,13 +77,19 @@ describe("schemas", () => {
     const details = JSON.parse(got.stdout)
     expect(details).toEqual(await http(`/artifact/v1/schema/${SCHEMA}`))
     expect(details.schema).toMatchObject({ hrn: SCHEMA, name: "Thing", summary: "Things" })
-    expect(details.variants).toEqual([{ id: "ds", url: "artifact/hrn:local:artifact:::com.example.cli:thing_v1_ds:1.0.0/thing_v1_ds-1.0.0.zip" }])
+    expect(details.variants).toEqual([{
+      id: "ds",
+      url: "artifact/hrn:local:artifact:::com.example.cli:thing_v1_ds:1.0.0/thing_v1_ds-1.0.0.zip"
+    }])
     expect(new Uint8Array(fs.readFileSync(out))).toEqual(bundle)
 
     const listed = await cli("schemas", "list", "--json")
     expect(listed.stdout.trim().split("\n").map((l) => JSON.parse(l).hrn)).toEqual([SCHEMA, DEMO_SCHEMA])
     // Publishing the same bundle again is a no-op.
-    expect((await cli("schemas", "publish", "--file", file, "--schema", SCHEMA, "--name", "Thing", "--summary", "Things")).code).toBe(0)
+    expect(
+      (await cli("schemas", "publish", "--file", file, "--schema", SCHEMA, "--name", "Thing", "--summary", "Things"))
+        .code
+    ).toBe(0)
   })
 
   it("refuses what is not a schema bundle before uploading anything", async () => {
@@ -74,7 +98,9 @@ describe("schemas", () => {
     const other = "hrn:local:schema:::com.example.cli:other_v1:1.0.0"
     const bad = await cli("schemas", "publish", "--file", file, "--schema", other)
     expect(bad.code).toBe(2)
-    expect(bad.stderr).toMatch(/--file .*not-a-bundle\.zip is not a usable schema bundle: .* is not a ZIP file.*Nothing was uploaded\./)
+    expect(bad.stderr).toMatch(
+      /--file .*not-a-bundle\.zip is not a usable schema bundle: .* is not a ZIP file.*Nothing was uploaded\./
+    )
     expect((await svc.get(`/artifact/v1/schema/${other}`)).status).toBe(404)
     const badHrn = await cli("schemas", "publish", "--file", file, "--schema", "hrn:local:data:::demo")
     expect(badHrn.code).toBe(2)
@@ -87,7 +113,9 @@ describe("schemas", () => {
   it("serves the demo layer's schema", async () => {
     const got = await cli("schemas", "get", "--schema", DEMO_SCHEMA)
     expect(got.code).toBe(0)
-    expect(got.stdout).toContain("variant ds: artifact/hrn:local:artifact:::com.here.catalogexport.demo:road-tile_v1_ds:1.0.0/road-tile_v1_ds-1.0.0.zip")
+    expect(got.stdout).toContain(
+      "variant ds: artifact/hrn:local:artifact:::com.here.catalogexport.demo:road-tile_v1_ds:1.0.0/road-tile_v1_ds-1.0.0.zip"
+    )
   })
 })
 
@@ -98,7 +126,17 @@ describe("publish", () => {
     fs.writeFileSync(a, `{"name":"a"}`)
     fs.writeFileSync(b, `{"name":"b","more":true}`)
     const before = await latest()
-    const result = await cli("publish", "--catalog", DEMO, "--layer", "places", "--partition", `new-a=${a}`, "--partition", `new-b=${b}`)
+    const result = await cli(
+      "publish",
+      "--catalog",
+      DEMO,
+      "--layer",
+      "places",
+      "--partition",
+      `new-a=${a}`,
+      "--partition",
+      `new-b=${b}`
+    )
     expect(result.stderr).toBe("")
     expect(result.code).toBe(0)
     expect(result.stdout).toContain(`as catalog version ${before + 1}.`)
@@ -140,8 +178,12 @@ describe("publish", () => {
     expect(result.code).toBe(0)
     expect(result.stdout).toContain("to the volatile layer traffic")
     expect(await latest()).toBe(before)
-    const [p] = (await http<{ partitions: Array<Entry> }>(`/query/v1/catalogs/${DEMO}/layers/traffic/partitions?partition=segment-0007`)).partitions
-    expect(await (await svc.get(`/blobstore/v1/catalogs/${DEMO}/layers/traffic/data/${p!.dataHandle}`)).text()).toBe(`{"segment":"segment-7","speedKmh":3}`)
+    const [p] = (await http<{ partitions: Array<Entry> }>(
+      `/query/v1/catalogs/${DEMO}/layers/traffic/partitions?partition=segment-0007`
+    )).partitions
+    expect(await (await svc.get(`/blobstore/v1/catalogs/${DEMO}/layers/traffic/data/${p!.dataHandle}`)).text()).toBe(
+      `{"segment":"segment-7","speedKmh":3}`
+    )
   })
 
   it("refuses bad input with exit code 2 and publishes nothing", async () => {
@@ -164,7 +206,15 @@ describe("publish", () => {
       expect(result.stderr).toMatch(message)
     }
     expect(await latest()).toBe(before)
-    const missing = await cli("publish", "--catalog", "hrn:local:data:::nope", "--layer", "places", "--partition", `x=${file}`)
+    const missing = await cli(
+      "publish",
+      "--catalog",
+      "hrn:local:data:::nope",
+      "--layer",
+      "places",
+      "--partition",
+      `x=${file}`
+    )
     expect(missing.code).toBe(4)
   })
 })
@@ -174,7 +224,9 @@ const rawBlob = async (layer: string, handle: string) => {
   const http = await import("node:http")
   const token = await svc.token()
   return new Promise<Uint8Array>((resolve, reject) => {
-    http.get(`${svc.url}/blobstore/v1/catalogs/${DEMO}/layers/${layer}/data/${handle}`, { headers: { authorization: `Bearer ${token}` } }, (res) => {
+    http.get(`${svc.url}/blobstore/v1/catalogs/${DEMO}/layers/${layer}/data/${handle}`, {
+      headers: { authorization: `Bearer ${token}` }
+    }, (res) => {
       const chunks: Array<Buffer> = []
       res.on("data", (c) => chunks.push(c))
       res.on("end", () => resolve(new Uint8Array(Buffer.concat(chunks))))

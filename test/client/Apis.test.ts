@@ -14,8 +14,20 @@ const failureOf = <A, E>(exit: Exit.Exit<A, E>): E => {
   return exit.cause.error
 }
 
-const layer = (id: string, extra: Record<string, unknown> = {}) => ({ id, layerType: "versioned", partitioning: { scheme: "generic" }, ...extra })
-const catalog = (id: string) => ({ id, hrn: `hrn:here:data::org:${id}`, name: id, layers: [layer("roads", { unknownLayerField: 1 })], version: 3, brandNewField: {} })
+const layer = (id: string, extra: Record<string, unknown> = {}) => ({
+  id,
+  layerType: "versioned",
+  partitioning: { scheme: "generic" },
+  ...extra
+})
+const catalog = (id: string) => ({
+  id,
+  hrn: `hrn:here:data::org:${id}`,
+  name: id,
+  layers: [layer("roads", { unknownLayerField: 1 })],
+  version: 3,
+  brandNewField: {}
+})
 
 describe("ConfigApi", () => {
   it.scopedLive("lists catalogs (summary and verbose) following results.next", () =>
@@ -23,8 +35,12 @@ describe("ConfigApi", () => {
       (url, _req, res) => {
         if (url.pathname === "/config/v1/catalogs") {
           const verbose = url.searchParams.get("verbose") === "true"
-          const item = verbose ? catalog("a") : { href: "x/a", hrn: "hrn:here:data::org:a", title: "A", type: "urn:olp-types:catalog" }
-          return json(res, 200, { results: { items: [item], next: `/config/v1/catalogs/context/page2?verbose=${verbose}` } })
+          const item = verbose
+            ? catalog("a")
+            : { href: "x/a", hrn: "hrn:here:data::org:a", title: "A", type: "urn:olp-types:catalog" }
+          return json(res, 200, {
+            results: { items: [item], next: `/config/v1/catalogs/context/page2?verbose=${verbose}` }
+          })
         }
         if (url.pathname === "/config/v1/catalogs/context/page2") {
           const verbose = url.searchParams.get("verbose") === "true"
@@ -34,7 +50,7 @@ describe("ConfigApi", () => {
         return false
       },
       (server) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const config = yield* ConfigApi
           const summary = yield* config.listCatalogs({ params: { layerType: "versioned" } })
           expect(summary.map((c) => c.hrn)).toEqual(["hrn:here:data::org:a", "hrn:here:data::org:b"])
@@ -49,8 +65,7 @@ describe("ConfigApi", () => {
             "/config/v1/catalogs/context/page2?verbose=true"
           ])
         })
-    )
-  )
+    ))
 
   it.scopedLive("gets a catalog by raw HRN; 403 (plain text) and 404 become CatalogNotFound", () =>
     withPlatform(
@@ -58,12 +73,14 @@ describe("ConfigApi", () => {
         if (url.pathname === `/config/v1/catalogs/${CATALOG}`) return json(res, 200, catalog(CATALOG_ID))
         if (url.pathname === "/config/v1/catalogs/hrn:here:data::org:forbidden") {
           res.writeHead(403, { "content-type": "text/plain" })
-          return void res.end("Forbidden - A catalog with the specified HRN doesn't exist or access to this catalog is forbidden")
+          return void res.end(
+            "Forbidden - A catalog with the specified HRN doesn't exist or access to this catalog is forbidden"
+          )
         }
         return false
       },
       () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const config = yield* ConfigApi
           const got = yield* config.getCatalog(CATALOG)
           expect(got.hrn).toBe(`hrn:here:data::org:${CATALOG_ID}`)
@@ -76,8 +93,7 @@ describe("ConfigApi", () => {
           expect(missing).toBeInstanceOf(CatalogNotFound)
           expect((missing as CatalogNotFound).status).toBe(404)
         })
-    )
-  )
+    ))
 })
 
 describe("QueryApi", () => {
@@ -87,22 +103,33 @@ describe("QueryApi", () => {
         if (url.pathname !== `/query/v1/catalogs/${CATALOG_ID}/layers/roads/partitions`) return false
         const ids = url.searchParams.getAll("partition")
         if (ids.length > 100) return json(res, 400, { title: "Bad Request", status: 400 })
-        json(res, 200, { partitions: ids.filter((id) => id !== "unknown").map((id) => ({ partition: id, version: 4, dataHandle: `h-${id}`, x: 1 })) })
+        json(res, 200, {
+          partitions: ids.filter((id) => id !== "unknown").map((id) => ({
+            partition: id,
+            version: 4,
+            dataHandle: `h-${id}`,
+            x: 1
+          }))
+        })
       },
       (server) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const query = yield* QueryApi
           const ids = [...Array.from({ length: 249 }, (_, i) => `id:${i}`), "unknown"]
-          const found = yield* query.partitionsById(CATALOG, "roads", ids, { version: 4, additionalFields: ["checksum"] })
+          const found = yield* query.partitionsById(CATALOG, "roads", ids, {
+            version: 4,
+            additionalFields: ["checksum"]
+          })
           expect(found.map((p) => p.partition)).toEqual(ids.slice(0, 249))
           expect(found[0]).toEqual({ partition: "id:0", version: 4, dataHandle: "h-id:0" })
-          const calls = server.requests.filter((r) => r.url.startsWith("/query/")).map((r) => new URL(r.url, server.origin).searchParams)
+          const calls = server.requests.filter((r) => r.url.startsWith("/query/")).map((r) =>
+            new URL(r.url, server.origin).searchParams
+          )
           expect(calls.map((p) => p.getAll("partition").length)).toEqual([100, 100, 50])
           expect(calls.every((p) => p.get("version") === "4" && p.get("additionalFields") === "checksum")).toBe(true)
           expect(yield* query.partitionsById(CATALOG, "roads", [])).toEqual([])
         })
-    )
-  )
+    ))
 })
 
 describe("BlobApi", () => {
@@ -114,10 +141,16 @@ describe("BlobApi", () => {
       (url, req, res) => {
         if (url.pathname === `${BLOB}/empty`) return void res.writeHead(204).end()
         if (url.pathname === `${BLOB}/missing`) return json(res, 404, { title: "Not Found", status: 404 })
-        if (url.pathname === `${BLOB}/ignores-range`) return void res.writeHead(200, { "content-length": content.length }).end(content)
+        if (url.pathname === `${BLOB}/ignores-range`) {
+          return void res.writeHead(200, {
+            "content-length": content.length
+          }).end(content)
+        }
         if (url.pathname !== `${BLOB}/h1`) return false
         const headers = { "content-type": "application/x-protobuf", "content-encoding": "gzip", etag: `"e1"` }
-        if (req.method === "HEAD") return void res.writeHead(200, { ...headers, "content-length": content.length }).end()
+        if (req.method === "HEAD") {
+          return void res.writeHead(200, { ...headers, "content-length": content.length }).end()
+        }
         const range = /bytes=(\d+)-(\d*)/.exec(req.headers.range ?? "")
         if (range) {
           const start = Number(range[1])
@@ -129,11 +162,19 @@ describe("BlobApi", () => {
         res.end(content)
       },
       (server) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const blob = yield* BlobApi
           expect(Buffer.from(yield* blob.get(CATALOG, "roads", "h1")).equals(content)).toBe(true)
-          expect(Buffer.from(yield* blob.get(CATALOG, "roads", "h1", { start: 10, end: 19 })).equals(content.subarray(10, 20))).toBe(true)
-          expect(Buffer.from(yield* blob.get(CATALOG, "roads", "ignores-range", { start: 5, end: 9 })).equals(content.subarray(5, 10))).toBe(true)
+          expect(
+            Buffer.from(yield* blob.get(CATALOG, "roads", "h1", { start: 10, end: 19 })).equals(
+              content.subarray(10, 20)
+            )
+          ).toBe(true)
+          expect(
+            Buffer.from(yield* blob.get(CATALOG, "roads", "ignores-range", { start: 5, end: 9 })).equals(
+              content.subarray(5, 10)
+            )
+          ).toBe(true)
           expect((yield* blob.get(CATALOG, "roads", "empty")).length).toBe(0)
           expect(yield* blob.head(CATALOG, "roads", "h1")).toEqual({
             exists: true,
@@ -147,18 +188,19 @@ describe("BlobApi", () => {
           expect((error as ApiError).status).toBe(404)
           expect(server.requests.find((r) => r.url === `${BLOB}/h1` && r.headers.range === "bytes=10-19")).toBeDefined()
         })
-    )
-  )
+    ))
 
   it.scopedLive("a blob stream cut mid-way resumes with Range and yields the exact bytes", () =>
     withPlatform(
       (url, req, res) => {
         if (url.pathname !== `${BLOB}/big`) return false
         const start = Number(/bytes=(\d+)-/.exec(req.headers.range ?? "")?.[1] ?? 0)
-        const headers =
-          start === 0
-            ? { "content-length": content.length }
-            : { "content-length": content.length - start, "content-range": `bytes ${start}-${content.length - 1}/${content.length}` }
+        const headers = start === 0
+          ? { "content-length": content.length }
+          : {
+            "content-length": content.length - start,
+            "content-range": `bytes ${start}-${content.length - 1}/${content.length}`
+          }
         res.writeHead(start === 0 ? 200 : 206, headers)
         if (start === 0) {
           res.write(content.subarray(0, 30_000))
@@ -167,15 +209,17 @@ describe("BlobApi", () => {
         res.end(content.subarray(start))
       },
       (server) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const blob = yield* BlobApi
           const chunks = yield* Stream.runCollect(blob.getStream(CATALOG, "roads", "big"))
           const bytes = Buffer.concat(Chunk.toReadonlyArray(chunks))
           expect(createHash("sha1").update(bytes).digest("hex")).toBe(createHash("sha1").update(content).digest("hex"))
-          expect(server.requests.filter((r) => r.url.startsWith(BLOB)).map((r) => r.headers.range)).toEqual([undefined, "bytes=30000-"])
+          expect(server.requests.filter((r) => r.url.startsWith(BLOB)).map((r) => r.headers.range)).toEqual([
+            undefined,
+            "bytes=30000-"
+          ])
         })
-    )
-  )
+    ))
 
   it.scopedLive("the fetcher of a multi-region export gives a blob up after the outage limit of 503s in a row, with RegionUnavailable", () =>
     withPlatform(
@@ -185,7 +229,7 @@ describe("BlobApi", () => {
         json(res, 503, { title: "Service Unavailable", status: 503 })
       },
       (server) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const failed = yield* Deferred.make<unknown>()
           const fetched: Array<string> = []
           const { fetcher } = yield* Effect.locally(
@@ -204,14 +248,17 @@ describe("BlobApi", () => {
           expect(fetched).toEqual(["up"])
           expect(server.requests.filter((r) => r.url === `${BLOB}/down`)).toHaveLength(4)
         })
-    )
-  )
+    ))
 
   it.scopedLive("puts with Content-Type and Content-Encoding; volatile blobs use their own base URL and can be deleted", () =>
     withPlatform(
       (url, req, res, recorded) => {
         if (url.pathname.startsWith("/blobstore/") && req.method === "PUT") {
-          return json(res, 200, { type: req.headers["content-type"], encoding: req.headers["content-encoding"] ?? null, size: recorded.body.length })
+          return json(res, 200, {
+            type: req.headers["content-type"],
+            encoding: req.headers["content-encoding"] ?? null,
+            size: recorded.body.length
+          })
         }
         if (url.pathname.startsWith(`/volatile-blobstore/v1/catalogs/${CATALOG_ID}/layers/live/data/v1`)) {
           if (req.method === "PUT") return void res.writeHead(204).end()
@@ -221,11 +268,16 @@ describe("BlobApi", () => {
         return false
       },
       (server) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const blob = yield* BlobApi
           const volatile = yield* VolatileBlobApi
-          yield* blob.put(CATALOG, "roads", "new-handle", new TextEncoder().encode("hello"), { contentType: "text/plain", contentEncoding: "gzip" })
-          yield* volatile.put(CATALOG, "live", "v1", new Uint8Array([1, 2, 3]), { contentType: "application/octet-stream" })
+          yield* blob.put(CATALOG, "roads", "new-handle", new TextEncoder().encode("hello"), {
+            contentType: "text/plain",
+            contentEncoding: "gzip"
+          })
+          yield* volatile.put(CATALOG, "live", "v1", new Uint8Array([1, 2, 3]), {
+            contentType: "application/octet-stream"
+          })
           expect(new TextDecoder().decode(yield* volatile.get(CATALOG, "live", "v1"))).toBe("volatile!")
           yield* volatile.delete(CATALOG, "live", "v1")
           const put = server.requests.find((r) => r.method === "PUT" && r.url.startsWith("/blobstore/"))!
@@ -234,10 +286,13 @@ describe("BlobApi", () => {
           expect(put.headers["content-encoding"]).toBe("gzip")
           expect(put.headers["content-length"]).toBe("5")
           expect(put.body).toBe("hello")
-          expect(server.requests.filter((r) => r.url.startsWith("/volatile-blobstore/")).map((r) => r.method)).toEqual(["PUT", "GET", "DELETE"])
+          expect(server.requests.filter((r) => r.url.startsWith("/volatile-blobstore/")).map((r) => r.method)).toEqual([
+            "PUT",
+            "GET",
+            "DELETE"
+          ])
         })
-    )
-  )
+    ))
 })
 
 describe("PublishApi", () => {
@@ -248,24 +303,34 @@ describe("PublishApi", () => {
       catalogId: CATALOG_ID,
       catalogVersion: -1,
       layerIds: ["roads"],
-      details: { state: "initialized", message: "Publication has been initialized", started: 1, modified: 1, expires: 2 }
+      details: {
+        state: "initialized",
+        message: "Publication has been initialized",
+        started: 1,
+        modified: 1,
+        expires: 2
+      }
     }
     const PUBLISH = `/publish/v2/catalogs/${CATALOG_ID}`
     return withPlatform(
       (url, req, res, recorded) => {
-        if (url.pathname === `${PUBLISH}/publications` && req.method === "POST") return json(res, 200, publication, { location: "x" })
+        if (url.pathname === `${PUBLISH}/publications` && req.method === "POST") {
+          return json(res, 200, publication, { location: "x" })
+        }
         if (url.pathname === `${PUBLISH}/layers/roads/publications/v2-abc/partitions` && req.method === "POST") {
           uploaded.push(JSON.parse(recorded.body).partitions.length)
           return void res.writeHead(204).end()
         }
         if (url.pathname === `${PUBLISH}/publications/v2-abc`) {
-          if (req.method === "GET") return json(res, 200, { ...publication, details: { ...publication.details, state: "submitted" } })
+          if (req.method === "GET") {
+            return json(res, 200, { ...publication, details: { ...publication.details, state: "submitted" } })
+          }
           return void res.writeHead(204).end()
         }
         return false
       },
       (server) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const publish = yield* PublishApi
           const created = yield* publish.initPublication(CATALOG, ["roads"])
           expect(created.id).toBe("v2-abc")
@@ -275,7 +340,9 @@ describe("PublishApi", () => {
           yield* publish.submitPublication(CATALOG, created.id)
           expect((yield* publish.getPublication(CATALOG, created.id)).details.state).toBe("submitted")
           yield* publish.cancelPublication(CATALOG, created.id)
-          const calls = server.requests.filter((r) => r.url.startsWith(PUBLISH)).map((r) => `${r.method} ${r.url.slice(PUBLISH.length)}`)
+          const calls = server.requests.filter((r) => r.url.startsWith(PUBLISH)).map((r) =>
+            `${r.method} ${r.url.slice(PUBLISH.length)}`
+          )
           expect(calls).toEqual([
             "POST /publications",
             "POST /layers/roads/publications/v2-abc/partitions",
@@ -285,7 +352,9 @@ describe("PublishApi", () => {
             "GET /publications/v2-abc",
             "DELETE /publications/v2-abc"
           ])
-          expect(JSON.parse(server.requests.find((r) => r.url === `${PUBLISH}/publications`)!.body)).toEqual({ layerIds: ["roads"] })
+          expect(JSON.parse(server.requests.find((r) => r.url === `${PUBLISH}/publications`)!.body)).toEqual({
+            layerIds: ["roads"]
+          })
         })
     )
   })

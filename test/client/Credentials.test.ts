@@ -42,7 +42,9 @@ describe("parseProperties", () => {
   })
 
   it("decodes escapes, \\uXXXX and escaped separators in keys", () => {
-    const p = parseProperties("tab=a\\tb\nnl=a\\nb\nuni=caf\\u00e9 \\u2603\nback=c:\\\\dir\\\\x\nkey\\ with\\=odd\\:chars = v\nplain=\\q")
+    const p = parseProperties(
+      "tab=a\\tb\nnl=a\\nb\nuni=caf\\u00e9 \\u2603\nback=c:\\\\dir\\\\x\nkey\\ with\\=odd\\:chars = v\nplain=\\q"
+    )
     expect(p.get("tab")).toBe("a\tb")
     expect(p.get("nl")).toBe("a\nb")
     expect(p.get("uni")).toBe("café ☃")
@@ -52,7 +54,9 @@ describe("parseProperties", () => {
   })
 
   it("joins continuation lines and drops their leading blanks; an even number of backslashes does not continue", () => {
-    const p = parseProperties("long = first \\\n     second \\\n\tthird\nnext = x\\\\\nafter = y\r\nwin = z\\\r\n  continued")
+    const p = parseProperties(
+      "long = first \\\n     second \\\n\tthird\nnext = x\\\\\nafter = y\r\nwin = z\\\r\n  continued"
+    )
     expect(p.get("long")).toBe("first second third")
     expect(p.get("next")).toBe("x\\")
     expect(p.get("after")).toBe("y")
@@ -67,7 +71,7 @@ describe("parseProperties", () => {
 
 describe("Credentials.load", () => {
   it.effect("reads the keys from an explicit path and keeps the secret redacted", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const path = file("ok.properties", complete + "\nhere.token.scope = hrn:here:authorization::org:project/p1\n")
       const credentials = yield* load(path)
       expect(credentials.accessKeyId).toBe("KEYID")
@@ -76,23 +80,29 @@ describe("Credentials.load", () => {
       expect(credentials.tokenEndpointUrl).toBe("https://account.api.here.com/oauth2/token")
       expect(credentials.scope).toBe("hrn:here:authorization::org:project/p1")
       expect(Redacted.value(credentials.accessKeySecret)).toBe(SECRET)
-      for (const text of [String(credentials.accessKeySecret), JSON.stringify(credentials), inspect(credentials, { depth: 10 })]) {
+      for (
+        const text of [
+          String(credentials.accessKeySecret),
+          JSON.stringify(credentials),
+          inspect(credentials, { depth: 10 })
+        ]
+      ) {
         expect(text).not.toContain(SECRET)
       }
-    })
-  )
+    }))
 
   it.effect("falls back to HERE_CREDENTIALS_FILE", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const path = file("env.properties", complete.replace("KEYID", "FROM-ENV"))
-      const credentials = yield* load().pipe(Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["HERE_CREDENTIALS_FILE", path]]))))
+      const credentials = yield* load().pipe(
+        Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["HERE_CREDENTIALS_FILE", path]])))
+      )
       expect(credentials.accessKeyId).toBe("FROM-ENV")
       expect(credentials.source).toBe(path)
-    })
-  )
+    }))
 
   it.effect("a missing file names the file and says what to do", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const path = join(dir, "does-not-exist.properties")
       const error = failure(yield* Effect.exit(load(path)))
       expect(error.path).toBe(path)
@@ -100,20 +110,22 @@ describe("Credentials.load", () => {
       expect(error.message).toContain("does not exist")
       expect(error.message).toContain("--credentials")
       expect(error.message).toContain("HERE_CREDENTIALS_FILE")
-    })
-  )
+    }))
 
   it.effect("a missing file named by HERE_CREDENTIALS_FILE says where the path came from", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const error = failure(
-        yield* Effect.exit(load().pipe(Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["HERE_CREDENTIALS_FILE", join(dir, "nope")]])))))
+        yield* Effect.exit(
+          load().pipe(
+            Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["HERE_CREDENTIALS_FILE", join(dir, "nope")]])))
+          )
+        )
       )
       expect(error.message).toContain("from HERE_CREDENTIALS_FILE")
-    })
-  )
+    }))
 
   it.effect("each missing required key is named; the secret never appears in the error", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       for (const key of ["here.access.key.id", "here.access.key.secret", "here.token.endpoint.url"]) {
         const text = complete
           .split("\n")
@@ -125,26 +137,32 @@ describe("Credentials.load", () => {
         expect(error.message).toContain(path)
         expect(error.message).toContain(`"${key}"`)
         expect(error.message).toContain("download")
-        for (const shown of [error.message, String(error), JSON.stringify(error), inspect(error)]) expect(shown).not.toContain(SECRET)
+        for (const shown of [error.message, String(error), JSON.stringify(error), inspect(error)]) {
+          expect(shown).not.toContain(SECRET)
+        }
       }
-    })
-  )
+    }))
 
   it.effect("an empty value counts as missing; a token URL that is not a URL is rejected", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const empty = failure(yield* Effect.exit(load(file("empty.properties", complete.replace("= KEYID", "=")))))
       expect(empty.key).toBe("here.access.key.id")
       const badUrl = failure(
-        yield* Effect.exit(load(file("badurl.properties", complete.replace("https://account.api.here.com/oauth2/token", "account.api.here.com"))))
+        yield* Effect.exit(
+          load(
+            file(
+              "badurl.properties",
+              complete.replace("https://account.api.here.com/oauth2/token", "account.api.here.com")
+            )
+          )
+        )
       )
       expect(badUrl.key).toBe("here.token.endpoint.url")
-    })
-  )
+    }))
 
   it.effect("Credentials.layer provides the service", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const credentials = yield* Credentials
       expect(credentials.accessKeyId).toBe("KEYID")
-    }).pipe(Effect.provide(Credentials.layer(file("layer.properties", complete))))
-  )
+    }).pipe(Effect.provide(Credentials.layer(file("layer.properties", complete)))))
 })

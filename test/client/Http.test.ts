@@ -2,8 +2,8 @@ import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import { describe, expect, it } from "@effect/vitest"
 import { Chunk, Effect, Exit, Fiber, TestClock } from "effect"
 import { inspect } from "node:util"
-import { ApiError, RegionUnavailable, RetryBudgetExhausted, TransportError } from "../../src/client/Errors.ts"
 import { readText } from "../../src/client/Bodies.ts"
+import { ApiError, RegionUnavailable, RetryBudgetExhausted, TransportError } from "../../src/client/Errors.ts"
 import { Http } from "../../src/client/Http.ts"
 import type { HttpOptionsShape } from "../../src/client/HttpOptions.ts"
 import { outageLimit, type RetryPolicyShape, RetryTally } from "../../src/client/Retry.ts"
@@ -17,7 +17,7 @@ const stack = (retry: Partial<RetryPolicyShape> = {}, http: Partial<HttpOptionsS
   })
 
 const getText = (url: string) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const http = yield* Http
     return yield* http.retrying(Effect.flatMap(http.send(HttpClientRequest.get(url)), readText))
   })
@@ -27,7 +27,9 @@ const tallied = <A, E, R>(effect: Effect.Effect<A, E, R>) => {
   const byReason: Record<string, number> = {}
   return {
     byReason,
-    effect: Effect.provideService(effect, RetryTally, { retried: (reason) => void (byReason[reason] = (byReason[reason] ?? 0) + 1) })
+    effect: Effect.provideService(effect, RetryTally, {
+      retried: (reason) => void (byReason[reason] = (byReason[reason] ?? 0) + 1)
+    })
   }
 }
 
@@ -38,7 +40,7 @@ const failureOf = <A, E>(exit: Exit.Exit<A, E>): E => {
 }
 
 /** Real time passes while the forked request reaches its first sleep on the TestClock. */
-const untilSleeping = Effect.gen(function* () {
+const untilSleeping = Effect.gen(function*() {
   for (let i = 0; i < 500; i++) {
     const sleeps = yield* TestClock.sleeps()
     if (Chunk.size(sleeps) > 0) return Chunk.toReadonlyArray(sleeps)
@@ -49,7 +51,7 @@ const untilSleeping = Effect.gen(function* () {
 
 describe("Http retries", () => {
   it.scoped("retries 429, 503 and a reset connection, then succeeds; counts the retries in the metric and the export's tally", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       let n = 0
       const server = yield* testServer((req, res) => {
         n++
@@ -74,11 +76,10 @@ describe("Http retries", () => {
       expect((yield* Metrics.retriesSoFar) - before).toBe(3)
       expect(tally.byReason).toMatchObject({ "429": 1, "503": 1 })
       expect(Object.values(tally.byReason).reduce((a, b) => a + b)).toBe(3)
-    }).pipe(Effect.provide(stack()))
-  )
+    }).pipe(Effect.provide(stack())))
 
   it.scopedLive("with an outage limit (a multi-region export), gives up after that many 5xx or resets in a row; a 429 starts the count again", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       // 503, reset, 429, reset, 503, reset, ...
       const server = yield* testServer((req, res) => {
         const n = server.requests.length
@@ -96,11 +97,10 @@ describe("Http retries", () => {
       server.requests.length = 0
       expect(failureOf(yield* Effect.exit(getText(`${server.origin}/x`)))).toBeInstanceOf(RetryBudgetExhausted)
       expect(server.requests).toHaveLength(6)
-    }).pipe(Effect.provide(stack({ maxRetries: 5 })))
-  )
+    }).pipe(Effect.provide(stack({ maxRetries: 5 }))))
 
   it.scopedLive("does not retry 400, 401, 403 or 404", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const before = yield* Metrics.retriesSoFar
       for (const status of [400, 401, 403, 404]) {
         const server = yield* testServer((_req, res) => json(res, status, { title: "No", status }))
@@ -110,11 +110,10 @@ describe("Http retries", () => {
         expect(server.requests).toHaveLength(1)
       }
       expect((yield* Metrics.retriesSoFar) - before).toBe(0)
-    }).pipe(Effect.provide(stack()))
-  )
+    }).pipe(Effect.provide(stack())))
 
   it.scoped("waits the seconds of Retry-After", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const server = yield* testServer((_req, res) => {
         if (server.requests.length === 1) return json(res, 429, { title: "slow down" }, { "retry-after": "30" })
         json(res, 200, "done")
@@ -126,11 +125,10 @@ describe("Http retries", () => {
       yield* TestClock.adjust("1 second")
       expect(yield* Fiber.join(fiber)).toBe(`"done"`)
       expect(server.requests).toHaveLength(2)
-    }).pipe(Effect.provide(stack()))
-  )
+    }).pipe(Effect.provide(stack())))
 
   it.scoped("waits until the HTTP date of Retry-After, measured on the server's Date", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const serverNow = Date.UTC(2030, 0, 1, 12, 0, 0)
       const server = yield* testServer((_req, res) => {
         if (server.requests.length === 1) {
@@ -145,11 +143,10 @@ describe("Http retries", () => {
       expect(yield* untilSleeping).toEqual([45_000])
       yield* TestClock.adjust("45 seconds")
       expect(yield* Fiber.join(fiber)).toBe(`"done"`)
-    }).pipe(Effect.provide(stack()))
-  )
+    }).pipe(Effect.provide(stack())))
 
   it.scoped("caps a long Retry-After at maxDelay", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const server = yield* testServer((_req, res) => {
         if (server.requests.length === 1) return json(res, 429, {}, { "retry-after": "86400" })
         json(res, 200, "done")
@@ -158,11 +155,10 @@ describe("Http retries", () => {
       expect(yield* untilSleeping).toEqual([60_000])
       yield* TestClock.adjust("60 seconds")
       expect(yield* Fiber.join(fiber)).toBe(`"done"`)
-    }).pipe(Effect.provide(stack()))
-  )
+    }).pipe(Effect.provide(stack())))
 
   it.scopedLive("fails with RetryBudgetExhausted after maxRetries", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const server = yield* testServer((_req, res) => json(res, 503, { title: "Service Unavailable", status: 503 }))
       const error = failureOf(yield* Effect.exit(getText(`${server.origin}/always-503`)))
       expect(error).toBeInstanceOf(RetryBudgetExhausted)
@@ -172,21 +168,19 @@ describe("Http retries", () => {
       expect(exhausted.message).toContain("/always-503")
       expect(exhausted.message).toContain("after 3 retries")
       expect(server.requests).toHaveLength(4)
-    }).pipe(Effect.provide(stack({ maxRetries: 3 })))
-  )
+    }).pipe(Effect.provide(stack({ maxRetries: 3 }))))
 
   it.scopedLive("fails at once when the wait would pass maxElapsed", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const server = yield* testServer((_req, res) => json(res, 429, {}, { "retry-after": "5" }))
       const error = failureOf(yield* Effect.exit(getText(`${server.origin}/x`)))
       expect(error).toBeInstanceOf(RetryBudgetExhausted)
       expect((error as RetryBudgetExhausted).retries).toBe(0)
       expect(server.requests).toHaveLength(1)
-    }).pipe(Effect.provide(stack({ maxElapsed: "1 second" })))
-  )
+    }).pipe(Effect.provide(stack({ maxElapsed: "1 second" }))))
 
   it.scopedLive("a refused connection is a retriable TransportError", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       // a port that was just in use and is free now
       const gone = yield* Effect.scoped(testServer((_req, res) => json(res, 200, {})))
       const error = failureOf(yield* Effect.exit(getText(`${gone.origin}/x`)))
@@ -196,11 +190,10 @@ describe("Http retries", () => {
       expect(last).toBeInstanceOf(TransportError)
       expect((last as TransportError).code).toBe("ECONNREFUSED")
       expect(last.message).toContain(`${gone.origin}/x`)
-    }).pipe(Effect.provide(stack({ maxRetries: 2 })))
-  )
+    }).pipe(Effect.provide(stack({ maxRetries: 2 }))))
 
   it.scopedLive("a server that never answers hits the first-byte timeout", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const server = yield* testServer(() => {
         /* never answers */
       })
@@ -208,11 +201,10 @@ describe("Http retries", () => {
       expect(error).toBeInstanceOf(RetryBudgetExhausted)
       expect(((error as RetryBudgetExhausted).lastError as TransportError).code).toBe("UND_ERR_HEADERS_TIMEOUT")
       expect(server.requests).toHaveLength(2)
-    }).pipe(Effect.provide(stack({ maxRetries: 1 }, { firstByteTimeout: "300 millis" })))
-  )
+    }).pipe(Effect.provide(stack({ maxRetries: 1 }, { firstByteTimeout: "300 millis" }))))
 
   it.scopedLive("a body that stalls hits the idle timeout as a retriable TransportError", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const server = yield* testServer((_req, res) => {
         res.writeHead(200, { "content-length": "100" })
         res.write("partial")
@@ -221,11 +213,10 @@ describe("Http retries", () => {
       expect(error).toBeInstanceOf(RetryBudgetExhausted)
       expect(((error as RetryBudgetExhausted).lastError as TransportError).code).toBe("UND_ERR_BODY_TIMEOUT")
       expect(server.requests).toHaveLength(2)
-    }).pipe(Effect.provide(stack({ maxRetries: 1 }, { idleTimeout: "300 millis" })))
-  )
+    }).pipe(Effect.provide(stack({ maxRetries: 1 }, { idleTimeout: "300 millis" }))))
 
   it.scopedLive("keeps connections alive across requests", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const ports = new Set<number>()
       const server = yield* testServer((req, res) => {
         ports.add(req.socket.remotePort!)
@@ -234,37 +225,37 @@ describe("Http retries", () => {
       for (let i = 0; i < 10; i++) yield* getText(`${server.origin}/x`)
       // undici may open a second socket while the first is being released; never one per request
       expect(ports.size).toBeLessThanOrEqual(2)
-    }).pipe(Effect.provide(stack()))
-  )
+    }).pipe(Effect.provide(stack())))
 })
 
 describe("Http redirects", () => {
   const send = (request: HttpClientRequest.HttpClientRequest) =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const http = yield* Http
       return yield* Effect.flatMap(http.send(request), readText)
     })
 
   it.scopedLive("same origin keeps Authorization; another origin drops it", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const other = yield* testServer((req, res) => json(res, 200, { auth: req.headers["authorization"] ?? null }))
       const server = yield* testServer((req, res) => {
         if (req.url === "/start") return void res.writeHead(302, { location: "/same" }).end()
         if (req.url === "/same") return void res.writeHead(307, { location: `${other.origin}/elsewhere` }).end()
         json(res, 500, {})
       })
-      const body = yield* send(HttpClientRequest.get(`${server.origin}/start`).pipe(HttpClientRequest.bearerToken("tok-secret")))
+      const body = yield* send(
+        HttpClientRequest.get(`${server.origin}/start`).pipe(HttpClientRequest.bearerToken("tok-secret"))
+      )
       expect(JSON.parse(body)).toEqual({ auth: null })
       expect(server.requests.map((r) => [r.url, r.headers["authorization"]])).toEqual([
         ["/start", "Bearer tok-secret"],
         ["/same", "Bearer tok-secret"]
       ])
       expect(other.requests[0]!.headers["authorization"]).toBeUndefined()
-    }).pipe(Effect.provide(stack()))
-  )
+    }).pipe(Effect.provide(stack())))
 
   it.scopedLive("303 turns POST into GET without a body; 307 and 308 keep method and body; 301/302 POST become GET", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const server = yield* testServer((req, res, body) => {
         const code = /^\/r(\d+)$/.exec(req.url ?? "")
         if (code) return void res.writeHead(Number(code[1]), { location: "/target" }).end()
@@ -279,30 +270,39 @@ describe("Http redirects", () => {
       expect(yield* post("/r302")).toEqual({ method: "GET", body: "", type: null })
       expect(yield* post("/r307")).toEqual({ method: "POST", body: `{"a":1}`, type: "application/json" })
       expect(yield* post("/r308")).toEqual({ method: "POST", body: `{"a":1}`, type: "application/json" })
-    }).pipe(Effect.provide(stack()))
-  )
+    }).pipe(Effect.provide(stack())))
 
   it.scopedLive("stops after maxRedirects", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const server = yield* testServer((_req, res) => void res.writeHead(302, { location: "/again" }).end())
       const error = failureOf(yield* Effect.exit(send(HttpClientRequest.get(`${server.origin}/again`))))
       expect(error).toBeInstanceOf(ApiError)
       expect((error as ApiError).title).toBe("Too many redirects")
       expect(server.requests).toHaveLength(4)
-    }).pipe(Effect.provide(Http.layerUndici({ http: { maxRedirects: 3 } })))
-  )
+    }).pipe(Effect.provide(Http.layerUndici({ http: { maxRedirects: 3 } }))))
 })
 
 describe("Http errors", () => {
   const shapes: ReadonlyArray<[string, string, Record<string, string | undefined>]> = [
     [
       "metadata/query/lookup",
-      JSON.stringify({ title: "Bad Request", status: 400, detail: [{ name: "version", error: "Invalid version: latest known version is 4" }] }),
+      JSON.stringify({
+        title: "Bad Request",
+        status: 400,
+        detail: [{ name: "version", error: "Invalid version: latest known version is 4" }]
+      }),
       { title: "Bad Request", detail: "version: Invalid version: latest known version is 4" }
     ],
     [
       "stream",
-      JSON.stringify({ title: "Bad Request", status: 400, code: "E213016", cause: "bad offset", action: "fix it", correlationId: "corr-1" }),
+      JSON.stringify({
+        title: "Bad Request",
+        status: 400,
+        code: "E213016",
+        cause: "bad offset",
+        action: "fix it",
+        correlationId: "corr-1"
+      }),
       { title: "Bad Request", detail: "bad offset", code: "E213016", correlationId: "corr-1" }
     ],
     [
@@ -312,7 +312,13 @@ describe("Http errors", () => {
     ],
     [
       "account",
-      JSON.stringify({ errorId: "ERROR-abc", httpStatus: 400, errorCode: 400200, message: "Invalid data", errorFields: [{ name: "grantType", errorCode: 1, message: "missing" }] }),
+      JSON.stringify({
+        errorId: "ERROR-abc",
+        httpStatus: 400,
+        errorCode: 400200,
+        message: "Invalid data",
+        errorFields: [{ name: "grantType", errorCode: 1, message: "missing" }]
+      }),
       { title: "Invalid data", code: "400200", correlationId: "ERROR-abc" }
     ],
     [
@@ -323,13 +329,16 @@ describe("Http errors", () => {
     [
       "plain text",
       "Forbidden - A catalog with the specified HRN doesn't exist or access to this catalog is forbidden",
-      { title: "Forbidden - A catalog with the specified HRN doesn't exist or access to this catalog is forbidden", detail: undefined }
+      {
+        title: "Forbidden - A catalog with the specified HRN doesn't exist or access to this catalog is forbidden",
+        detail: undefined
+      }
     ],
     ["empty", "", { title: undefined, detail: undefined }]
   ]
 
   it.scopedLive("every error body shape parses to title/detail/code", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       for (const [name, body, expected] of shapes) {
         const server = yield* testServer((_req, res) => {
           res.writeHead(400, { "content-type": "application/json" })
@@ -341,24 +350,28 @@ describe("Http errors", () => {
         expect(apiError.status, name).toBe(400)
         expect(apiError.method).toBe("GET")
         expect(apiError.url).toBe(`${server.origin}/layers/x`)
-        for (const [key, value] of Object.entries(expected)) expect(apiError[key as keyof ApiError], `${name}.${key}`).toBe(value)
+        for (const [key, value] of Object.entries(expected)) {
+          expect(apiError[key as keyof ApiError], `${name}.${key}`).toBe(value)
+        }
         if (expected.title !== undefined) expect(apiError.message).toContain(expected.title)
       }
-    }).pipe(Effect.provide(stack()))
-  )
+    }).pipe(Effect.provide(stack())))
 
   it.scopedLive("takes the correlation id from X-Correlation-Id when the body has none", () =>
-    Effect.gen(function* () {
-      const server = yield* testServer((_req, res) => json(res, 404, { title: "Not Found", status: 404 }, { "x-correlation-id": "hdr-42" }))
+    Effect.gen(function*() {
+      const server = yield* testServer((_req, res) =>
+        json(res, 404, { title: "Not Found", status: 404 }, { "x-correlation-id": "hdr-42" })
+      )
       const error = failureOf(yield* Effect.exit(getText(`${server.origin}/x`))) as ApiError
       expect(error.correlationId).toBe("hdr-42")
       expect(error.message).toContain("hdr-42")
-    }).pipe(Effect.provide(stack()))
-  )
+    }).pipe(Effect.provide(stack())))
 
   it.scopedLive("errors carry no token and no secret query values", () =>
-    Effect.gen(function* () {
-      const server = yield* testServer((_req, res) => json(res, 403, { error: "Forbidden", error_description: "no access" }))
+    Effect.gen(function*() {
+      const server = yield* testServer((_req, res) =>
+        json(res, 403, { error: "Forbidden", error_description: "no access" })
+      )
       const http = yield* Http
       const request = HttpClientRequest.get(`${server.origin}/data/h`).pipe(
         HttpClientRequest.setUrlParams({ partition: "p1", apiKey: "KEY-123", "X-Amz-Signature": "SIG-456" }),
@@ -371,6 +384,5 @@ describe("Http errors", () => {
         expect(shown).not.toContain("TOKEN-789")
       }
       expect(error.url).toContain("partition=p1")
-    }).pipe(Effect.provide(stack()))
-  )
+    }).pipe(Effect.provide(stack())))
 })

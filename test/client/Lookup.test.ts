@@ -9,42 +9,50 @@ const failureOf = <A, E>(exit: Exit.Exit<A, E>): E => {
   return exit.cause.error
 }
 
-const lookups = (server: { requests: ReadonlyArray<{ url: string }> }) => server.requests.filter((r) => r.url.startsWith("/lookup/")).length
+const lookups = (server: { requests: ReadonlyArray<{ url: string }> }) =>
+  server.requests.filter((r) => r.url.startsWith("/lookup/")).length
 
 describe("Lookup", () => {
   it.scopedLive("puts the HRN raw into the path and resolves every API to its base URL", () =>
     withPlatform(
       () => false,
       (server) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const lookup = yield* Lookup
-          expect(yield* lookup.baseUrl({ api: "metadata", version: "v1", hrn: CATALOG })).toBe(`${server.origin}/metadata/v1/catalogs/${CATALOG_ID}`)
-          expect(yield* lookup.baseUrl({ api: "blob", version: "v1", hrn: CATALOG })).toBe(`${server.origin}/blobstore/v1/catalogs/${CATALOG_ID}`)
-          expect(yield* lookup.baseUrl({ api: "config", version: "v1", hrn: CATALOG })).toBe(`${server.origin}/config/v1`)
+          expect(yield* lookup.baseUrl({ api: "metadata", version: "v1", hrn: CATALOG })).toBe(
+            `${server.origin}/metadata/v1/catalogs/${CATALOG_ID}`
+          )
+          expect(yield* lookup.baseUrl({ api: "blob", version: "v1", hrn: CATALOG })).toBe(
+            `${server.origin}/blobstore/v1/catalogs/${CATALOG_ID}`
+          )
+          expect(yield* lookup.baseUrl({ api: "config", version: "v1", hrn: CATALOG })).toBe(
+            `${server.origin}/config/v1`
+          )
           expect(yield* lookup.baseUrl({ api: "config", version: "v1" })).toBe(`${server.origin}/config/v1`)
-          expect(server.requests.map((r) => r.url)).toEqual([`/lookup/v1/resources/${CATALOG}/apis`, "/lookup/v1/platform/apis"])
+          expect(server.requests.map((r) => r.url)).toEqual([
+            `/lookup/v1/resources/${CATALOG}/apis`,
+            "/lookup/v1/platform/apis"
+          ])
           expect(server.requests[0]!.headers["authorization"]).toBe("Bearer token-1")
         })
-    )
-  )
+    ))
 
   it.scopedLive("sends the region when given", () =>
     withPlatform(
       () => false,
       (server) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const lookup = yield* Lookup
           yield* lookup.baseUrl({ api: "metadata", version: "v1", hrn: CATALOG, region: "eu-ireland" })
           expect(server.requests[0]!.url).toBe(`/lookup/v1/resources/${CATALOG}/apis?region=eu-ireland`)
         })
-    )
-  )
+    ))
 
   it.scoped("caches for Cache-Control max-age", () =>
     withPlatform(
       () => false,
       (server) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const lookup = yield* Lookup
           const resolve = lookup.baseUrl({ api: "metadata", version: "v1", hrn: CATALOG })
           yield* Effect.all([resolve, resolve, resolve], { concurrency: "unbounded" })
@@ -57,14 +65,13 @@ describe("Lookup", () => {
           expect(lookups(server)).toBe(2)
         }),
       { lookupHeaders: { "cache-control": "public, max-age=60" } }
-    )
-  )
+    ))
 
   it.scoped("caches for an hour when the service sends no max-age", () =>
     withPlatform(
       () => false,
       (server) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const lookup = yield* Lookup
           const resolve = lookup.baseUrl({ api: "query", version: "v1", hrn: CATALOG })
           yield* resolve
@@ -75,14 +82,13 @@ describe("Lookup", () => {
           yield* resolve
           expect(lookups(server)).toBe(2)
         })
-    )
-  )
+    ))
 
   it.scopedLive("a missing API is an ApiNotFound that lists what exists", () =>
     withPlatform(
       () => false,
       () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const lookup = yield* Lookup
           const error = failureOf(yield* Effect.exit(lookup.baseUrl({ api: "blob", version: "v2", hrn: CATALOG })))
           expect(error).toBeInstanceOf(ApiNotFound)
@@ -91,20 +97,20 @@ describe("Lookup", () => {
           expect(error.message).toContain("blob v1")
           expect(error.message).toContain("metadata v1")
         })
-    )
-  )
+    ))
 
   it.scopedLive("an unknown catalog is a CatalogNotFound", () =>
     withPlatform(
       () => false,
       () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const lookup = yield* Lookup
-          const error = failureOf(yield* Effect.exit(lookup.baseUrl({ api: "metadata", version: "v1", hrn: "hrn:here:data::org:other" })))
+          const error = failureOf(
+            yield* Effect.exit(lookup.baseUrl({ api: "metadata", version: "v1", hrn: "hrn:here:data::org:other" }))
+          )
           expect(error).toBeInstanceOf(CatalogNotFound)
           expect((error as CatalogNotFound).hrn).toBe("hrn:here:data::org:other")
           expect((error as CatalogNotFound).detail).toBe("hrn: Catalog not found")
         })
-    )
-  )
+    ))
 })

@@ -13,7 +13,8 @@ const METADATA = `/metadata/v1/catalogs/${CATALOG_ID}`
 const makePartitions = (n: number, prefix = "p") =>
   Array.from({ length: n }, (_, i) => ({ partition: `${prefix}${i}`, version: 7, dataHandle: `handle-${prefix}${i}` }))
 
-const collect = <A, E, R>(stream: Stream.Stream<A, E, R>) => Effect.map(Stream.runCollect(stream), Chunk.toReadonlyArray)
+const collect = <A, E, R>(stream: Stream.Stream<A, E, R>) =>
+  Effect.map(Stream.runCollect(stream), Chunk.toReadonlyArray)
 
 const list = (options?: Parameters<MetadataApi["Type"]["partitions"]>[2]) =>
   Effect.flatMap(MetadataApi, (metadata) => collect(metadata.partitions(CATALOG, "roads", options)))
@@ -52,14 +53,21 @@ describe("MetadataApi.partitions", () => {
         if (url.pathname !== `${METADATA}/layers/roads/partitions`) return false
         json(res, 200, {
           partitions: [
-            { partition: "1", version: 7, dataHandle: "h1", dataSize: 10, checksum: "c1", unknownField: { nested: [1, "]"] } },
+            {
+              partition: "1",
+              version: 7,
+              dataHandle: "h1",
+              dataSize: 10,
+              checksum: "c1",
+              unknownField: { nested: [1, "]"] }
+            },
             { partition: "2", version: 6, dataHandle: "", layer: "roads", crc: "c3f276d7", compressedDataSize: 5 }
           ],
           somethingNew: true
         })
       },
       (server) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const partitions = yield* list({ version: 7, part: "PART-1", additionalFields: ["dataSize", "checksum"] })
           expect(partitions).toEqual([
             { partition: "1", version: 7, dataHandle: "h1", dataSize: 10, checksum: "c1" },
@@ -75,8 +83,7 @@ describe("MetadataApi.partitions", () => {
             ["additionalFields", "dataSize,checksum"]
           ])
         })
-    )
-  )
+    ))
 
   it.scopedLive("works with base URLs that carry the full HRN and omits version for volatile layers", () =>
     withPlatform(
@@ -85,15 +92,18 @@ describe("MetadataApi.partitions", () => {
         json(res, 200, { partitions: [{ partition: "a", version: -1, dataHandle: "h" }] })
       },
       (server) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const metadata = yield* MetadataApi
-          expect(yield* collect(metadata.partitions(CATALOG, "live"))).toEqual([{ partition: "a", version: -1, dataHandle: "h" }])
+          expect(yield* collect(metadata.partitions(CATALOG, "live"))).toEqual([{
+            partition: "a",
+            version: -1,
+            dataHandle: "h"
+          }])
           const listing = new URL(server.requests.find((r) => r.url.startsWith("/metadata/"))!.url, server.origin)
           expect(listing.search).toBe("")
         }),
       { catalogInBaseUrl: "hrn" }
-    )
-  )
+    ))
 
   it.scopedLive("a connection cut mid-element resumes with Range from the end of the last complete partition (206)", () => {
     const doc = listingDocument(makePartitions(100))
@@ -103,12 +113,17 @@ describe("MetadataApi.partitions", () => {
       (url, req, res) => {
         if (!url.pathname.endsWith("/layers/roads/partitions")) return false
         if (req.headers.range === undefined) {
-          return sendThenCut(res, 200, { "content-type": "application/json", "content-length": doc.length }, doc.slice(0, cutAt))
+          return sendThenCut(
+            res,
+            200,
+            { "content-type": "application/json", "content-length": doc.length },
+            doc.slice(0, cutAt)
+          )
         }
         serveRange(res, doc, req.headers.range)
       },
       (server) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const partitions = yield* list({ version: 7 })
           expect(partitions.map((p) => p.partition)).toEqual(makePartitions(100).map((p) => p.partition))
           const ranges = server.requests.filter((r) => r.url.startsWith("/metadata/")).map((r) => r.headers.range)
@@ -123,12 +138,14 @@ describe("MetadataApi.partitions", () => {
     return withPlatform(
       (url, req, res) => {
         if (!url.pathname.endsWith("/layers/roads/partitions")) return false
-        if (req.headers.range === undefined) return sendThenCut(res, 200, { "content-length": doc.length }, doc.slice(0, cutAt))
+        if (req.headers.range === undefined) {
+          return sendThenCut(res, 200, { "content-length": doc.length }, doc.slice(0, cutAt))
+        }
         res.writeHead(200, { "content-type": "application/json", "content-length": doc.length })
         res.end(doc)
       },
       (server) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const partitions = yield* list({ version: 7 })
           expect(partitions.map((p) => p.partition)).toEqual(makePartitions(100).map((p) => p.partition))
           expect(server.requests.filter((r) => r.url.startsWith("/metadata/"))).toHaveLength(2)
@@ -149,7 +166,7 @@ describe("MetadataApi.partitions", () => {
         serveRange(res, doc, req.headers.range)
       },
       (server) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const partitions = yield* list({ version: 7 })
           expect(partitions).toHaveLength(50)
           expect(new Set(partitions.map((p) => p.partition)).size).toBe(50)
@@ -168,10 +185,9 @@ describe("MetadataApi.partitions", () => {
         if (!url.pathname.endsWith("/layers/roads/partitions")) return false
         const start = req.headers.range === undefined ? 0 : Number(/bytes=(\d+)-/.exec(req.headers.range)![1])
         const end = Math.min(doc.length, start + 4096)
-        const headers =
-          start === 0
-            ? { "content-length": doc.length }
-            : { "content-range": `bytes ${start}-${doc.length - 1}/${doc.length}`, "content-length": doc.length - start }
+        const headers = start === 0
+          ? { "content-length": doc.length }
+          : { "content-range": `bytes ${start}-${doc.length - 1}/${doc.length}`, "content-length": doc.length - start }
         if (end === doc.length) {
           res.writeHead(start === 0 ? 200 : 206, headers)
           return void res.end(doc.slice(start))
@@ -179,7 +195,7 @@ describe("MetadataApi.partitions", () => {
         sendThenCut(res, start === 0 ? 200 : 206, headers, doc.slice(start, end))
       },
       (server) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const partitions = yield* list({ version: 7 })
           expect(partitions.map((p) => p.partition)).toEqual(makePartitions(1000).map((p) => p.partition))
           expect(server.requests.filter((r) => r.url.startsWith("/metadata/")).length).toBeGreaterThan(10)
@@ -194,25 +210,29 @@ describe("MetadataApi.partitions", () => {
       (url, req, res) => {
         if (!url.pathname.endsWith("/layers/roads/partitions")) return false
         const start = req.headers.range === undefined ? 0 : Number(/bytes=(\d+)-/.exec(req.headers.range)![1])
-        const headers =
-          start === 0
-            ? { "content-length": doc.length }
-            : { "content-range": `bytes ${start}-${doc.length - 1}/${doc.length}`, "content-length": doc.length - start }
+        const headers = start === 0
+          ? { "content-length": doc.length }
+          : { "content-range": `bytes ${start}-${doc.length - 1}/${doc.length}`, "content-length": doc.length - start }
         // The first answer breaks off inside p3, every later one 10 bytes after where it resumes.
         sendThenCut(res, start === 0 ? 200 : 206, headers, doc.slice(start, start === 0 ? stuckAt + 10 : start + 10))
       },
       (server) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const seen: Array<string> = []
           const metadata = yield* MetadataApi
           const error = failureOf(
-            yield* Effect.exit(Stream.runForEach(metadata.partitions(CATALOG, "roads", { version: 7 }), (p) => Effect.sync(() => void seen.push(p.partition))))
+            yield* Effect.exit(Stream.runForEach(metadata.partitions(CATALOG, "roads", { version: 7 }), (p) =>
+              Effect.sync(() =>
+                void seen.push(p.partition)
+              )))
           )
           expect(seen).toEqual(["p0", "p1", "p2"])
           expect(error).toBeInstanceOf(RetryBudgetExhausted)
           expect((error as RetryBudgetExhausted).retries).toBe(5)
           expect((error as RetryBudgetExhausted).lastError).toBeInstanceOf(TransportError)
-          const ranges = server.requests.filter((r) => r.url.startsWith("/metadata/")).map((r) => r.headers.range)
+          const ranges = server.requests.filter((r) =>
+            r.url.startsWith("/metadata/")
+          ).map((r) => r.headers.range)
           expect(ranges).toEqual([undefined, ...Array.from({ length: 5 }, () => `bytes=${stuckAt}-`)])
         })
     )
@@ -224,12 +244,22 @@ describe("MetadataApi.partitions", () => {
         if (!url.pathname.endsWith("/layers/live/partitions")) return false
         const page = url.searchParams.get("page") ?? "1"
         const origin = `http://${_req.headers.host}`
-        if (page === "1") return json(res, 200, { partitions: makePartitions(2, "a"), next: "/layers/live/partitions?page=2" })
-        if (page === "2") return json(res, 200, { next: `${origin}${METADATA}/layers/live/partitions?page=3`, partitions: makePartitions(2, "b") })
+        if (page === "1") {
+          return json(res, 200, {
+            partitions: makePartitions(2, "a"),
+            next: "/layers/live/partitions?page=2"
+          })
+        }
+        if (page === "2") {
+          return json(res, 200, {
+            next: `${origin}${METADATA}/layers/live/partitions?page=3`,
+            partitions: makePartitions(2, "b")
+          })
+        }
         json(res, 200, { partitions: makePartitions(1, "c") })
       },
       (server) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const metadata = yield* MetadataApi
           const partitions = yield* collect(metadata.partitions(CATALOG, "live"))
           expect(partitions.map((p) => p.partition)).toEqual(["a0", "a1", "b0", "b1", "c0"])
@@ -239,8 +269,7 @@ describe("MetadataApi.partitions", () => {
             `${METADATA}/layers/live/partitions?page=3`
           ])
         })
-    )
-  )
+    ))
 
   it.scopedLive("a malformed listing fails with ResponseDecodeError", () =>
     withPlatform(
@@ -250,16 +279,15 @@ describe("MetadataApi.partitions", () => {
         res.end(`{"partitions":[{"partition":"1","version":1,"dataHandle":"h"},{"partition":"2"}]}`)
       },
       () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const error = failureOf(yield* Effect.exit(list({ version: 1 })))
           expect(error).toBeInstanceOf(ResponseDecodeError)
           expect((error as ResponseDecodeError).reason).toContain(`partition 2 has no numeric "version"`)
         })
-    )
-  )
+    ))
 
   it.scopedLive("parses incrementally: the first partitions arrive before the server sends the rest", () =>
-    Effect.gen(function* () {
+    Effect.gen(function*() {
       const firstSeen = yield* Deferred.make<void>()
       let release: () => void = () => {}
       const released = new Promise<void>((resolve) => (release = resolve))
@@ -273,7 +301,7 @@ describe("MetadataApi.partitions", () => {
           void released.then(() => res.end(tail))
         },
         () =>
-          Effect.gen(function* () {
+          Effect.gen(function*() {
             const metadata = yield* MetadataApi
             let count = 0
             yield* metadata.partitions(CATALOG, "roads", { version: 7 }).pipe(
@@ -291,8 +319,7 @@ describe("MetadataApi.partitions", () => {
           })
       )
       expect(yield* Deferred.isDone(firstSeen)).toBe(true)
-    })
-  )
+    }))
 
   it.scopedLive("streams a 200k-partition listing with little heap growth", () => {
     setFlagsFromString("--expose-gc")
@@ -300,7 +327,14 @@ describe("MetadataApi.partitions", () => {
     const total = 200_000
     const perChunk = 1000
     const element = (i: number) =>
-      JSON.stringify({ partition: `${i}`, version: 42, dataHandle: `c0ffee00-${i}-4a1b-9c2d-000000000000`, dataSize: i, checksum: "da39a3ee5e6b4b0d3255bfef95601890afd80709", extra: { note: "padding to make the document larger" } })
+      JSON.stringify({
+        partition: `${i}`,
+        version: 42,
+        dataHandle: `c0ffee00-${i}-4a1b-9c2d-000000000000`,
+        dataSize: i,
+        checksum: "da39a3ee5e6b4b0d3255bfef95601890afd80709",
+        extra: { note: "padding to make the document larger" }
+      })
     let documentBytes = 0
     return withPlatform(
       (url, _req, res) => {
@@ -310,7 +344,9 @@ describe("MetadataApi.partitions", () => {
         const pump = () => {
           while (i < total) {
             const parts: Array<string> = []
-            for (const end = Math.min(total, i + perChunk); i < end; i++) parts.push((i === 0 ? `{"partitions":[` : ",") + element(i))
+            for (const end = Math.min(total, i + perChunk); i < end; i++) {
+              parts.push((i === 0 ? `{"partitions":[` : ",") + element(i))
+            }
             const text = parts.join("") + (i === total ? "]}" : "")
             documentBytes += text.length
             if (!res.write(text)) return void res.once("drain", pump)
@@ -320,7 +356,7 @@ describe("MetadataApi.partitions", () => {
         pump()
       },
       () =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const metadata = yield* MetadataApi
           gc()
           const before = process.memoryUsage().heapUsed
@@ -339,7 +375,13 @@ describe("MetadataApi.partitions", () => {
             )
           )
           expect(count).toBe(total)
-          expect(last).toEqual({ partition: `${total - 1}`, version: 42, dataHandle: `c0ffee00-${total - 1}-4a1b-9c2d-000000000000`, dataSize: total - 1, checksum: "da39a3ee5e6b4b0d3255bfef95601890afd80709" })
+          expect(last).toEqual({
+            partition: `${total - 1}`,
+            version: 42,
+            dataHandle: `c0ffee00-${total - 1}-4a1b-9c2d-000000000000`,
+            dataSize: total - 1,
+            checksum: "da39a3ee5e6b4b0d3255bfef95601890afd80709"
+          })
           expect(documentBytes).toBeGreaterThan(40_000_000)
           // The whole document (or the parsed array) would be tens of MB; a stream holds a few chunks.
           expect(peak).toBeLessThan(documentBytes / 10)
@@ -357,11 +399,18 @@ describe("MetadataApi versions and parts", () => {
         const end = Number(url.searchParams.get("endVersion"))
         if (end - start > 1000) return json(res, 400, { title: "Bad Request", status: 400 })
         const versions = []
-        for (let v = start + 1; v <= end; v++) versions.push({ version: v, timestamp: 1000 + v, dependencies: [], extra: "x" })
+        for (let v = start + 1; v <= end; v++) {
+          versions.push({
+            version: v,
+            timestamp: 1000 + v,
+            dependencies: [],
+            extra: "x"
+          })
+        }
         json(res, 200, { versions })
       },
       (server) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const metadata = yield* MetadataApi
           const versions = yield* collect(metadata.versions(CATALOG, { startVersion: -1, endVersion: 2500 }))
           expect(versions.map((v) => v.version)).toEqual(Array.from({ length: 2501 }, (_, i) => i))
@@ -376,8 +425,7 @@ describe("MetadataApi versions and parts", () => {
           ])
           expect(yield* collect(metadata.versions(CATALOG, { startVersion: 5, endVersion: 5 }))).toEqual([])
         })
-    )
-  )
+    ))
 
   it.scopedLive("latest, minimum, set minimum, layerVersions, parts and changes", () =>
     withPlatform(
@@ -391,25 +439,44 @@ describe("MetadataApi versions and parts", () => {
           return void res.end()
         }
         if (path === "/layerVersions") {
-          return json(res, 200, { version: Number(url.searchParams.get("version")), layerVersions: [{ layer: "roads", version: 11, timestamp: 5 }] })
+          return json(res, 200, {
+            version: Number(url.searchParams.get("version")),
+            layerVersions: [{ layer: "roads", version: 11, timestamp: 5 }]
+          })
         }
         if (path === "/layers/roads/partitions/parts") return json(res, 200, { parts: ["P1", "P2"] })
         if (path === "/layers/roads/changes/parts") return json(res, 200, { parts: ["C1"] })
-        if (path === "/layers/roads/changes") return json(res, 200, { partitions: [{ partition: "x", version: 12, dataHandle: "" }] })
+        if (path === "/layers/roads/changes") {
+          return json(res, 200, {
+            partitions: [{ partition: "x", version: 12, dataHandle: "" }]
+          })
+        }
         return false
       },
       (server) =>
-        Effect.gen(function* () {
+        Effect.gen(function*() {
           const metadata = yield* MetadataApi
           expect(yield* metadata.latestVersion(CATALOG)).toBe(12)
           expect(yield* metadata.minimumVersion(CATALOG)).toBe(3)
           yield* metadata.setMinimumVersion(CATALOG, 9)
-          expect(yield* metadata.layerVersions(CATALOG, 12)).toEqual({ version: 12, layerVersions: [{ layer: "roads", version: 11, timestamp: 5 }] })
-          expect(yield* metadata.partitionParts(CATALOG, "roads", { numRequestedParts: 4, version: 12 })).toEqual(["P1", "P2"])
-          expect(yield* metadata.changesParts(CATALOG, "roads", { numRequestedParts: 2, startVersion: 10, endVersion: 12 })).toEqual(["C1"])
-          const changes = yield* collect(metadata.changes(CATALOG, "roads", { startVersion: 10, endVersion: 12, part: "C1" }))
+          expect(yield* metadata.layerVersions(CATALOG, 12)).toEqual({
+            version: 12,
+            layerVersions: [{ layer: "roads", version: 11, timestamp: 5 }]
+          })
+          expect(yield* metadata.partitionParts(CATALOG, "roads", { numRequestedParts: 4, version: 12 })).toEqual([
+            "P1",
+            "P2"
+          ])
+          expect(
+            yield* metadata.changesParts(CATALOG, "roads", { numRequestedParts: 2, startVersion: 10, endVersion: 12 })
+          ).toEqual(["C1"])
+          const changes = yield* collect(
+            metadata.changes(CATALOG, "roads", { startVersion: 10, endVersion: 12, part: "C1" })
+          )
           expect(changes).toEqual([{ partition: "x", version: 12, dataHandle: "" }])
-          const urls = server.requests.filter((r) => r.url.startsWith(METADATA)).map((r) => `${r.method} ${r.url.slice(METADATA.length)}`)
+          const urls = server.requests.filter((r) => r.url.startsWith(METADATA)).map((r) =>
+            `${r.method} ${r.url.slice(METADATA.length)}`
+          )
           expect(urls).toEqual([
             "GET /versions/latest?startVersion=-1",
             "GET /versions/minimum",
@@ -420,6 +487,5 @@ describe("MetadataApi versions and parts", () => {
             "GET /layers/roads/changes?part=C1&startVersion=10&endVersion=12"
           ])
         })
-    )
-  )
+    ))
 })

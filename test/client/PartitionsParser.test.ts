@@ -16,7 +16,12 @@ const partitions = [
   { partition: "1", version: 3, dataHandle: "h-1" },
   { dataHandle: "h-2", partition: "a:b_c.d-e", version: 4, layer: "l", checksum: "abc", dataSize: 10 },
   { version: -1, partition: "quote\"and\\back{[", dataHandle: "", crc: "c3f276d7" },
-  { partition: "unicode-é-☃-😀", version: 1, dataHandle: "x", extra: { nested: [1, { deep: "]}" }], flag: true, none: null } }
+  {
+    partition: "unicode-é-☃-😀",
+    version: 1,
+    dataHandle: "x",
+    extra: { nested: [1, { deep: "]}" }], flag: true, none: null }
+  }
 ]
 
 const tricky = `\uFEFF { "meta" : { "partitions" : [ "not these" ], "s": "\\"]}" } ,
@@ -54,7 +59,8 @@ describe("PartitionsScanner", () => {
   })
 
   it("rewinds to the end of the last complete element and continues from there", () => {
-    const text = `{"partitions":[{"partition":"1","version":1,"dataHandle":"h1"},{"partition":"2","version":1,"dataHandle":"h2"}]}`
+    const text =
+      `{"partitions":[{"partition":"1","version":1,"dataHandle":"h1"},{"partition":"2","version":1,"dataHandle":"h2"}]}`
     const bytes = encoder.encode(text)
     const cut = text.indexOf(`"h2"`)
     const scanner = new PartitionsScanner()
@@ -79,7 +85,9 @@ describe("PartitionsScanner", () => {
   })
 
   it("rejects what is not a partitions envelope", () => {
-    for (const text of [`[1,2]`, `{"partitions":[1 2]}`, `{"a" 1}`, `{"partitions":[]} x`, `{"partitions":[{"a":1}} ]}`]) {
+    for (
+      const text of [`[1,2]`, `{"partitions":[1 2]}`, `{"a" 1}`, `{"partitions":[]} x`, `{"partitions":[{"a":1}} ]}`]
+    ) {
       expect(() => scan(text, 3), text).toThrow(MalformedListing)
     }
   })

@@ -2,9 +2,9 @@
  * Every call of the Data API client against the real local service (real HTTP, SQLite, pack files),
  * with expected values taken from the service through plain HTTP, not through the client.
  */
+import { Chunk, Effect, Layer, Stream } from "effect"
 import { createHash } from "node:crypto"
 import { gunzipSync } from "node:zlib"
-import { Chunk, Effect, Layer, Stream } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { BlobApi, VolatileBlobApi } from "../../src/client/BlobApi.ts"
 import { ConfigApi } from "../../src/client/ConfigApi.ts"
@@ -34,7 +34,9 @@ afterAll(() => svc.close())
 
 describe("the client against the local service", () => {
   it("lookup: platform and resource base URLs", async () => {
-    const direct = await http<Array<{ api: string; version: string; baseURL: string }>>(`/lookup/v1/resources/${DEMO}/apis`)
+    const direct = await http<Array<{ api: string; version: string; baseURL: string }>>(
+      `/lookup/v1/resources/${DEMO}/apis`
+    )
     const [config, metadata, apis] = await run(Effect.gen(function*() {
       const lookup = yield* Lookup
       return [
@@ -52,12 +54,18 @@ describe("the client against the local service", () => {
     const direct = await http<{ layers: Array<{ id: string; layerType: string }> }>(`/config/v1/catalogs/${DEMO}`)
     const [summary, verbose, catalog] = await run(Effect.gen(function*() {
       const config = yield* ConfigApi
-      return [yield* config.listCatalogs(), yield* config.listCatalogsVerbose(), yield* config.getCatalog(DEMO)] as const
+      return [
+        yield* config.listCatalogs(),
+        yield* config.listCatalogsVerbose(),
+        yield* config.getCatalog(DEMO)
+      ] as const
     }))
     expect(summary.map((c) => c.hrn)).toEqual([DEMO])
     expect(verbose.map((c) => c.hrn)).toEqual([DEMO])
     expect(catalog.layers.map((l) => [l.id, l.layerType])).toEqual(direct.layers.map((l) => [l.id, l.layerType]))
-    const refused = await run(Effect.flip(Effect.flatMap(ConfigApi, (c) => c.getCatalog("hrn:local:data:::restricted"))))
+    const refused = await run(
+      Effect.flip(Effect.flatMap(ConfigApi, (c) => c.getCatalog("hrn:local:data:::restricted")))
+    )
     expect(refused._tag).toBe("CatalogNotFound")
   })
 
@@ -73,16 +81,25 @@ describe("the client against the local service", () => {
     const result = await run(Effect.gen(function*() {
       const m = yield* MetadataApi
       const parts = yield* m.partitionParts(DEMO, "places", { numRequestedParts: 3 })
-      const perPart = yield* Effect.forEach(parts, (part) => Stream.runCollect(m.partitions(DEMO, "places", { version: 3, part })))
+      const perPart = yield* Effect.forEach(
+        parts,
+        (part) => Stream.runCollect(m.partitions(DEMO, "places", { version: 3, part }))
+      )
       return {
         latest: yield* m.latestVersion(DEMO),
         minimum: yield* m.minimumVersion(DEMO),
-        versions: Chunk.toReadonlyArray(yield* Stream.runCollect(m.versions(DEMO, { startVersion: -1, endVersion: latest }))),
+        versions: Chunk.toReadonlyArray(
+          yield* Stream.runCollect(m.versions(DEMO, { startVersion: -1, endVersion: latest }))
+        ),
         layerVersions: yield* m.layerVersions(DEMO, 4),
-        at3: Chunk.toReadonlyArray(yield* Stream.runCollect(m.partitions(DEMO, "places", { version: 3, additionalFields: ["checksum"] }))),
+        at3: Chunk.toReadonlyArray(
+          yield* Stream.runCollect(m.partitions(DEMO, "places", { version: 3, additionalFields: ["checksum"] }))
+        ),
         parts,
         perPart: perPart.flatMap(Chunk.toReadonlyArray),
-        changes: Chunk.toReadonlyArray(yield* Stream.runCollect(m.changes(DEMO, "places", { startVersion: 2, endVersion: 4 }))),
+        changes: Chunk.toReadonlyArray(
+          yield* Stream.runCollect(m.changes(DEMO, "places", { startVersion: 2, endVersion: 4 }))
+        ),
         changesParts: yield* m.changesParts(DEMO, "places", { numRequestedParts: 2 })
       }
     }))
@@ -90,26 +107,37 @@ describe("the client against the local service", () => {
     expect(result.minimum).toBe(0)
     expect(result.versions.map((v) => v.version)).toEqual(Array.from({ length: latest + 1 }, (_, i) => i))
     expect(result.layerVersions).toEqual(layerVersions)
-    expect(result.at3.map((p) => [p.partition, p.dataHandle, p.checksum])).toEqual(at3.partitions.map((p) => [p.partition, p.dataHandle, p.checksum]))
+    expect(result.at3.map((p) => [p.partition, p.dataHandle, p.checksum])).toEqual(
+      at3.partitions.map((p) => [p.partition, p.dataHandle, p.checksum])
+    )
     expect(result.parts.length).toBe(3)
     expect(result.perPart.map((p) => p.partition)).toEqual(at3.partitions.map((p) => p.partition))
-    expect(result.changes.map((p) => [p.partition, p.dataHandle])).toEqual(changes.partitions.map((p) => [p.partition, p.dataHandle]))
+    expect(result.changes.map((p) => [p.partition, p.dataHandle])).toEqual(
+      changes.partitions.map((p) => [p.partition, p.dataHandle])
+    )
     expect(result.changes.some((p) => p.dataHandle === "")).toBe(changes.partitions.some((p) => p.dataHandle === ""))
     expect(result.changesParts.length).toBeGreaterThanOrEqual(1)
   })
 
   it("query: partitions by id in batches of at most 100", async () => {
-    const all = await http<{ partitions: Array<{ partition: string; dataHandle: string }> }>(`/metadata/v1/catalogs/${DEMO}/layers/places/partitions?version=5`)
+    const all = await http<{ partitions: Array<{ partition: string; dataHandle: string }> }>(
+      `/metadata/v1/catalogs/${DEMO}/layers/places/partitions?version=5`
+    )
     const ids = all.partitions.map((p) => p.partition).slice(0, 230)
-    const found = await run(Effect.flatMap(QueryApi, (q) => q.partitionsById(DEMO, "places", [...ids, "no-such-partition"], { version: 5 })))
+    const found = await run(
+      Effect.flatMap(QueryApi, (q) => q.partitionsById(DEMO, "places", [...ids, "no-such-partition"], { version: 5 }))
+    )
     expect(found.map((p) => p.partition).sort()).toEqual([...ids].sort())
-    expect(new Map(found.map((p) => [p.partition, p.dataHandle]))).toEqual(new Map(all.partitions.slice(0, 230).map((p) => [p.partition, p.dataHandle])))
+    expect(new Map(found.map((p) => [p.partition, p.dataHandle]))).toEqual(
+      new Map(all.partitions.slice(0, 230).map((p) => [p.partition, p.dataHandle]))
+    )
   })
 
   it("blob: get, range, stream and head; gzip bytes as stored", async () => {
-    const [tile] = (await http<{ partitions: Array<{ dataHandle: string; checksum: string; compressedDataSize: number }> }>(
-      `/metadata/v1/catalogs/${DEMO}/layers/tiles/partitions?version=5&additionalFields=checksum,compressedDataSize`
-    )).partitions
+    const [tile] =
+      (await http<{ partitions: Array<{ dataHandle: string; checksum: string; compressedDataSize: number }> }>(
+        `/metadata/v1/catalogs/${DEMO}/layers/tiles/partitions?version=5&additionalFields=checksum,compressedDataSize`
+      )).partitions
     const result = await run(Effect.gen(function*() {
       const blob = yield* BlobApi
       return {
@@ -136,7 +164,12 @@ describe("the client against the local service", () => {
       const publish = yield* PublishApi
       yield* blob.put(DEMO, "places", "client-published-1", payload, { contentType: "application/json" })
       const publication = yield* publish.initPublication(DEMO, ["places"])
-      yield* publish.uploadPartitions(DEMO, "places", publication.id, [{ partition: "client-1", dataHandle: "client-published-1", dataSize: payload.byteLength, checksum: sha1(payload) }])
+      yield* publish.uploadPartitions(DEMO, "places", publication.id, [{
+        partition: "client-1",
+        dataHandle: "client-published-1",
+        dataSize: payload.byteLength,
+        checksum: sha1(payload)
+      }])
       yield* publish.submitPublication(DEMO, publication.id)
       return yield* publish.getPublication(DEMO, publication.id)
     }))
@@ -145,7 +178,11 @@ describe("the client against the local service", () => {
     const listed = await http<{ partitions: Array<{ partition: string; dataHandle: string; version: number }> }>(
       `/query/v1/catalogs/${DEMO}/layers/places/partitions?partition=client-1&version=${before + 1}`
     )
-    expect(listed.partitions).toMatchObject([{ partition: "client-1", dataHandle: "client-published-1", version: before + 1 }])
+    expect(listed.partitions).toMatchObject([{
+      partition: "client-1",
+      dataHandle: "client-published-1",
+      version: before + 1
+    }])
 
     const replaced = new TextEncoder().encode(`{"speedKmh":1}`)
     const afterPut = await run(Effect.gen(function*() {

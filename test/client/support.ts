@@ -2,8 +2,8 @@ import { Effect, Redacted } from "effect"
 import { createHmac } from "node:crypto"
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
-import * as OAuth1 from "../../src/domain/OAuth1.ts"
 import * as DataClient from "../../src/client/DataClient.ts"
+import * as OAuth1 from "../../src/domain/OAuth1.ts"
 
 export interface Recorded {
   readonly method: string
@@ -18,7 +18,12 @@ export interface TestServer {
   readonly requests: Array<Recorded>
 }
 
-export type Handler = (req: IncomingMessage, res: ServerResponse, body: string, recorded: Recorded) => void | Promise<void>
+export type Handler = (
+  req: IncomingMessage,
+  res: ServerResponse,
+  body: string,
+  recorded: Recorded
+) => void | Promise<void>
 
 /** A node:http server on 127.0.0.1:0 for the life of the scope; records every request. */
 export const testServer = (handler: Handler) =>
@@ -64,17 +69,27 @@ export const KEY_ID = "test-key-id"
 export const SECRET = "s3cr+t/with=special&chars~"
 
 /** Verifies an OAuth 1.0a HMAC-SHA256 token request the way HERE Account does (key `secret&`, raw). */
-export const verifySignature = (req: Recorded, tokenUrl: string, secret = SECRET): { ok: boolean; timestamp: number; reason: string | undefined } => {
+export const verifySignature = (
+  req: Recorded,
+  tokenUrl: string,
+  secret = SECRET
+): { ok: boolean; timestamp: number; reason: string | undefined } => {
   const header = req.headers["authorization"]
   if (typeof header !== "string") return { ok: false, timestamp: 0, reason: "no header" }
   const params = OAuth1.parseAuthorizationHeader(header)
   if (params === undefined) return { ok: false, timestamp: 0, reason: "malformed header" }
   const { oauth_signature: signature, ...rest } = params
   if (params.oauth_consumer_key !== KEY_ID) return { ok: false, timestamp: 0, reason: "consumer key" }
-  if (params.oauth_signature_method !== "HMAC-SHA256" || params.oauth_version !== "1.0") return { ok: false, timestamp: 0, reason: "method" }
+  if (params.oauth_signature_method !== "HMAC-SHA256" || params.oauth_version !== "1.0") {
+    return { ok: false, timestamp: 0, reason: "method" }
+  }
   const base = OAuth1.baseString("POST", tokenUrl, Object.entries(rest))
   const expected = createHmac("sha256", `${secret}&`).update(base).digest("base64")
-  return { ok: expected === signature, timestamp: Number(params.oauth_timestamp), reason: expected === signature ? undefined : "signature" }
+  return {
+    ok: expected === signature,
+    timestamp: Number(params.oauth_timestamp),
+    reason: expected === signature ? undefined : "signature"
+  }
 }
 
 export interface TokenServerOptions {
@@ -91,7 +106,7 @@ export interface TokenServerOptions {
 
 /** A HERE Account token endpoint at /oauth2/token issuing tokens "token-1", "token-2", ... */
 export const tokenServer = (options: TokenServerOptions = {}) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     let issued = 0
     const server: TestServer = yield* testServer((_req, res, body, recorded) => {
       const tokenUrl = `${server.origin}/oauth2/token`
@@ -99,10 +114,20 @@ export const tokenServer = (options: TokenServerOptions = {}) =>
       const headers = { date: new Date(now).toUTCString() }
       const check = verifySignature(recorded, tokenUrl)
       if (!check.ok) {
-        return json(res, 401, { errorId: "ERROR-1", httpStatus: 401, errorCode: 401300, message: `Signature mismatch (${check.reason})` }, headers)
+        return json(res, 401, {
+          errorId: "ERROR-1",
+          httpStatus: 401,
+          errorCode: 401300,
+          message: `Signature mismatch (${check.reason})`
+        }, headers)
       }
       if (options.windowSeconds !== undefined && Math.abs(check.timestamp - now / 1000) > options.windowSeconds) {
-        return json(res, 401, { errorId: "ERROR-2", httpStatus: 401, errorCode: 401204, message: "Time stamp is outside the valid period." }, headers)
+        return json(res, 401, {
+          errorId: "ERROR-2",
+          httpStatus: 401,
+          errorCode: 401204,
+          message: "Time stamp is outside the valid period."
+        }, headers)
       }
       const request = JSON.parse(body) as { grantType: string; expiresIn: number }
       if (request.grantType !== "client_credentials") return json(res, 400, { error: "invalid_request" })
@@ -124,7 +149,11 @@ export const credentialsFor = (tokenUrl: string) => ({
 })
 
 /** The whole client against test servers, with fast retries. */
-export const clientLayer = (tokenUrl: string, lookupUrl: string, overrides: Partial<DataClient.DataClientOptions> = {}) =>
+export const clientLayer = (
+  tokenUrl: string,
+  lookupUrl: string,
+  overrides: Partial<DataClient.DataClientOptions> = {}
+) =>
   DataClient.layer({
     lookupUrl,
     credentials: credentialsFor(tokenUrl),
@@ -156,7 +185,7 @@ export interface PlatformOptions {
  * (volatile-blob), /publish/v2/..., platform config at /config/v1.
  */
 export const platformServer = (route: Route, options: PlatformOptions = {}) =>
-  Effect.gen(function* () {
+  Effect.gen(function*() {
     const server: TestServer = yield* testServer((req, res, _body, recorded) => {
       const url = new URL(req.url ?? "/", server.origin)
       const catalog = options.catalogInBaseUrl === "hrn" ? CATALOG : CATALOG_ID
@@ -182,10 +211,19 @@ export const platformServer = (route: Route, options: PlatformOptions = {}) =>
         )
       }
       if (url.pathname === "/lookup/v1/platform/apis") {
-        return json(res, 200, [{ api: "config", version: "v1", baseURL: `${server.origin}/config/v1` }], options.lookupHeaders ?? {})
+        return json(
+          res,
+          200,
+          [{ api: "config", version: "v1", baseURL: `${server.origin}/config/v1` }],
+          options.lookupHeaders ?? {}
+        )
       }
       if (url.pathname.startsWith("/lookup/v1/resources/")) {
-        return json(res, 404, { title: "Not Found", status: 404, detail: [{ name: "hrn", error: "Catalog not found" }] })
+        return json(res, 404, {
+          title: "Not Found",
+          status: 404,
+          detail: [{ name: "hrn", error: "Catalog not found" }]
+        })
       }
       if (route(url, req, res, recorded) === false) json(res, 404, { title: "Not Found", status: 404 })
     })
@@ -193,9 +231,15 @@ export const platformServer = (route: Route, options: PlatformOptions = {}) =>
   })
 
 /** Runs `use` with the whole client against a fake platform served by `route`. */
-export const withPlatform = <A, E, R>(route: Route, use: (server: TestServer) => Effect.Effect<A, E, R>, options: PlatformOptions = {}) =>
-  Effect.gen(function* () {
+export const withPlatform = <A, E, R>(
+  route: Route,
+  use: (server: TestServer) => Effect.Effect<A, E, R>,
+  options: PlatformOptions = {}
+) =>
+  Effect.gen(function*() {
     const tokens = yield* tokenServer()
     const server = yield* platformServer(route, options)
-    return yield* use(server).pipe(Effect.provide(clientLayer(tokens.tokenUrl, `${server.origin}/lookup/v1`, options.client)))
+    return yield* use(server).pipe(
+      Effect.provide(clientLayer(tokens.tokenUrl, `${server.origin}/lookup/v1`, options.client))
+    )
   })

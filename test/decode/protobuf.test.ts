@@ -5,19 +5,19 @@
  */
 import { createFileRegistry, fromBinary } from "@bufbuild/protobuf"
 import { FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt"
+import { afterAll, describe, expect, it } from "@effect/vitest"
 import { tableFromIPC } from "apache-arrow"
 import { Effect } from "effect"
+import { strToU8, unzipSync, zipSync } from "fflate"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import protobuf from "protobufjs"
-import { strToU8, unzipSync, zipSync } from "fflate"
-import { afterAll, describe, expect, it } from "@effect/vitest"
-import { buildBundle, DESCRIPTOR_SET_PATH, readBundle } from "../../src/decode/Bundle.ts"
 import { arrowSchema } from "../../src/decode/ArrowColumns.ts"
+import { buildBundle, DESCRIPTOR_SET_PATH, readBundle } from "../../src/decode/Bundle.ts"
 import { parquetSchema } from "../../src/decode/Columns.ts"
 import { makeDecoder } from "../../src/decode/LayerContent.ts"
-import { literal, query, withDuckDB } from "../support/duckdb.ts"
 import { batchOf } from "../../src/sinks/RowBatch.ts"
+import { literal, query, withDuckDB } from "../support/duckdb.ts"
 import { partition, tempDir, writeDecoded } from "./support.ts"
 
 const COMMON = `syntax = "proto3";
@@ -113,8 +113,24 @@ const tiles: Array<TileValue> = [
     tile_key: U64_MAX,
     created: -(2n ** 62n) - 7n,
     links: [
-      { id: "a", global_id: U64_MAX - 1n, kind: "MOTORWAY", shape: [{ lat: 52.5, lon: 13.4 }, { lat: 52.6, lon: 13.5 }], speed_limit: 120, offset: ABOVE_2_53, attributes: [{ key: "lanes", value: 3 }] },
-      { id: "b", global_id: ABOVE_2_53, kind: "KIND_UNSPECIFIED", shape: [], speed_limit: null, offset: -ABOVE_2_53, attributes: [] }
+      {
+        id: "a",
+        global_id: U64_MAX - 1n,
+        kind: "MOTORWAY",
+        shape: [{ lat: 52.5, lon: 13.4 }, { lat: 52.6, lon: 13.5 }],
+        speed_limit: 120,
+        offset: ABOVE_2_53,
+        attributes: [{ key: "lanes", value: 3 }]
+      },
+      {
+        id: "b",
+        global_id: ABOVE_2_53,
+        kind: "KIND_UNSPECIFIED",
+        shape: [],
+        speed_limit: null,
+        offset: -ABOVE_2_53,
+        attributes: []
+      }
     ],
     meta: { source: "survey", parent: JSON.stringify({ source: "root" }) },
     blob: new Uint8Array([0, 1, 2, 255]),
@@ -130,7 +146,15 @@ const tiles: Array<TileValue> = [
   {
     tile_key: 5n,
     created: 0n,
-    links: [{ id: "c", global_id: 2n ** 63n, kind: "RESIDENTIAL", shape: [{ lat: -1.25, lon: 2.5 }], speed_limit: 0, offset: 0n, attributes: [{ key: "a", value: -1 }, { key: "b", value: 2 }] }],
+    links: [{
+      id: "c",
+      global_id: 2n ** 63n,
+      kind: "RESIDENTIAL",
+      shape: [{ lat: -1.25, lon: 2.5 }],
+      speed_limit: 0,
+      offset: 0n,
+      attributes: [{ key: "a", value: -1 }, { key: "b", value: 2 }]
+    }],
     meta: null,
     blob: new Uint8Array(0),
     samples: [],
@@ -145,7 +169,10 @@ const tiles: Array<TileValue> = [
 ]
 
 /** The blob of a tile, encoded from the .proto text (protobuf.js parses it; our descriptor set is not involved). */
-const encoder = protobuf.parse(COMMON + TILE.replace(/syntax = "proto3";\npackage test.roads.v1;\n/, "").replace(/import .*\n/g, ""), { keepCase: true })
+const encoder = protobuf.parse(
+  COMMON + TILE.replace(/syntax = "proto3";\npackage test.roads.v1;\n/, "").replace(/import .*\n/g, ""),
+  { keepCase: true }
+)
   .root.lookupType("test.roads.v1.Tile")
 const encode = (t: TileValue): Uint8Array => {
   const object: Record<string, unknown> = {
@@ -213,13 +240,38 @@ const expected = (t: TileValue) => normalizeDuck({ ...t, checksum_: t.checksum, 
 describe("schema bundles", () => {
   it("compiles .proto text into a descriptor set that a strict reader accepts", () => {
     const files = unzipSync(bundle)
-    expect(Object.keys(files).sort()).toEqual(["META-INF/layer.fds", "META-INF/layer.manifest.json", "test/roads/v1/common.proto", "test/roads/v1/tile.proto"])
-    expect(JSON.parse(new TextDecoder().decode(files["META-INF/layer.manifest.json"]!)).main).toEqual({ message: "test.roads.v1.Tile", source: "test/roads/v1/tile.proto" })
+    expect(Object.keys(files).sort()).toEqual([
+      "META-INF/layer.fds",
+      "META-INF/layer.manifest.json",
+      "test/roads/v1/common.proto",
+      "test/roads/v1/tile.proto"
+    ])
+    expect(JSON.parse(new TextDecoder().decode(files["META-INF/layer.manifest.json"]!)).main).toEqual({
+      message: "test.roads.v1.Tile",
+      source: "test/roads/v1/tile.proto"
+    })
     // @bufbuild/protobuf resolves only fully-qualified type names, as protoc writes them.
     const registry = createFileRegistry(fromBinary(FileDescriptorSetSchema, files[DESCRIPTOR_SET_PATH]!))
     const tile = registry.getMessage("test.roads.v1.Tile")!
-    expect(tile.fields.map((f) => f.name)).toEqual(["tile_key", "created", "links", "meta", "blob", "samples", "note", "ratio", "active", "count", "label", "number", "checksum"])
-    expect(registry.getFile("test/roads/v1/tile.proto")!.dependencies.map((d) => d.name)).toEqual(["google/protobuf/wrappers", "test/roads/v1/common"]) // bufbuild names files without .proto
+    expect(tile.fields.map((f) => f.name)).toEqual([
+      "tile_key",
+      "created",
+      "links",
+      "meta",
+      "blob",
+      "samples",
+      "note",
+      "ratio",
+      "active",
+      "count",
+      "label",
+      "number",
+      "checksum"
+    ])
+    expect(registry.getFile("test/roads/v1/tile.proto")!.dependencies.map((d) => d.name)).toEqual([
+      "google/protobuf/wrappers",
+      "test/roads/v1/common"
+    ]) // bufbuild names files without .proto
     // ... and decodes our blobs to the same values.
     const decoded = fromBinary(tile, blobs[0]!) as any
     expect(decoded.tileKey).toBe(U64_MAX)
@@ -229,18 +281,39 @@ describe("schema bundles", () => {
   it.effect("refuses bundles that cannot be used, naming what is missing", () =>
     Effect.gen(function*() {
       const refusal = (bytes: Uint8Array) =>
-        Effect.flip(makeDecoder({ layerId: "roads", contentType: "application/x-protobuf", heretile: false, schemaBundle: bytes }, { mode: "protobuf", onError: "fail" }))
+        Effect.flip(
+          makeDecoder(
+            { layerId: "roads", contentType: "application/x-protobuf", heretile: false, schemaBundle: bytes },
+            { mode: "protobuf", onError: "fail" }
+          )
+        )
       expect((yield* refusal(new Uint8Array([1, 2, 3]))).message).toMatch(/not a ZIP/)
-      expect((yield* refusal(zipSync({ "a.proto": strToU8(COMMON) }))).message).toMatch(/no META-INF\/layer\.manifest\.json/)
-      expect((yield* refusal(zipSync({ "META-INF/layer.manifest.json": strToU8(`{"main":{"message":"test.roads.v1.Nope"}}`), "test/roads/v1/common.proto": strToU8(COMMON) }))).message).toMatch(/no message test\.roads\.v1\.Nope/)
-      const noSchema = yield* Effect.flip(makeDecoder({ layerId: "roads", contentType: "application/x-protobuf", heretile: false }, { mode: "protobuf", onError: "fail" }))
+      expect((yield* refusal(zipSync({ "a.proto": strToU8(COMMON) }))).message).toMatch(
+        /no META-INF\/layer\.manifest\.json/
+      )
+      expect(
+        (yield* refusal(
+          zipSync({
+            "META-INF/layer.manifest.json": strToU8(`{"main":{"message":"test.roads.v1.Nope"}}`),
+            "test/roads/v1/common.proto": strToU8(COMMON)
+          })
+        )).message
+      ).toMatch(/no message test\.roads\.v1\.Nope/)
+      const noSchema = yield* Effect.flip(
+        makeDecoder({ layerId: "roads", contentType: "application/x-protobuf", heretile: false }, {
+          mode: "protobuf",
+          onError: "fail"
+        })
+      )
       expect(noSchema._tag).toBe("DecodeSetupError")
       expect(noSchema.message).toMatch(/--schema-bundle/)
       const explodeMeta = yield* Effect.flip(makeDecoder(
         { layerId: "roads", contentType: "application/x-protobuf", heretile: false, schemaBundle: bundle },
         { mode: "auto", onError: "fail", explode: "meta" }
       ))
-      expect(explodeMeta.message).toMatch(/--explode meta: test\.roads\.v1\.Tile has no repeated field of that name \(repeated fields: links, samples\)/)
+      expect(explodeMeta.message).toMatch(
+        /--explode meta: test\.roads\.v1\.Tile has no repeated field of that name \(repeated fields: links, samples\)/
+      )
     }))
 })
 
@@ -249,17 +322,38 @@ describe("protobuf decoding", () => {
     const decoder = await decoderFor(bundle)
     expect(decoder.kind).toBe("protobuf")
     expect(decoder.columns.map((c) => c.name)).toEqual([
-      "partition", "partition_version", "data_handle", "data_size", "checksum",
-      "tile_key", "created", "links", "meta", "blob", "samples", "note", "ratio", "active", "count", "label", "number", "checksum_"
+      "partition",
+      "partition_version",
+      "data_handle",
+      "data_size",
+      "checksum",
+      "tile_key",
+      "created",
+      "links",
+      "meta",
+      "blob",
+      "samples",
+      "note",
+      "ratio",
+      "active",
+      "count",
+      "label",
+      "number",
+      "checksum_"
     ])
     const file = path.join(dir, "tiles.parquet")
     expect(await writeDecoded(decoder, file, "parquet", inputs, 2)).toEqual([])
     await withDuckDB(async (db) => {
-      const types = Object.fromEntries((await query(db, `DESCRIBE SELECT * FROM read_parquet(${literal(file)})`)).map((r) => [r.column_name, r.column_type]))
+      const types = Object.fromEntries(
+        (await query(db, `DESCRIBE SELECT * FROM read_parquet(${literal(file)})`)).map((
+          r
+        ) => [r.column_name, r.column_type])
+      )
       expect(types).toMatchObject({
         tile_key: "UBIGINT",
         created: "BIGINT",
-        links: "STRUCT(id VARCHAR, global_id UBIGINT, kind VARCHAR, shape STRUCT(lat DOUBLE, lon DOUBLE)[], speed_limit UINTEGER, \"offset\" BIGINT, attributes STRUCT(\"key\" VARCHAR, \"value\" INTEGER)[])[]",
+        links:
+          "STRUCT(id VARCHAR, global_id UBIGINT, kind VARCHAR, shape STRUCT(lat DOUBLE, lon DOUBLE)[], speed_limit UINTEGER, \"offset\" BIGINT, attributes STRUCT(\"key\" VARCHAR, \"value\" INTEGER)[])[]",
         meta: "STRUCT(\"source\" VARCHAR, parent JSON)",
         blob: "BLOB",
         samples: "BIGINT[]",
@@ -268,26 +362,45 @@ describe("protobuf decoding", () => {
         checksum: "VARCHAR",
         checksum_: "VARCHAR"
       })
-      const rows = await query(db, `SELECT * EXCLUDE (partition, partition_version, data_handle, data_size, checksum) FROM read_parquet(${literal(file)}) ORDER BY partition`)
+      const rows = await query(
+        db,
+        `SELECT * EXCLUDE (partition, partition_version, data_handle, data_size, checksum) FROM read_parquet(${
+          literal(file)
+        }) ORDER BY partition`
+      )
       expect(rows).toHaveLength(3)
       expect(normalizeDuck(rows[0])).toEqual(expected(tiles[0]!))
       expect(normalizeDuck(rows[1])).toEqual(expected(tiles[1]!))
       expect(Object.values(rows[2]!).every((v) => v === null)).toBe(true)
-      const meta = await query(db, `SELECT partition, partition_version, checksum FROM read_parquet(${literal(file)}) ORDER BY partition`)
+      const meta = await query(
+        db,
+        `SELECT partition, partition_version, checksum FROM read_parquet(${literal(file)}) ORDER BY partition`
+      )
       expect(meta).toEqual([
         { partition: "tile-a", partition_version: 3n, checksum: "sha-a" },
         { partition: "tile-b", partition_version: 2n ** 62n, checksum: "sha-b" },
         { partition: "tile-deleted", partition_version: 3n, checksum: null }
       ])
       // Exact above 2^53 in SQL too, and nested fields are addressable.
-      const [q] = await query(db, `SELECT tile_key::VARCHAR AS k, links[1].global_id::VARCHAR AS g, links[1].shape[2].lon AS lon, meta.parent->>'source' AS parent
-        FROM read_parquet(${literal(file)}) WHERE partition = 'tile-a'`)
+      const [q] = await query(
+        db,
+        `SELECT tile_key::VARCHAR AS k, links[1].global_id::VARCHAR AS g, links[1].shape[2].lon AS lon, meta.parent->>'source' AS parent
+        FROM read_parquet(${literal(file)}) WHERE partition = 'tile-a'`
+      )
       expect(q).toEqual({ k: String(U64_MAX), g: String(U64_MAX - 1n), lon: 13.5, parent: "root" })
       // Filters that can use the column statistics of unsigned 64-bit values above 2^63.
-      const counts = await query(db, `SELECT count(*) FILTER (WHERE tile_key > 9223372036854775808) AS high, count(*) FILTER (WHERE tile_key < 10) AS low FROM read_parquet(${literal(file)})`)
+      const counts = await query(
+        db,
+        `SELECT count(*) FILTER (WHERE tile_key > 9223372036854775808) AS high, count(*) FILTER (WHERE tile_key < 10) AS low FROM read_parquet(${
+          literal(file)
+        })`
+      )
       expect(counts).toEqual([{ high: 1n, low: 1n }])
-      expect(await query(db, `SELECT partition FROM read_parquet(${literal(file)}) WHERE tile_key = 18446744073709551615`)).toEqual([{ partition: "tile-a" }])
-      expect(await query(db, `SELECT partition FROM read_parquet(${literal(file)}) WHERE tile_key BETWEEN 1 AND 9`)).toEqual([{ partition: "tile-b" }])
+      expect(
+        await query(db, `SELECT partition FROM read_parquet(${literal(file)}) WHERE tile_key = 18446744073709551615`)
+      ).toEqual([{ partition: "tile-a" }])
+      expect(await query(db, `SELECT partition FROM read_parquet(${literal(file)}) WHERE tile_key BETWEEN 1 AND 9`))
+        .toEqual([{ partition: "tile-b" }])
     })
   })
 
@@ -297,7 +410,9 @@ describe("protobuf decoding", () => {
     await writeDecoded(decoder, file, "arrow", inputs, 2)
     const table = tableFromIPC(fs.readFileSync(file))
     expect(table.numRows).toBe(3)
-    expect(String(table.schema.fields.find((f) => f.name === "links")!.type)).toMatch(/^List<Struct<\{id:Utf8, global_id:Uint64/)
+    expect(String(table.schema.fields.find((f) => f.name === "links")!.type)).toMatch(
+      /^List<Struct<\{id:Utf8, global_id:Uint64/
+    )
     const row = table.get(0)!.toJSON() as Record<string, any>
     expect(row.tile_key).toBe(U64_MAX)
     expect(row.created).toBe(tiles[0]!.created)
@@ -309,11 +424,16 @@ describe("protobuf decoding", () => {
     expect(row.meta.toJSON()).toEqual(tiles[0]!.meta)
     expect(Array.from(row.samples.toArray())).toEqual(tiles[0]!.samples)
     expect(Array.from(row.blob)).toEqual([0, 1, 2, 255])
-    expect(table.schema.fields.find((f) => f.name === "meta")!.type.children[1].metadata.get("ARROW:extension:name")).toBe("arrow.json")
+    expect(table.schema.fields.find((f) => f.name === "meta")!.type.children[1].metadata.get("ARROW:extension:name"))
+      .toBe("arrow.json")
   })
 
   it("decodes with the .proto files when the bundle has no descriptor set", async () => {
-    const withoutFds = buildBundle({ protoFiles: PROTO_FILES, mainMessage: "test.roads.v1.Tile", withoutDescriptorSet: true })
+    const withoutFds = buildBundle({
+      protoFiles: PROTO_FILES,
+      mainMessage: "test.roads.v1.Tile",
+      withoutDescriptorSet: true
+    })
     expect(readBundle(withoutFds).descriptorSet).toBeUndefined()
     const a = await decoderFor(withoutFds)
     const b = await decoderFor(bundle)
@@ -325,18 +445,71 @@ describe("protobuf decoding", () => {
   it("--explode writes one row per element of a repeated field, keeping the partition columns", async () => {
     const decoder = await decoderFor(bundle, "links")
     expect(decoder.columns.map((c) => c.name)).toEqual([
-      "partition", "partition_version", "data_handle", "data_size", "checksum", "links_index", "id", "global_id", "kind", "shape", "speed_limit", "offset", "attributes"
+      "partition",
+      "partition_version",
+      "data_handle",
+      "data_size",
+      "checksum",
+      "links_index",
+      "id",
+      "global_id",
+      "kind",
+      "shape",
+      "speed_limit",
+      "offset",
+      "attributes"
     ])
     const file = path.join(dir, "links.parquet")
     await writeDecoded(decoder, file, "parquet", inputs)
     await withDuckDB(async (db) => {
-      const rows = await query(db, `SELECT partition, links_index, id, global_id, kind, speed_limit, "offset", len(shape) AS points FROM read_parquet(${literal(file)}) ORDER BY partition, links_index`)
+      const rows = await query(
+        db,
+        `SELECT partition, links_index, id, global_id, kind, speed_limit, "offset", len(shape) AS points FROM read_parquet(${
+          literal(file)
+        }) ORDER BY partition, links_index`
+      )
       expect(rows).toEqual([
-        { partition: "tile-a", links_index: 0, id: "a", global_id: U64_MAX - 1n, kind: "MOTORWAY", speed_limit: 120, offset: ABOVE_2_53, points: 2n },
-        { partition: "tile-a", links_index: 1, id: "b", global_id: ABOVE_2_53, kind: "KIND_UNSPECIFIED", speed_limit: null, offset: -ABOVE_2_53, points: 0n },
-        { partition: "tile-b", links_index: 0, id: "c", global_id: 2n ** 63n, kind: "RESIDENTIAL", speed_limit: 0, offset: 0n, points: 1n },
+        {
+          partition: "tile-a",
+          links_index: 0,
+          id: "a",
+          global_id: U64_MAX - 1n,
+          kind: "MOTORWAY",
+          speed_limit: 120,
+          offset: ABOVE_2_53,
+          points: 2n
+        },
+        {
+          partition: "tile-a",
+          links_index: 1,
+          id: "b",
+          global_id: ABOVE_2_53,
+          kind: "KIND_UNSPECIFIED",
+          speed_limit: null,
+          offset: -ABOVE_2_53,
+          points: 0n
+        },
+        {
+          partition: "tile-b",
+          links_index: 0,
+          id: "c",
+          global_id: 2n ** 63n,
+          kind: "RESIDENTIAL",
+          speed_limit: 0,
+          offset: 0n,
+          points: 1n
+        },
         // a deleted partition stays visible as a row of nulls
-        { partition: "tile-deleted", links_index: null, id: null, global_id: null, kind: null, speed_limit: null, offset: null, points: null }
+        {
+          partition: "tile-deleted",
+          links_index: null,
+          id: null,
+          global_id: null,
+          kind: null,
+          speed_limit: null,
+          offset: null,
+          points: null
+        }
       ])
     })
   })

@@ -13,7 +13,11 @@ export type PartitionInput = TestRow
 
 export const tempDir = () => fs.mkdtempSync(path.join(os.tmpdir(), "decode-test-"))
 
-export const partition = (id: string, data: Uint8Array | null, extra: Partial<PartitionInput> = {}): PartitionInput => ({
+export const partition = (
+  id: string,
+  data: Uint8Array | null,
+  extra: Partial<PartitionInput> = {}
+): PartitionInput => ({
   partition: id,
   partitionVersion: 3,
   dataHandle: data === null ? "" : `handle-${id}`,
@@ -27,11 +31,25 @@ export const partition = (id: string, data: Uint8Array | null, extra: Partial<Pa
  * Writes the partitions to one file through the export's decoding writers, one row group per
  * `batchSize` partitions; returns the failures seen.
  */
-export const writeDecoded = async (decoder: Decoder, file: string, format: "parquet" | "arrow", partitions: ReadonlyArray<PartitionInput>, batchSize = 3) => {
+export const writeDecoded = async (
+  decoder: Decoder,
+  file: string,
+  format: "parquet" | "arrow",
+  partitions: ReadonlyArray<PartitionInput>,
+  batchSize = 3
+) => {
   const failures: Array<DecodeFailure> = []
   const onDecoded = (batch: DecodedBatch) => void failures.push(...batch.failures)
-  const options = { path: file, heretile: false, metadata: { layer_id: "test" }, rowGroupBytes: 2 ** 30, createdBy: "test" }
-  const writer = format === "parquet" ? new DecodedParquetWriter(options, parquetCodec("zstd"), decoder, onDecoded) : new DecodedArrowWriter(options, decoder, onDecoded)
+  const options = {
+    path: file,
+    heretile: false,
+    metadata: { layer_id: "test" },
+    rowGroupBytes: 2 ** 30,
+    createdBy: "test"
+  }
+  const writer = format === "parquet"
+    ? new DecodedParquetWriter(options, parquetCodec("zstd"), decoder, onDecoded)
+    : new DecodedArrowWriter(options, decoder, onDecoded)
   for (let i = 0; i < partitions.length; i += batchSize) {
     const batch = batchOf(partitions.slice(i, i + batchSize))
     writer.add(batch, 0, batch.length, batch.bytes)
@@ -45,7 +63,16 @@ export const writeDecoded = async (decoder: Decoder, file: string, format: "parq
 export const readWkb = (bytes: Uint8Array): { type: string; coordinates?: unknown; geometries?: Array<unknown> } => {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
   let at = 0
-  const NAMES = ["", "Point", "LineString", "Polygon", "MultiPoint", "MultiLineString", "MultiPolygon", "GeometryCollection"]
+  const NAMES = [
+    "",
+    "Point",
+    "LineString",
+    "Polygon",
+    "MultiPoint",
+    "MultiLineString",
+    "MultiPolygon",
+    "GeometryCollection"
+  ]
   const geometry = (): any => {
     const little = view.getUint8(at) === 1
     at += 1
@@ -58,11 +85,12 @@ export const readWkb = (bytes: Uint8Array): { type: string; coordinates?: unknow
       at += 4
       return v
     }
-    const point = () => Array.from({ length: dims }, () => {
-      const v = view.getFloat64(at, little)
-      at += 8
-      return v
-    })
+    const point = () =>
+      Array.from({ length: dims }, () => {
+        const v = view.getFloat64(at, little)
+        at += 8
+        return v
+      })
     const points = () => Array.from({ length: u32() }, point)
     const rings = () => Array.from({ length: u32() }, points)
     switch (type) {

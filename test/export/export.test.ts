@@ -1,16 +1,16 @@
 import { tableFromIPC } from "apache-arrow"
+import { Effect } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { runExport, type ExportOptions } from "../../src/export/Export.ts"
+import { type ExportOptions, runExport } from "../../src/export/Export.ts"
 import { makePlan, type PlanRequest } from "../../src/export/Plan.ts"
+import { type Expected, expectMatchesService, serviceState } from "../reliability/support.ts"
 import { type ClientLayer, clientLayerFor, runWith } from "../support/client.ts"
 import { literal, query, readParquet as readParquetFiles, withDuckDB } from "../support/duckdb.ts"
 import { sha1, sha256File } from "../support/files.ts"
 import { DEMO, startService, type TestService } from "../support/service.ts"
-import { type Expected, expectMatchesService, serviceState } from "../reliability/support.ts"
 
 let svc: TestService
 let client: ClientLayer
@@ -27,7 +27,13 @@ const options = (overrides: Partial<ExportOptions> = {}): ExportOptions => ({
 })
 
 const exportLayer = (request: Partial<PlanRequest> & { layer: string }, overrides: Partial<ExportOptions> = {}) =>
-  runWith(client, Effect.flatMap(makePlan({ catalog: DEMO, version: "latest", parts: 3, ...request }), (plan) => runExport(plan, options(overrides))))
+  runWith(
+    client,
+    Effect.flatMap(
+      makePlan({ catalog: DEMO, version: "latest", parts: 3, ...request }),
+      (plan) => runExport(plan, options(overrides))
+    )
+  )
 
 /** Every column of an export directory's Parquet files (with the tile columns), read by DuckDB. */
 const readParquet = (dir: string) => readParquetFiles(dir, "*")
@@ -36,7 +42,11 @@ const readArrow = (dir: string) =>
   fs.readdirSync(dir).filter((f) => f.endsWith(".arrow")).flatMap((f) =>
     tableFromIPC(fs.readFileSync(path.join(dir, f))).toArray().map((r) => {
       const row = r.toJSON() as Record<string, unknown>
-      return { partition: row.partition as string, data: row.data as Uint8Array | null, data_handle: row.data_handle as string }
+      return {
+        partition: row.partition as string,
+        data: row.data as Uint8Array | null,
+        data_handle: row.data_handle as string
+      }
     })
   ).sort((a, b) => (a.partition < b.partition ? -1 : 1))
 
@@ -51,7 +61,8 @@ describe("export of a versioned layer", () => {
   it("writes the latest version; DuckDB and apache-arrow read back what the service holds", async () => {
     const result = await exportLayer({ layer: "places" })
     expect(result._tag).toBe("Exported")
-    const latest = ((await (await svc.get(`/metadata/v1/catalogs/${DEMO}/versions/latest`)).json()) as { version: number }).version
+    const latest =
+      ((await (await svc.get(`/metadata/v1/catalogs/${DEMO}/versions/latest`)).json()) as { version: number }).version
     expect(latest).toBe(7)
     expect(result.dir).toBe(path.join(out, "demo", "places", `version=${latest}`))
     const expected = await serviceState(svc, "places", latest)
@@ -62,8 +73,19 @@ describe("export of a versioned layer", () => {
     for (const r of arrow) expect(r.data === null ? null : sha1(r.data)).toBe(expected.get(r.partition)!.dataSha1)
 
     const manifest = JSON.parse(fs.readFileSync(path.join(result.dir, "_manifest.json"), "utf8"))
-    expect(manifest).toMatchObject({ formatVersion: 1, catalogHrn: DEMO, layerId: "places", layerType: "versioned", version: latest, mode: "full", partitions: expected.size, deleted: 0 })
-    expect(manifest.files.filter((f: any) => f.format === "parquet").reduce((n: number, f: any) => n + f.rows, 0)).toBe(expected.size)
+    expect(manifest).toMatchObject({
+      formatVersion: 1,
+      catalogHrn: DEMO,
+      layerId: "places",
+      layerType: "versioned",
+      version: latest,
+      mode: "full",
+      partitions: expected.size,
+      deleted: 0
+    })
+    expect(manifest.files.filter((f: any) => f.format === "parquet").reduce((n: number, f: any) => n + f.rows, 0)).toBe(
+      expected.size
+    )
     for (const file of manifest.files) expect(sha256File(path.join(result.dir, file.path))).toBe(file.sha256)
     expect(fs.readdirSync(result.dir).some((f) => f.endsWith(".partial") || f === "_parts")).toBe(false)
     const state = JSON.parse(fs.readFileSync(path.join(out, "demo", "places", "_state.json"), "utf8"))
@@ -125,7 +147,12 @@ describe("export of a versioned layer", () => {
     const berlin = rows.find((r) => r.partition === "23618364")
     if (berlin !== undefined) {
       expect([berlin.tile_level, berlin.tile_x, berlin.tile_y]).toEqual([12, 2198, 1622])
-      expect([berlin.tile_west, berlin.tile_south, berlin.tile_east, berlin.tile_north]).toEqual([13.18359375, 52.55859375, 13.271484375, 52.646484375])
+      expect([berlin.tile_west, berlin.tile_south, berlin.tile_east, berlin.tile_north]).toEqual([
+        13.18359375,
+        52.55859375,
+        13.271484375,
+        52.646484375
+      ])
     }
   })
 })
@@ -156,18 +183,34 @@ describe("partitions without data", () => {
       body: JSON.stringify({ layerIds: ["places"] })
     })
     const publication = (await init.json()) as { id: string }
-    const upload = await svc.get(`/publish/v2/catalogs/${DEMO}/layers/places/publications/${publication.id}/partitions`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ partitions: [{ partition: "zz-empty", dataHandle: "empty-blob-1", dataSize: 0 }, { partition: "place-0000000", dataHandle: "" }] })
-    })
+    const upload = await svc.get(
+      `/publish/v2/catalogs/${DEMO}/layers/places/publications/${publication.id}/partitions`,
+      {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({
+          partitions: [{ partition: "zz-empty", dataHandle: "empty-blob-1", dataSize: 0 }, {
+            partition: "place-0000000",
+            dataHandle: ""
+          }]
+        })
+      }
+    )
     expect(upload.status).toBe(204)
-    expect((await svc.get(`/publish/v2/catalogs/${DEMO}/publications/${publication.id}`, { method: "PUT" })).status).toBe(204)
+    expect((await svc.get(`/publish/v2/catalogs/${DEMO}/publications/${publication.id}`, { method: "PUT" })).status)
+      .toBe(204)
 
-    const result = await exportLayer({ layer: "places", mode: "changes", baseVersion: 7, parts: 1 }, { format: "parquet" })
+    const result = await exportLayer({ layer: "places", mode: "changes", baseVersion: 7, parts: 1 }, {
+      format: "parquet"
+    })
     expect(result.manifest).toMatchObject({ mode: "changes", baseVersion: 7, version: 8, partitions: 2, deleted: 1 })
     const rows = await withDuckDB((c) =>
-      query(c, `SELECT partition, data_handle, data IS NULL AS no_data, octet_length(data) AS bytes FROM read_parquet(${literal(path.join(result.dir, "*.parquet"))}) ORDER BY partition`)
+      query(
+        c,
+        `SELECT partition, data_handle, data IS NULL AS no_data, octet_length(data) AS bytes FROM read_parquet(${
+          literal(path.join(result.dir, "*.parquet"))
+        }) ORDER BY partition`
+      )
     )
     expect(rows).toEqual([
       { partition: "place-0000000", data_handle: "", no_data: true, bytes: null },
@@ -178,14 +221,35 @@ describe("partitions without data", () => {
 
 describe("a killed export", () => {
   it("leaves no finished-looking directory, and the next run completes with the same rows", async () => {
-    const slow = await startService({ seed: { partitions: 600, versions: 2 }, faults: { ...(await import("../../src/server/Faults.ts")).noFaults, latencyMs: [15, 25] } })
+    const slow = await startService({
+      seed: { partitions: 600, versions: 2 },
+      faults: { ...(await import("../../src/server/Faults.ts")).noFaults, latencyMs: [15, 25] }
+    })
     try {
       const credentials = await slow.credentialsFile()
       const target = path.join(slow.dir, "out")
       const run = (extra: Array<string> = []) =>
         spawn(process.execPath, [
-          "src/cli/bin.mjs", "export", "--catalog", DEMO, "--layer", "places", "--out", target, "--parts", "4",
-          "--list-concurrency", "2", "--concurrency", "4", "--lookup-url", slow.lookupUrl, "--credentials", credentials, "--quiet", ...extra
+          "src/cli/bin.mjs",
+          "export",
+          "--catalog",
+          DEMO,
+          "--layer",
+          "places",
+          "--out",
+          target,
+          "--parts",
+          "4",
+          "--list-concurrency",
+          "2",
+          "--concurrency",
+          "4",
+          "--lookup-url",
+          slow.lookupUrl,
+          "--credentials",
+          credentials,
+          "--quiet",
+          ...extra
         ], { stdio: ["ignore", "pipe", "pipe"] })
       const dir = path.join(target, "demo", "places", "version=1")
       const killed = run()
@@ -211,10 +275,20 @@ describe("a killed export", () => {
       expect(fs.existsSync(path.join(dir, "_manifest.json"))).toBe(true)
       expect(fs.readdirSync(dir).some((f) => f.endsWith(".partial"))).toBe(false)
       const expected = new Map<string, Expected>()
-      const listing = (await (await slow.get(`/metadata/v1/catalogs/${DEMO}/layers/places/partitions?version=1&additionalFields=checksum`)).json()) as {
+      const listing = (await (await slow.get(
+        `/metadata/v1/catalogs/${DEMO}/layers/places/partitions?version=1&additionalFields=checksum`
+      )).json()) as {
         partitions: Array<{ partition: string; version: number; dataHandle: string; checksum: string }>
       }
-      for (const p of listing.partitions) expected.set(p.partition, { version: p.version, dataHandle: p.dataHandle, checksum: p.checksum, dataSize: null, dataSha1: p.checksum })
+      for (const p of listing.partitions) {
+        expected.set(p.partition, {
+          version: p.version,
+          dataHandle: p.dataHandle,
+          checksum: p.checksum,
+          dataSize: null,
+          dataSha1: p.checksum
+        })
+      }
       expectMatchesService(await readParquet(dir), expected)
     } finally {
       await slow.close()

@@ -2,10 +2,10 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { beforeAll, describe, expect, it } from "vitest"
 import { isListing, type Proxy, startProxy } from "../reliability/support.ts"
+import { cli } from "../support/cli.ts"
+import { cleanups } from "../support/files.ts"
 import { DEMO, startService, type TestService } from "../support/service.ts"
 import { expectedRows, latestVersion, listing, manifestOf, publish, readExport } from "../versions/support.ts"
-import { cleanups } from "../support/files.ts"
-import { cli } from "../support/cli.ts"
 
 /**
  * Backfill through the real CLI: volatile layers refused, versions in which the layer did not change
@@ -21,11 +21,27 @@ let flags: Array<string>
 const committed = (root: string, layer = "places") => {
   const dir = path.join(root, "demo", layer)
   return fs.existsSync(dir)
-    ? fs.readdirSync(dir).filter((d) => fs.existsSync(path.join(dir, d, "_manifest.json"))).map((d) => Number(d.replace("version=", ""))).sort((a, b) => a - b)
+    ? fs.readdirSync(dir).filter((d) => fs.existsSync(path.join(dir, d, "_manifest.json"))).map((d) =>
+      Number(d.replace("version=", ""))
+    ).sort((a, b) => a - b)
     : []
 }
 const backfill = (layer: string, from: number, to: number, out: string, ...extra: Array<string>) =>
-  cli(["backfill", "--catalog", DEMO, "--layer", layer, "--from", String(from), "--to", String(to), "--out", out, ...flags, ...extra])
+  cli([
+    "backfill",
+    "--catalog",
+    DEMO,
+    "--layer",
+    layer,
+    "--from",
+    String(from),
+    "--to",
+    String(to),
+    "--out",
+    out,
+    ...flags,
+    ...extra
+  ])
 
 beforeAll(async () => {
   svc = await startService({ seed: { partitions: 40, versions: 4 } })
@@ -62,15 +78,37 @@ describe("backfill", () => {
     expect(result.code, result.stderr).toBe(0)
     const lines = result.stdout.trim().split("\n")
     const counts = await Promise.all([0, 1, 2, 3, 6].map(async (v) => (await listing(svc, "places", v)).length))
-    expect(lines.slice(0, 4).map((l) => l.replace(/ partitions.*/, ""))).toEqual([0, 1, 2, 3].map((v) => `version ${v}: exported ${counts[v]}`))
-    expect(lines[4]).toBe("versions 4..5: the layer did not change since version 3, whose export holds this state; skipped")
+    expect(lines.slice(0, 4).map((l) => l.replace(/ partitions.*/, ""))).toEqual(
+      [0, 1, 2, 3].map((v) => `version ${v}: exported ${counts[v]}`)
+    )
+    expect(lines[4]).toBe(
+      "versions 4..5: the layer did not change since version 3, whose export holds this state; skipped"
+    )
     expect(lines[5]).toMatch(new RegExp(`^version 6: exported ${counts[4]} partitions`))
-    expect(lines[6]).toBe(`Backfill of ${DEMO} places 0..6: 5 exported, 0 already exported, 2 unchanged, 0 without data, 0 deleted, 0 not published yet.`)
+    expect(lines[6]).toBe(
+      `Backfill of ${DEMO} places 0..6: 5 exported, 0 already exported, 2 unchanged, 0 without data, 0 deleted, 0 not published yet.`
+    )
     expect(committed(out)).toEqual([0, 1, 2, 3, 6])
-    for (const v of [3, 6]) expect(await readExport(path.join(out, "demo", "places", `version=${v}`))).toEqual(expectedRows(await listing(svc, "places", v)))
+    for (const v of [3, 6]) {
+      expect(await readExport(path.join(out, "demo", "places", `version=${v}`))).toEqual(
+        expectedRows(await listing(svc, "places", v))
+      )
+    }
 
     // The retention guard agrees: nothing of versions 0..5 is missing from this output.
-    const guard = await cli(["retention", "--catalog", DEMO, "--minimum", "6", "--require-exported", out, "--layer", "places", "--dry-run", ...flags])
+    const guard = await cli([
+      "retention",
+      "--catalog",
+      DEMO,
+      "--minimum",
+      "6",
+      "--require-exported",
+      out,
+      "--layer",
+      "places",
+      "--dry-run",
+      ...flags
+    ])
     expect(guard.code, guard.stderr).toBe(0)
     expect(guard.stdout).toContain("Dry run: nothing was changed.")
 
@@ -87,7 +125,9 @@ describe("backfill", () => {
     const every = await backfill("places", 4, 5, out, "--every-version")
     expect(every.code, every.stderr).toBe(0)
     expect(committed(out)).toEqual([0, 1, 2, 3, 4, 5, 6])
-    expect(await readExport(path.join(out, "demo", "places", "version=4"))).toEqual(await readExport(path.join(out, "demo", "places", "version=3")))
+    expect(await readExport(path.join(out, "demo", "places", "version=4"))).toEqual(
+      await readExport(path.join(out, "demo", "places", "version=3"))
+    )
   })
 
   it("skips the versions before a layer's first data as having none", async () => {
@@ -95,7 +135,15 @@ describe("backfill", () => {
     const put = await svc.get(`/config/v1/catalogs/${DEMO}`, {
       method: "PUT",
       headers: { "content-type": "application/json" },
-      body: JSON.stringify({ ...config, layers: [...config.layers, { id: "fresh", name: "Fresh", layerType: "versioned", contentType: "application/json" }] })
+      body: JSON.stringify({
+        ...config,
+        layers: [...config.layers, {
+          id: "fresh",
+          name: "Fresh",
+          layerType: "versioned",
+          contentType: "application/json"
+        }]
+      })
     })
     expect(put.status).toBe(202)
     expect(await publish(svc, [{ partition: "f-1", data: "{}" }], "fresh")).toBe(7)
@@ -109,12 +157,16 @@ describe("backfill", () => {
   })
 
   it("says why it exports every version when the service cannot tell in which versions the layer changed", async () => {
-    proxy.decide = (req) => (req.url?.includes("/layerVersions") ? { kind: "respond", status: 404 } : { kind: "forward" })
+    proxy.decide = (
+      req
+    ) => (req.url?.includes("/layerVersions") ? { kind: "respond", status: 404 } : { kind: "forward" })
     try {
       const out = path.join(tempDir("jobs-backfill-"), "out")
       const result = await backfill("places", 3, 5, out)
       expect(result.code, result.stderr).toBe(0)
-      expect(result.stdout).toContain("Note: the service does not tell in which versions the layer changed (layerVersions answered 404), so every version is exported.")
+      expect(result.stdout).toContain(
+        "Note: the service does not tell in which versions the layer changed (layerVersions answered 404), so every version is exported."
+      )
       expect(committed(out)).toEqual([3, 4, 5])
     } finally {
       proxy.decide = () => ({ kind: "forward" })
@@ -124,9 +176,21 @@ describe("backfill", () => {
   it("--version-concurrency exports versions at once, each exactly as alone, reported in version order", async () => {
     const out = path.join(tempDir("jobs-backfill-"), "out")
     const from = proxy.log.length
-    const result = await backfill("places", 0, 6, out, "--version-concurrency", "3", "--every-version", "--concurrency", "6")
+    const result = await backfill(
+      "places",
+      0,
+      6,
+      out,
+      "--version-concurrency",
+      "3",
+      "--every-version",
+      "--concurrency",
+      "6"
+    )
     expect(result.code, result.stderr).toBe(0)
-    const exported = result.stdout.trim().split("\n").filter((l) => /^version \d+: exported/.test(l)).map((l) => Number(/^version (\d+)/.exec(l)![1]))
+    const exported = result.stdout.trim().split("\n").filter((l) => /^version \d+: exported/.test(l)).map((l) =>
+      Number(/^version (\d+)/.exec(l)![1])
+    )
     expect(exported).toEqual([0, 1, 2, 3, 4, 5, 6])
     for (let v = 0; v <= 6; v++) {
       const dir = path.join(out, "demo", "places", `version=${v}`)
@@ -134,7 +198,9 @@ describe("backfill", () => {
       expect(manifestOf(dir)).toMatchObject({ version: v, mode: "full" })
     }
     // Versions were exported at the same time: their manifests' spans overlap.
-    const spans = [0, 1, 2, 3, 4, 5, 6].map((v) => manifestOf(path.join(out, "demo", "places", `version=${v}`))).map((m) => [Date.parse(m.startedAt), Date.parse(m.finishedAt)] as const)
+    const spans = [0, 1, 2, 3, 4, 5, 6].map((v) => manifestOf(path.join(out, "demo", "places", `version=${v}`))).map((
+      m
+    ) => [Date.parse(m.startedAt), Date.parse(m.finishedAt)] as const)
     expect(spans.some(([s1, e1], i) => spans.some(([s2, e2], j) => i !== j && s1 < e2 && s2 < e1))).toBe(true)
     expect(proxy.log.slice(from).filter(isListing).length).toBeGreaterThanOrEqual(7)
     // The cursor is the newest version, whatever order the exports finished in.

@@ -4,10 +4,10 @@ import * as path from "node:path"
 import { beforeAll, describe, expect, it } from "vitest"
 import { noFaults } from "../../src/server/Faults.ts"
 import { type Exchange, isBlobRequest, type Proxy, startProxy } from "../reliability/support.ts"
+import { cli, ROOT } from "../support/cli.ts"
+import { cleanups } from "../support/files.ts"
 import { DEMO, startService, type TestService } from "../support/service.ts"
 import { manifestOf, readExport } from "../versions/support.ts"
-import { cleanups } from "../support/files.ts"
-import { cli, ROOT } from "../support/cli.ts"
 
 /**
  * The nightly job as cron runs it, through the real CLI: what reaches stdout and stderr, the exit
@@ -32,7 +32,8 @@ const nightly = (fields: Record<string, unknown>) => {
 const lines = (text: string) => text.split("\n").filter((l) => l.trim() !== "")
 
 /** What the summary on stdout may hold: one line per layer outcome, its note and hint lines, raised minimums. */
-const SUMMARY_LINE = /^(Exported |Already exported |Up to date: |Failed |Raised the minimum |hrn:\S+ \S+: | {2}query it: | {2}removed )/
+const SUMMARY_LINE =
+  /^(Exported |Already exported |Up to date: |Failed |Raised the minimum |hrn:\S+ \S+: | {2}query it: | {2}removed )/
 
 beforeAll(async () => {
   svc = await startService({ seed: { partitions: 30, versions: 4 }, faults: { ...noFaults, latencyMs: [3, 6] } })
@@ -43,7 +44,10 @@ beforeAll(async () => {
 
 describe("the nightly job under cron", () => {
   it("prints only the summary on stdout and each log line once on stderr, in the chosen format; --json is one parseable object", async () => {
-    const job = nightly({ incremental: true, layers: [{ catalog: DEMO, layer: "places" }, { catalog: DEMO, layer: "traffic" }] })
+    const job = nightly({
+      incremental: true,
+      layers: [{ catalog: DEMO, layer: "places" }, { catalog: DEMO, layer: "traffic" }]
+    })
     const flags = ["--lookup-url", svc.lookupUrl, "--credentials", credentials]
 
     const json = await cli(["run", job.file, ...flags, "--log-format", "json"])
@@ -51,7 +55,9 @@ describe("the nightly job under cron", () => {
     expect(lines(json.stdout).filter((l) => !SUMMARY_LINE.test(l)), json.stdout).toEqual([])
     expect(json.stdout).toMatch(/^Exported hrn:local:data:::demo places version 3: /m)
     expect(json.stdout).toMatch(/^Exported hrn:local:data:::demo traffic snapshot \d{8}T\d{6}Z: /m)
-    const logged = lines(json.stderr).map((l) => JSON.parse(l) as { message?: unknown; logLevel?: string; event?: string })
+    const logged = lines(json.stderr).map((l) =>
+      JSON.parse(l) as { message?: unknown; logLevel?: string; event?: string }
+    )
     const messages = logged.filter((l) => l.logLevel !== undefined).map((l) => String(l.message))
     expect(messages.filter((m) => m.includes("no cursor (_state.json) yet"))).toHaveLength(1)
     expect(messages.filter((m) => m.includes("volatile layers have no versions to diff"))).toHaveLength(1)
@@ -70,20 +76,39 @@ describe("the nightly job under cron", () => {
     const summary = await cli(["run", job.file, ...flags, "--json"])
     expect(summary.code, summary.stderr).toBe(0)
     expect(lines(summary.stdout)).toHaveLength(1)
-    const parsed = JSON.parse(summary.stdout) as { job: string; exitCode: number; layers: Array<Record<string, unknown>> }
+    const parsed = JSON.parse(summary.stdout) as {
+      job: string
+      exitCode: number
+      layers: Array<Record<string, unknown>>
+    }
     expect(parsed).toMatchObject({ job: "nightly-export", exitCode: 0, retry: false })
-    expect(parsed.layers.map((l) => [l.layer, l.status, l.exitCode])).toEqual([["places", "up-to-date", 0], ["traffic", "exported", 0]])
-    expect(parsed.layers[1]).toMatchObject({ note: "volatile layers have no versions to diff: exporting a snapshot", mode: "full" })
+    expect(parsed.layers.map((l) => [l.layer, l.status, l.exitCode])).toEqual([["places", "up-to-date", 0], [
+      "traffic",
+      "exported",
+      0
+    ]])
+    expect(parsed.layers[1]).toMatchObject({
+      note: "volatile layers have no versions to diff: exporting a snapshot",
+      mode: "full"
+    })
     expect(manifestOf(String(parsed.layers[1]!.dir)).partitions).toBe(parsed.layers[1]!.partitions)
 
     const single = await cli(["export", "--catalog", DEMO, "--layer", "places", "--out", job.out, ...flags, "--json"])
     expect(single.code, single.stderr).toBe(0)
-    expect(JSON.parse(single.stdout)).toMatchObject({ catalog: DEMO, layer: "places", status: "already-exported", version: 3, exitCode: 0 })
+    expect(JSON.parse(single.stdout)).toMatchObject({
+      catalog: DEMO,
+      layer: "places",
+      status: "already-exported",
+      version: 3,
+      exitCode: 0
+    })
   })
 
   it("tries every layer, reports each outcome, and exits 5 when any failure is transient; else by precedence (4 before 2)", async () => {
     // The tiles layer is unavailable (503) for as long as the retry budget lasts.
-    proxy.decide = (req) => (req.url?.includes("/layers/tiles/") ? { kind: "respond", status: 503 } : { kind: "forward" })
+    proxy.decide = (
+      req
+    ) => (req.url?.includes("/layers/tiles/") ? { kind: "respond", status: 503 } : { kind: "forward" })
     const job = nightly({
       layerConcurrency: 2,
       layers: [
@@ -93,7 +118,16 @@ describe("the nightly job under cron", () => {
         { catalog: DEMO, layer: "events" }
       ]
     })
-    const flags = ["--lookup-url", proxy.lookupUrl, "--credentials", credentials, "--retry-budget", "2s", "--max-retries", "2"]
+    const flags = [
+      "--lookup-url",
+      proxy.lookupUrl,
+      "--credentials",
+      credentials,
+      "--retry-budget",
+      "2s",
+      "--max-retries",
+      "2"
+    ]
     const first = await cli(["run", job.file, ...flags])
     expect(first.code, first.stderr).toBe(5)
     const out = lines(first.stdout)
@@ -104,11 +138,19 @@ describe("the nightly job under cron", () => {
     expect(out.find((l) => l.startsWith(`Failed ${DEMO} events (exit 2): `))).toMatch(/stream layer/)
     const sentence = lines(first.stderr).filter((l) => l.startsWith("catalog-export: "))
     expect(sentence).toHaveLength(1)
-    expect(sentence[0]).toMatch(new RegExp(`^catalog-export: ${DEMO} tiles: .*safe to run the same command again.* 3 of 4 layers failed; every layer's outcome is in the summary\\.$`))
+    expect(sentence[0]).toMatch(
+      new RegExp(
+        `^catalog-export: ${DEMO} tiles: .*safe to run the same command again.* 3 of 4 layers failed; every layer's outcome is in the summary\\.$`
+      )
+    )
 
     const asJson = await cli(["run", job.file, ...flags, "--json"])
     expect(asJson.code).toBe(5)
-    const summary = JSON.parse(asJson.stdout) as { exitCode: number; retry: boolean; layers: Array<{ layer: string; status: string; exitCode: number; retry?: boolean }> }
+    const summary = JSON.parse(asJson.stdout) as {
+      exitCode: number
+      retry: boolean
+      layers: Array<{ layer: string; status: string; exitCode: number; retry?: boolean }>
+    }
     expect(summary).toMatchObject({ exitCode: 5, retry: true })
     expect(summary.layers.map((l) => [l.layer, l.status, l.exitCode])).toEqual([
       ["places", "already-exported", 0],
@@ -124,25 +166,37 @@ describe("the nightly job under cron", () => {
     expect(retried.stdout).toMatch(new RegExp(`^Already exported ${DEMO} places version 3 `, "m"))
     expect(retried.stdout).toMatch(new RegExp(`^Exported ${DEMO} tiles version 3: `, "m"))
     expect(lines(retried.stderr).filter((l) => l.startsWith("catalog-export: "))).toEqual([
-      expect.stringMatching(new RegExp(`^catalog-export: ${DEMO} no-such-layer: Catalog ${DEMO} has no layer 'no-such-layer'.* 2 of 4 layers failed;`))
+      expect.stringMatching(
+        new RegExp(
+          `^catalog-export: ${DEMO} no-such-layer: Catalog ${DEMO} has no layer 'no-such-layer'.* 2 of 4 layers failed;`
+        )
+      )
     ])
-    expect((await readExport(path.join(job.out, "demo", "tiles", "version=3"))).length).toBe(manifestOf(path.join(job.out, "demo", "tiles", "version=3")).partitions)
+    expect((await readExport(path.join(job.out, "demo", "tiles", "version=3"))).length).toBe(
+      manifestOf(path.join(job.out, "demo", "tiles", "version=3")).partitions
+    )
   })
 
   it("runs layers at once within one download budget", async () => {
     proxy.decide = () => ({ kind: "forward" })
     const from = proxy.log.length
-    const job = nightly({ layerConcurrency: 2, concurrency: 4, layers: [{ catalog: DEMO, layer: "places" }, { catalog: DEMO, layer: "tiles" }] })
+    const job = nightly({
+      layerConcurrency: 2,
+      concurrency: 4,
+      layers: [{ catalog: DEMO, layer: "places" }, { catalog: DEMO, layer: "tiles" }]
+    })
     const result = await cli(["run", job.file, "--lookup-url", proxy.lookupUrl, "--credentials", credentials])
     expect(result.code, result.stderr).toBe(0)
     const blobs = proxy.log.slice(from).filter(isBlobRequest)
     const layerOf = (e: Exchange) => /\/layers\/([^/]+)\/data\//.exec(e.path)![1]
     expect(new Set(blobs.map(layerOf))).toEqual(new Set(["places", "tiles"]))
     // At most 4 blob requests in flight at any moment, across both layers.
-    const events = blobs.flatMap((e) => [[e.at, 1], [e.endedAt!, -1]] as const).sort((a, b) => a[0] - b[0] || a[1] - b[1])
+    const events = blobs.flatMap((e) => [[e.at, 1], [e.endedAt!, -1]] as const).sort((a, b) =>
+      a[0] - b[0] || a[1] - b[1]
+    )
     let inFlight = 0
     let most = 0
-    for (const [, delta] of events) most = Math.max(most, (inFlight += delta))
+    for (const [, delta] of events) most = Math.max(most, inFlight += delta)
     expect(most).toBeLessThanOrEqual(4)
     // And the two layers were fetched at the same time, not one after the other.
     const span = (layer: string) => {
@@ -170,7 +224,10 @@ describe("the nightly job under cron", () => {
     expect(result.code).not.toBe(0)
     expect(result.stdout).toMatch(new RegExp(`^Failed hrn:here-dev:data:::nowhere x \\(exit \\d\\): `, "m"))
     expect(result.stdout).toMatch(new RegExp(`^Exported ${DEMO} places version 1: `, "m"))
-    expect(manifestOf(path.join(job.out, "demo", "places", "version=1"))).toMatchObject({ catalogHrn: DEMO, version: 1 })
+    expect(manifestOf(path.join(job.out, "demo", "places", "version=1"))).toMatchObject({
+      catalogHrn: DEMO,
+      version: 1
+    })
   })
 })
 
@@ -188,7 +245,12 @@ describe("config/crontab.example", () => {
       .replaceAll("/var/log/catalog-export", scratch)
       .replaceAll("/var/lock", scratch)
   const sh = (line: string, env: Record<string, string>) =>
-    new Promise<number | null>((resolve) => spawn("/bin/sh", ["-c", line], { env: { ...process.env, CATALOG_LOOKUP_URL: "", ...env }, stdio: "ignore" }).on("close", resolve))
+    new Promise<number | null>((resolve) =>
+      spawn("/bin/sh", ["-c", line], { env: { ...process.env, CATALOG_LOOKUP_URL: "", ...env }, stdio: "ignore" }).on(
+        "close",
+        resolve
+      )
+    )
 
   it("guards every job against overlapping runs with flock", () => {
     expect(entries.length).toBeGreaterThanOrEqual(3)
@@ -198,15 +260,20 @@ describe("config/crontab.example", () => {
   it("runs the nightly entry as cron would: skipped while a run holds the lock, retried at 04:15 only after exit 5", async () => {
     const scratch = tempDir("jobs-cron-")
     const out = path.join(scratch, "out")
-    fs.writeFileSync(path.join(scratch, "nightly.json"), JSON.stringify({
-      job: "nightly-export",
-      lookupUrl: svc.lookupUrl,
-      credentials,
-      out,
-      parts: 1,
-      layers: [{ catalog: DEMO, layer: "places" }]
-    }))
-    const [nightlyEntry, retryEntry] = entries.filter((e) => e.includes("config/nightly.json")).map((e) => command(e, scratch))
+    fs.writeFileSync(
+      path.join(scratch, "nightly.json"),
+      JSON.stringify({
+        job: "nightly-export",
+        lookupUrl: svc.lookupUrl,
+        credentials,
+        out,
+        parts: 1,
+        layers: [{ catalog: DEMO, layer: "places" }]
+      })
+    )
+    const [nightlyEntry, retryEntry] = entries.filter((e) => e.includes("config/nightly.json")).map((e) =>
+      command(e, scratch)
+    )
     expect(nightlyEntry).toBeDefined()
     expect(retryEntry).toBeDefined()
     const lock = /flock -n(?: -E \d+)? (\S+)/.exec(nightlyEntry!)![1]!
@@ -233,7 +300,9 @@ describe("config/crontab.example", () => {
     await sh(nightlyEntry!, {})
     expect(fs.readFileSync(exitFile, "utf8").trim()).toBe("0")
     expect(manifestOf(path.join(out, "demo", "places", "version=3")).version).toBe(3)
-    expect(fs.readFileSync(path.join(scratch, "nightly.log"), "utf8")).toMatch(/^Exported hrn:local:data:::demo places version 3: /m)
+    expect(fs.readFileSync(path.join(scratch, "nightly.log"), "utf8")).toMatch(
+      /^Exported hrn:local:data:::demo places version 3: /m
+    )
 
     // The 04:15 entry runs only when the last exit code was 5.
     fs.rmSync(out, { recursive: true })

@@ -1,8 +1,8 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { beforeAll, describe, expect, it } from "vitest"
-import { cleanups } from "../support/files.ts"
 import { cli, serviceFlags } from "../support/cli.ts"
+import { cleanups } from "../support/files.ts"
 import { DEMO, startService, type TestService } from "../support/service.ts"
 import { expectedRows, listing, readExport } from "../versions/support.ts"
 
@@ -12,8 +12,10 @@ const { cleanup, tempDir } = cleanups()
 let svc: TestService
 let flags: Array<string>
 
-const snapshots = (out: string) => fs.readdirSync(path.join(out, "demo", "traffic")).filter((n) => n.startsWith("snapshot=")).sort()
-const committed = (out: string) => snapshots(out).filter((n) => fs.existsSync(path.join(out, "demo", "traffic", n, "_manifest.json")))
+const snapshots = (out: string) =>
+  fs.readdirSync(path.join(out, "demo", "traffic")).filter((n) => n.startsWith("snapshot=")).sort()
+const committed = (out: string) =>
+  snapshots(out).filter((n) => fs.existsSync(path.join(out, "demo", "traffic", n, "_manifest.json")))
 /** Snapshot names have a resolution of one second: the next run must start in another second. */
 const nextSecond = () => new Promise((r) => setTimeout(r, 1000 - (Date.now() % 1000) + 20))
 
@@ -26,7 +28,8 @@ beforeAll(async () => {
 describe("--keep-snapshots", () => {
   it("keeps the newest N snapshots and removes older ones, and leftovers of killed runs older than them", async () => {
     const out = tempDir("jobs-snapshots-")
-    const exportTraffic = () => cli(["export", "--catalog", DEMO, "--layer", "traffic", "--out", out, "--keep-snapshots", "2", ...flags])
+    const exportTraffic = () =>
+      cli(["export", "--catalog", DEMO, "--layer", "traffic", "--out", out, "--keep-snapshots", "2", ...flags])
     for (let i = 0; i < 2; i++) {
       expect((await exportTraffic()).code).toBe(0)
       await nextSecond()
@@ -49,18 +52,25 @@ describe("--keep-snapshots", () => {
     expect(fs.existsSync(future)).toBe(true)
     expect(snapshots(out)).toEqual([...kept, "snapshot=29991231T235959Z"])
     // What stays is whole: the newest snapshot holds the layer's data.
-    expect(await readExport(path.join(out, "demo", "traffic", kept[1]!))).toEqual(expectedRows(await listing(svc, "traffic")))
+    expect(await readExport(path.join(out, "demo", "traffic", kept[1]!))).toEqual(
+      expectedRows(await listing(svc, "traffic"))
+    )
   })
 
   it("keepSnapshots in a nightly job", async () => {
     const dir = tempDir("jobs-snapshots-")
     const out = path.join(dir, "out")
     const config = path.join(dir, "nightly.json")
-    fs.writeFileSync(config, JSON.stringify({ job: "nightly-export", out, keepSnapshots: 1, layers: [{ catalog: DEMO, layer: "traffic" }] }))
+    fs.writeFileSync(
+      config,
+      JSON.stringify({ job: "nightly-export", out, keepSnapshots: 1, layers: [{ catalog: DEMO, layer: "traffic" }] })
+    )
     for (let i = 0; i < 3; i++) {
       const run = await cli(["run", config, ...flags, "--json"])
       expect(run.code, run.stderr).toBe(0)
-      const layer = (JSON.parse(run.stdout) as { layers: Array<{ status: string; snapshot: string; removedSnapshots?: Array<string> }> }).layers[0]!
+      const layer = (JSON.parse(run.stdout) as {
+        layers: Array<{ status: string; snapshot: string; removedSnapshots?: Array<string> }>
+      }).layers[0]!
       expect(layer.status).toBe("exported")
       expect(committed(out)).toEqual([`snapshot=${layer.snapshot}`])
       expect(layer.removedSnapshots ?? []).toHaveLength(i === 0 ? 0 : 1)

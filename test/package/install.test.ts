@@ -13,10 +13,10 @@ import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { beforeAll, describe, expect, it } from "vitest"
-import { literal, query, withDuckDB } from "../support/duckdb.ts"
-import { DEMO, parseCredentials, requestToken } from "../support/service.ts"
-import { cleanups, filesBelow } from "../support/files.ts"
 import { cli, ROOT } from "../support/cli.ts"
+import { literal, query, withDuckDB } from "../support/duckdb.ts"
+import { cleanups, filesBelow } from "../support/files.ts"
+import { DEMO, parseCredentials, requestToken } from "../support/service.ts"
 
 const NATIVE = ["better-sqlite3", "zstd-napi"]
 /** Root can write anywhere: the installed CLI runs as nobody, for whom `chmod a-w` holds. */
@@ -27,7 +27,12 @@ let work: string
 let tarball: string
 
 const npm = (args: ReadonlyArray<string>, cwd: string) =>
-  execFileSync("npm", [...args, "--no-audit", "--no-fund", "--loglevel=error"], { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], timeout: 600_000 })
+  execFileSync("npm", [...args, "--no-audit", "--no-fund", "--loglevel=error"], {
+    cwd,
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "pipe"],
+    timeout: 600_000
+  })
 
 /** A directory anyone may read and write (the runs as nobody write their output and credentials there). */
 const scratch = (name: string) => {
@@ -41,11 +46,14 @@ const scratch = (name: string) => {
 const provideNatives = (modules: string) => {
   for (const name of NATIVE) {
     const installed = path.join(modules, name)
-    const version = (dir: string) => (JSON.parse(fs.readFileSync(path.join(dir, "package.json"), "utf8")) as { version: string }).version
+    const version = (dir: string) =>
+      (JSON.parse(fs.readFileSync(path.join(dir, "package.json"), "utf8")) as { version: string }).version
     const built = path.join(ROOT, "node_modules", name, "build", "Release")
     if (version(installed) === version(path.join(ROOT, "node_modules", name)) && fs.existsSync(built)) {
       fs.mkdirSync(path.join(installed, "build", "Release"), { recursive: true })
-      for (const file of fs.readdirSync(built).filter((f) => f.endsWith(".node"))) fs.copyFileSync(path.join(built, file), path.join(installed, "build", "Release", file))
+      for (const file of fs.readdirSync(built).filter((f) => f.endsWith(".node"))) {
+        fs.copyFileSync(path.join(built, file), path.join(installed, "build", "Release", file))
+      }
     } else {
       npm(["rebuild", name], path.dirname(modules))
     }
@@ -53,20 +61,32 @@ const provideNatives = (modules: string) => {
 }
 
 /** Every file below an install directory with its size and mtime: the proof that nothing was written there. */
-const snapshot = (dir: string) => filesBelow(dir).map((f) => {
-  const stat = fs.lstatSync(path.join(dir, f))
-  return `${f} ${stat.size} ${stat.mtimeMs}`
-})
+const snapshot = (dir: string) =>
+  filesBelow(dir).map((f) => {
+    const stat = fs.lstatSync(path.join(dir, f))
+    return `${f} ${stat.size} ${stat.mtimeMs}`
+  })
 
 const readOnly = (dir: string) => execFileSync("chmod", ["-R", "a-w", dir])
 
-const run = (bin: string, args: ReadonlyArray<string>, cwd: string) => cli(args, { entry: bin, cwd, env: { HOME: cwd }, uid: RUN_AS })
+const run = (bin: string, args: ReadonlyArray<string>, cwd: string) =>
+  cli(args, { entry: bin, cwd, env: { HOME: cwd }, uid: RUN_AS })
 
 /** `serve` from the installed package, until the test ends. */
 const serveFrom = async (bin: string) => {
   const dir = scratch(`serve-${path.basename(path.dirname(bin))}-${Date.now()}`)
   const credentials = path.join(dir, "credentials.properties")
-  const child: ChildProcess = spawn(bin, ["serve", "--port", "0", "--seed-partitions", "60", "--seed-versions", "2", "--credentials-out", credentials], {
+  const child: ChildProcess = spawn(bin, [
+    "serve",
+    "--port",
+    "0",
+    "--seed-partitions",
+    "60",
+    "--seed-versions",
+    "2",
+    "--credentials-out",
+    credentials
+  ], {
     cwd: dir,
     env: { ...process.env, HOME: dir },
     stdio: ["ignore", "pipe", "pipe"],
@@ -90,17 +110,45 @@ const serveFrom = async (bin: string) => {
 const exportWith = async (bin: string) => {
   const service = await serveFrom(bin)
   const out = scratch(`out-${Date.now()}`)
-  const result = await run(bin, ["export", "--catalog", DEMO, "--layer", "places", "--out", out, "--lookup-url", service.lookupUrl, "--credentials", service.credentials], out)
+  const result = await run(bin, [
+    "export",
+    "--catalog",
+    DEMO,
+    "--layer",
+    "places",
+    "--out",
+    out,
+    "--lookup-url",
+    service.lookupUrl,
+    "--credentials",
+    service.credentials
+  ], out)
   expect(result.code, result.stderr).toBe(0)
   expect(result.stdout).toMatch(/^Exported hrn:local:data:::demo places version 1: /)
-  const token = ((await (await requestToken(parseCredentials(fs.readFileSync(service.credentials, "utf8")))).json()) as { accessToken: string }).accessToken
-  const listed = ((await (await fetch(`${service.url}/metadata/v1/catalogs/${DEMO}/layers/places/partitions?version=1`, { headers: { authorization: `Bearer ${token}` } })).json()) as {
-    partitions: Array<{ partition: string; dataHandle: string }>
-  }).partitions
+  const token =
+    ((await (await requestToken(parseCredentials(fs.readFileSync(service.credentials, "utf8")))).json()) as {
+      accessToken: string
+    }).accessToken
+  const listed =
+    ((await (await fetch(`${service.url}/metadata/v1/catalogs/${DEMO}/layers/places/partitions?version=1`, {
+      headers: { authorization: `Bearer ${token}` }
+    })).json()) as {
+      partitions: Array<{ partition: string; dataHandle: string }>
+    }).partitions
   const rows = await withDuckDB((c) =>
-    query(c, `SELECT partition, data_handle FROM read_parquet(${literal(path.join(out, "demo", "places", "version=1", "*.parquet"))}) ORDER BY partition`)
+    query(
+      c,
+      `SELECT partition, data_handle FROM read_parquet(${
+        literal(path.join(out, "demo", "places", "version=1", "*.parquet"))
+      }) ORDER BY partition`
+    )
   )
-  expect(rows).toEqual([...listed].sort((a, b) => (a.partition < b.partition ? -1 : 1)).map((p) => ({ partition: p.partition, data_handle: p.dataHandle })))
+  expect(rows).toEqual(
+    [...listed].sort((a, b) => (a.partition < b.partition ? -1 : 1)).map((p) => ({
+      partition: p.partition,
+      data_handle: p.dataHandle
+    }))
+  )
 }
 
 beforeAll(() => {
@@ -108,7 +156,9 @@ beforeAll(() => {
   fs.chmodSync(work, 0o755)
   // npm pack of a copy of the checkout as it is (committed or not), so `prepare` builds there.
   const source = path.join(work, "source")
-  const files = execFileSync("git", ["ls-files", "-co", "--exclude-standard"], { cwd: ROOT, encoding: "utf8" }).split("\n").filter((f) => f !== "")
+  const files = execFileSync("git", ["ls-files", "-co", "--exclude-standard"], { cwd: ROOT, encoding: "utf8" }).split(
+    "\n"
+  ).filter((f) => f !== "")
   for (const file of files) {
     if (!fs.existsSync(path.join(ROOT, file))) continue
     fs.mkdirSync(path.dirname(path.join(source, file)), { recursive: true })
@@ -125,8 +175,12 @@ describe("the packed package", () => {
     expect(entries).toContain("package/dist/catalog-export.mjs")
     expect(entries).toContain("package/src/cli/bin.mjs")
     expect(entries).toContain("package/config/crontab.example")
-    expect(entries.filter((e) => e.endsWith(".ts") || e.startsWith("package/scripts/") || e.startsWith("package/test/"))).toEqual([])
-    const pkg = JSON.parse(execFileSync("tar", ["xzOf", tarball, "package/package.json"], { encoding: "utf8" })) as { dependencies: Record<string, string> }
+    expect(
+      entries.filter((e) => e.endsWith(".ts") || e.startsWith("package/scripts/") || e.startsWith("package/test/"))
+    ).toEqual([])
+    const pkg = JSON.parse(execFileSync("tar", ["xzOf", tarball, "package/package.json"], { encoding: "utf8" })) as {
+      dependencies: Record<string, string>
+    }
     expect(Object.keys(pkg.dependencies).sort()).toEqual(NATIVE)
   })
 
@@ -139,23 +193,37 @@ describe("the packed package", () => {
     expect(version.code, version.stderr).toBe(0)
     expect(version.stdout.trim()).toBe("0.1.0")
     // Run as a command too: its shebang and the mode npm gave it.
-    expect(execFileSync(bin, ["--version"], { cwd: work, encoding: "utf8", ...(RUN_AS === undefined ? {} : { uid: RUN_AS, gid: RUN_AS }) }).trim()).toBe("0.1.0")
+    expect(
+      execFileSync(bin, ["--version"], {
+        cwd: work,
+        encoding: "utf8",
+        ...(RUN_AS === undefined ? {} : { uid: RUN_AS, gid: RUN_AS })
+      }).trim()
+    ).toBe("0.1.0")
     await exportWith(bin)
     expect(snapshot(dir)).toEqual(before)
   }
 
-  it("installed into an empty directory made read-only, runs --version, serve and a real export without writing there", async () => {
-    const app = path.join(work, "app")
-    fs.mkdirSync(app)
-    npm(["install", "--ignore-scripts", "--prefer-offline", tarball], app)
-    provideNatives(path.join(app, "node_modules"))
-    await checkInstalled(app, path.join(app, "node_modules", ".bin", "catalog-export"))
-  }, 300_000)
+  it(
+    "installed into an empty directory made read-only, runs --version, serve and a real export without writing there",
+    async () => {
+      const app = path.join(work, "app")
+      fs.mkdirSync(app)
+      npm(["install", "--ignore-scripts", "--prefer-offline", tarball], app)
+      provideNatives(path.join(app, "node_modules"))
+      await checkInstalled(app, path.join(app, "node_modules", ".bin", "catalog-export"))
+    },
+    300_000
+  )
 
-  it("installed globally (npm install -g --prefix) made read-only, runs --version, serve and a real export without writing there", async () => {
-    const prefix = path.join(work, "global")
-    npm(["install", "-g", "--prefix", prefix, "--ignore-scripts", "--prefer-offline", tarball], work)
-    provideNatives(path.join(prefix, "lib", "node_modules", "catalog-export", "node_modules"))
-    await checkInstalled(prefix, path.join(prefix, "bin", "catalog-export"))
-  }, 300_000)
+  it(
+    "installed globally (npm install -g --prefix) made read-only, runs --version, serve and a real export without writing there",
+    async () => {
+      const prefix = path.join(work, "global")
+      npm(["install", "-g", "--prefix", prefix, "--ignore-scripts", "--prefer-offline", tarball], work)
+      provideNatives(path.join(prefix, "lib", "node_modules", "catalog-export", "node_modules"))
+      await checkInstalled(prefix, path.join(prefix, "bin", "catalog-export"))
+    },
+    300_000
+  )
 })

@@ -9,9 +9,9 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, it } from "vitest"
-import { DEMO, RESTRICTED, startService, type TestService } from "../support/service.ts"
 import { cli, type CliResult, ROOT } from "../support/cli.ts"
 import { filesBelow } from "../support/files.ts"
+import { DEMO, RESTRICTED, startService, type TestService } from "../support/service.ts"
 
 const NOBODY = 65534
 
@@ -54,7 +54,12 @@ const exportArgs = (c: Context, overrides: Record<string, string | undefined> = 
   }
   return ["export", ...Object.entries(flags).flatMap(([k, v]) => (v === undefined ? [] : [k, v])), "--quiet", ...extra]
 }
-const propertiesOf = (text: string) => new Map(text.split("\n").filter((l) => l.includes("=")).map((l) => [l.slice(0, l.indexOf("=")).trim(), l.slice(l.indexOf("=") + 1).trim()]))
+const propertiesOf = (text: string) =>
+  new Map(
+    text.split("\n").filter((l) => l.includes("=")).map((
+      l
+    ) => [l.slice(0, l.indexOf("=")).trim(), l.slice(l.indexOf("=") + 1).trim()])
+  )
 const propertiesText = (props: Map<string, string>) => [...props].map(([k, v]) => `${k} = ${v}`).join("\n") + "\n"
 
 let svc: TestService
@@ -70,25 +75,105 @@ const mountTmpfs = (dir: string, options: string) => {
 
 const cases: ReadonlyArray<Case> = [
   // --- catalog, layer and version -----------------------------------------------------------
-  { name: "malformed HRN", args: (c) => exportArgs(c, { "--catalog": "not-an-hrn" }), code: 2, says: [/not-an-hrn/, /HRN/] },
-  { name: "HRN with too few fields", args: (c) => exportArgs(c, { "--catalog": "hrn:here:data" }), code: 2, says: [/hrn:here:data/] },
-  { name: "HRN with an invalid catalog id", args: (c) => exportArgs(c, { "--catalog": "hrn:local:data:::Bad_Id" }), code: 2, says: [/Bad_Id/] },
-  { name: "a layer HRN given as the catalog", args: (c) => exportArgs(c, { "--catalog": `${DEMO}:places` }), code: 2, says: [/layer HRN/] },
-  { name: "HRN of another service", args: (c) => exportArgs(c, { "--catalog": "hrn:local:schema:::demo" }), code: 2, says: [/schema/] },
-  { name: "HRN of an unknown partition", args: (c) => exportArgs(c, { "--catalog": "hrn:mars:data:::demo" }), code: 2, says: [/mars/] },
-  { name: "unknown catalog", args: (c) => exportArgs(c, { "--catalog": "hrn:local:data:::no-such-catalog" }), code: 4, says: [/no-such-catalog/] },
-  { name: "catalog the application was not granted", args: (c) => exportArgs(c, { "--catalog": RESTRICTED }), code: 4, says: [/restricted/] },
-  { name: "unknown layer", args: (c) => exportArgs(c, { "--layer": "no-such-layer" }), code: 4, says: [/no-such-layer/] },
-  { name: "layer id with path tricks", args: (c) => exportArgs(c, { "--layer": "../../escape" }), code: 2, says: [/\.\.\/\.\.\/escape/] },
-  { name: "version above the latest", args: (c) => exportArgs(c, { "--version": "9" }), code: 4, says: [/Version 9/, /latest version is 2/] },
-  { name: "version below the minimum", args: (c) => exportArgs(c, { "--version": "0" }), code: 4, says: [/Version 0/, /minimum version is 1/] },
-  { name: "version that is not a number", args: (c) => exportArgs(c, { "--version": "abc" }), code: 2, says: [/--version/, /abc/] },
+  {
+    name: "malformed HRN",
+    args: (c) => exportArgs(c, { "--catalog": "not-an-hrn" }),
+    code: 2,
+    says: [/not-an-hrn/, /HRN/]
+  },
+  {
+    name: "HRN with too few fields",
+    args: (c) => exportArgs(c, { "--catalog": "hrn:here:data" }),
+    code: 2,
+    says: [/hrn:here:data/]
+  },
+  {
+    name: "HRN with an invalid catalog id",
+    args: (c) => exportArgs(c, { "--catalog": "hrn:local:data:::Bad_Id" }),
+    code: 2,
+    says: [/Bad_Id/]
+  },
+  {
+    name: "a layer HRN given as the catalog",
+    args: (c) => exportArgs(c, { "--catalog": `${DEMO}:places` }),
+    code: 2,
+    says: [/layer HRN/]
+  },
+  {
+    name: "HRN of another service",
+    args: (c) => exportArgs(c, { "--catalog": "hrn:local:schema:::demo" }),
+    code: 2,
+    says: [/schema/]
+  },
+  {
+    name: "HRN of an unknown partition",
+    args: (c) => exportArgs(c, { "--catalog": "hrn:mars:data:::demo" }),
+    code: 2,
+    says: [/mars/]
+  },
+  {
+    name: "unknown catalog",
+    args: (c) => exportArgs(c, { "--catalog": "hrn:local:data:::no-such-catalog" }),
+    code: 4,
+    says: [/no-such-catalog/]
+  },
+  {
+    name: "catalog the application was not granted",
+    args: (c) => exportArgs(c, { "--catalog": RESTRICTED }),
+    code: 4,
+    says: [/restricted/]
+  },
+  {
+    name: "unknown layer",
+    args: (c) => exportArgs(c, { "--layer": "no-such-layer" }),
+    code: 4,
+    says: [/no-such-layer/]
+  },
+  {
+    name: "layer id with path tricks",
+    args: (c) => exportArgs(c, { "--layer": "../../escape" }),
+    code: 2,
+    says: [/\.\.\/\.\.\/escape/]
+  },
+  {
+    name: "version above the latest",
+    args: (c) => exportArgs(c, { "--version": "9" }),
+    code: 4,
+    says: [/Version 9/, /latest version is 2/]
+  },
+  {
+    name: "version below the minimum",
+    args: (c) => exportArgs(c, { "--version": "0" }),
+    code: 4,
+    says: [/Version 0/, /minimum version is 1/]
+  },
+  {
+    name: "version that is not a number",
+    args: (c) => exportArgs(c, { "--version": "abc" }),
+    code: 2,
+    says: [/--version/, /abc/]
+  },
   { name: "negative version", args: (c) => exportArgs(c, { "--version": "-1" }), code: 2, says: [/--version/, /-1/] },
-  { name: "stream layer given to export", args: (c) => exportArgs(c, { "--layer": "events" }), code: 2, says: [/events/, /stream layer/] },
+  {
+    name: "stream layer given to export",
+    args: (c) => exportArgs(c, { "--layer": "events" }),
+    code: 2,
+    says: [/events/, /stream layer/]
+  },
 
   // --- credentials -----------------------------------------------------------------------------
-  { name: "credentials file missing", args: (c) => exportArgs(c, { "--credentials": path.join(c.dir, "absent.properties") }), code: 3, says: [(c) => new RegExp(quote(path.join(c.dir, "absent.properties"))), /does not exist/] },
-  { name: "credentials path is a directory", args: (c) => exportArgs(c, { "--credentials": c.dir }), code: 3, says: [(c) => new RegExp(quote(c.dir)), /directory/] },
+  {
+    name: "credentials file missing",
+    args: (c) => exportArgs(c, { "--credentials": path.join(c.dir, "absent.properties") }),
+    code: 3,
+    says: [(c) => new RegExp(quote(path.join(c.dir, "absent.properties"))), /does not exist/]
+  },
+  {
+    name: "credentials path is a directory",
+    args: (c) => exportArgs(c, { "--credentials": c.dir }),
+    code: 3,
+    says: [(c) => new RegExp(quote(c.dir)), /directory/]
+  },
   {
     name: "credentials file unreadable",
     uid: NOBODY,
@@ -168,46 +253,177 @@ const cases: ReadonlyArray<Case> = [
     code: 5,
     says: [/127\.0\.0\.1:1\/lookup\/v1/, /ECONNREFUSED/, /safe to run the same command again/]
   },
-  { name: "lookup URL that is not a URL", args: (c) => exportArgs(c, { "--lookup-url": "lookup.example/v1" }), code: 2, says: [/--lookup-url/, /lookup\.example\/v1/] },
+  {
+    name: "lookup URL that is not a URL",
+    args: (c) => exportArgs(c, { "--lookup-url": "lookup.example/v1" }),
+    code: 2,
+    says: [/--lookup-url/, /lookup\.example\/v1/]
+  },
 
   // --- flags -----------------------------------------------------------------------------------
-  { name: "negative concurrency", args: (c) => exportArgs(c, { "--concurrency": "-1" }), code: 2, says: [/--concurrency/, /-1/] },
+  {
+    name: "negative concurrency",
+    args: (c) => exportArgs(c, { "--concurrency": "-1" }),
+    code: 2,
+    says: [/--concurrency/, /-1/]
+  },
   { name: "zero concurrency", args: (c) => exportArgs(c, { "--concurrency": "0" }), code: 2, says: [/--concurrency/] },
-  { name: "concurrency that is not a number", args: (c) => exportArgs(c, { "--concurrency": "many" }), code: 2, says: [/--concurrency/, /many/] },
-  { name: "unknown format", args: (c) => exportArgs(c, { "--format": "csv" }), code: 2, says: [/--format/, /csv/, /parquet/] },
-  { name: "unknown compression", args: (c) => exportArgs(c, { "--compression": "lz4" }), code: 2, says: [/--compression/, /lz4/] },
+  {
+    name: "concurrency that is not a number",
+    args: (c) => exportArgs(c, { "--concurrency": "many" }),
+    code: 2,
+    says: [/--concurrency/, /many/]
+  },
+  {
+    name: "unknown format",
+    args: (c) => exportArgs(c, { "--format": "csv" }),
+    code: 2,
+    says: [/--format/, /csv/, /parquet/]
+  },
+  {
+    name: "unknown compression",
+    args: (c) => exportArgs(c, { "--compression": "lz4" }),
+    code: 2,
+    says: [/--compression/, /lz4/]
+  },
   { name: "zero parts", args: (c) => exportArgs(c, { "--parts": "0" }), code: 2, says: [/--parts/] },
-  { name: "zero list concurrency", args: (c) => exportArgs(c, { "--list-concurrency": "0" }), code: 2, says: [/--list-concurrency/] },
-  { name: "zero max file bytes", args: (c) => exportArgs(c, { "--max-file-bytes": "0" }), code: 2, says: [/--max-file-bytes/] },
+  {
+    name: "zero list concurrency",
+    args: (c) => exportArgs(c, { "--list-concurrency": "0" }),
+    code: 2,
+    says: [/--list-concurrency/]
+  },
+  {
+    name: "zero max file bytes",
+    args: (c) => exportArgs(c, { "--max-file-bytes": "0" }),
+    code: 2,
+    says: [/--max-file-bytes/]
+  },
   { name: "unknown mode", args: (c) => exportArgs(c, { "--mode": "sideways" }), code: 2, says: [/--mode/, /sideways/] },
-  { name: "unknown log format", args: (c) => exportArgs(c, { "--log-format": "xml" }), code: 2, says: [/--log-format/, /xml/] },
-  { name: "retry budget that is not a duration", args: (c) => exportArgs(c, { "--retry-budget": "forever" }), code: 2, says: [/--retry-budget/, /forever/] },
-  { name: "negative max retries", args: (c) => exportArgs(c, { "--max-retries": "-1" }), code: 2, says: [/--max-retries/] },
+  {
+    name: "unknown log format",
+    args: (c) => exportArgs(c, { "--log-format": "xml" }),
+    code: 2,
+    says: [/--log-format/, /xml/]
+  },
+  {
+    name: "retry budget that is not a duration",
+    args: (c) => exportArgs(c, { "--retry-budget": "forever" }),
+    code: 2,
+    says: [/--retry-budget/, /forever/]
+  },
+  {
+    name: "negative max retries",
+    args: (c) => exportArgs(c, { "--max-retries": "-1" }),
+    code: 2,
+    says: [/--max-retries/]
+  },
   { name: "unknown flag", args: (c) => exportArgs(c, {}, ["--bogus", "1"]), code: 2, says: [/--bogus/] },
   { name: "missing --catalog", args: (c) => exportArgs(c, { "--catalog": undefined }), code: 2, says: [/--catalog/] },
   {
     name: "backfill --from above --to",
-    args: (c) => ["backfill", "--catalog", DEMO, "--layer", "places", "--from", "5", "--to", "3", "--out", c.out, "--lookup-url", c.lookup, "--credentials", c.credentials],
+    args: (
+      c
+    ) => [
+      "backfill",
+      "--catalog",
+      DEMO,
+      "--layer",
+      "places",
+      "--from",
+      "5",
+      "--to",
+      "3",
+      "--out",
+      c.out,
+      "--lookup-url",
+      c.lookup,
+      "--credentials",
+      c.credentials
+    ],
     code: 2,
     says: [/--from 5/, /--to 3/]
   },
   {
     name: "backfill negative --from",
-    args: (c) => ["backfill", "--catalog", DEMO, "--layer", "places", "--from", "-1", "--to", "2", "--out", c.out, "--lookup-url", c.lookup, "--credentials", c.credentials],
+    args: (
+      c
+    ) => [
+      "backfill",
+      "--catalog",
+      DEMO,
+      "--layer",
+      "places",
+      "--from",
+      "-1",
+      "--to",
+      "2",
+      "--out",
+      c.out,
+      "--lookup-url",
+      c.lookup,
+      "--credentials",
+      c.credentials
+    ],
     code: 2,
     says: [/--from/, /-1/]
   },
 
   // --- job configs -----------------------------------------------------------------------------
-  { name: "job config missing", args: (c) => ["run", path.join(c.dir, "absent.json")], code: 2, says: [/absent\.json/, /does not exist/] },
-  { name: "job config not JSON", args: (c) => ["run", c.file("broken.json", "{ job: nightly-export")], code: 2, says: [/broken\.json/, /not valid JSON/] },
-  { name: "job config of an unknown job", args: (c) => ["run", c.job({ job: "nightly-import" })], code: 2, says: [/job\.json/, /"job"/] },
-  { name: "job config without out", args: (c) => ["run", c.job({ out: undefined })], code: 2, says: [/job\.json/, /out/] },
-  { name: "job config with an unknown field", args: (c) => ["run", c.job({ concurency: 4 })], code: 2, says: [/job\.json/, /concurency/] },
-  { name: "job config with a string for a number", args: (c) => ["run", c.job({ concurrency: "four" })], code: 2, says: [/job\.json/, /concurrency/] },
-  { name: "job config with a negative concurrency", args: (c) => ["run", c.job({ concurrency: -2 })], code: 2, says: [/job\.json/, /concurrency/] },
-  { name: "job config with an unknown format", args: (c) => ["run", c.job({ format: "csv" })], code: 2, says: [/job\.json/, /format/] },
-  { name: "job config without layers", args: (c) => ["run", c.job({ layers: [] })], code: 2, says: [/job\.json/, /layers/] },
+  {
+    name: "job config missing",
+    args: (c) => ["run", path.join(c.dir, "absent.json")],
+    code: 2,
+    says: [/absent\.json/, /does not exist/]
+  },
+  {
+    name: "job config not JSON",
+    args: (c) => ["run", c.file("broken.json", "{ job: nightly-export")],
+    code: 2,
+    says: [/broken\.json/, /not valid JSON/]
+  },
+  {
+    name: "job config of an unknown job",
+    args: (c) => ["run", c.job({ job: "nightly-import" })],
+    code: 2,
+    says: [/job\.json/, /"job"/]
+  },
+  {
+    name: "job config without out",
+    args: (c) => ["run", c.job({ out: undefined })],
+    code: 2,
+    says: [/job\.json/, /out/]
+  },
+  {
+    name: "job config with an unknown field",
+    args: (c) => ["run", c.job({ concurency: 4 })],
+    code: 2,
+    says: [/job\.json/, /concurency/]
+  },
+  {
+    name: "job config with a string for a number",
+    args: (c) => ["run", c.job({ concurrency: "four" })],
+    code: 2,
+    says: [/job\.json/, /concurrency/]
+  },
+  {
+    name: "job config with a negative concurrency",
+    args: (c) => ["run", c.job({ concurrency: -2 })],
+    code: 2,
+    says: [/job\.json/, /concurrency/]
+  },
+  {
+    name: "job config with an unknown format",
+    args: (c) => ["run", c.job({ format: "csv" })],
+    code: 2,
+    says: [/job\.json/, /format/]
+  },
+  {
+    name: "job config without layers",
+    args: (c) => ["run", c.job({ layers: [] })],
+    code: 2,
+    says: [/job\.json/, /layers/]
+  },
   {
     name: "job config with a malformed catalog HRN",
     args: (c) => ["run", c.job({ layers: [{ catalog: "hrn:local:data:::Not Valid", layer: "places" }] })],
@@ -216,13 +432,36 @@ const cases: ReadonlyArray<Case> = [
   },
   {
     name: "backfill job config with from above to",
-    args: (c) => ["run", c.file("backfill.json", JSON.stringify({ job: "backfill", catalog: DEMO, layer: "places", from: 2, to: 1, out: c.out, lookupUrl: c.lookup, credentials: c.credentials }))],
+    args: (
+      c
+    ) => [
+      "run",
+      c.file(
+        "backfill.json",
+        JSON.stringify({
+          job: "backfill",
+          catalog: DEMO,
+          layer: "places",
+          from: 2,
+          to: 1,
+          out: c.out,
+          lookupUrl: c.lookup,
+          credentials: c.credentials
+        })
+      )
+    ],
     code: 2,
     says: [/from 2/, /to 1/]
   },
 
   // --- the output directory --------------------------------------------------------------------
-  { name: "output directory is a file", prepare: (c) => fs.writeFileSync(c.out, "not a directory"), args: (c) => exportArgs(c), code: 2, says: [(c) => new RegExp(quote(c.out)), /is a file/] },
+  {
+    name: "output directory is a file",
+    prepare: (c) => fs.writeFileSync(c.out, "not a directory"),
+    args: (c) => exportArgs(c),
+    code: 2,
+    says: [(c) => new RegExp(quote(c.out)), /is a file/]
+  },
   {
     name: "output directory below a file",
     prepare: (c) => fs.writeFileSync(path.join(c.dir, "plain-file"), "x"),
@@ -230,7 +469,13 @@ const cases: ReadonlyArray<Case> = [
     code: 2,
     says: [/plain-file/, /is a file/]
   },
-  { name: "output directory on a read-only volume", prepare: (c) => mountTmpfs(c.out, "ro,size=64k"), args: (c) => exportArgs(c), code: 2, says: [(c) => new RegExp(quote(c.out)), /not writable/] },
+  {
+    name: "output directory on a read-only volume",
+    prepare: (c) => mountTmpfs(c.out, "ro,size=64k"),
+    args: (c) => exportArgs(c),
+    code: 2,
+    says: [(c) => new RegExp(quote(c.out)), /not writable/]
+  },
   {
     name: "output directory not writable by the user",
     uid: NOBODY,
@@ -286,7 +531,9 @@ beforeAll(async () => {
   if (warm.code !== 0) throw new Error(warm.stderr)
   fs.cpSync(path.join(ROOT, "dist"), path.join(root, "cli"), { recursive: true })
   const unprivileged = await cli(["--version"], { uid: NOBODY, entry: unprivilegedEntry() })
-  if (unprivileged.code !== 0) throw new Error(`the copy of the CLI does not run as user nobody: ${unprivileged.stderr}`)
+  if (unprivileged.code !== 0) {
+    throw new Error(`the copy of the CLI does not run as user nobody: ${unprivileged.stderr}`)
+  }
 })
 
 const unprivilegedEntry = () => path.join(root, "cli", "catalog-export.mjs")
@@ -352,11 +599,15 @@ describe.concurrent("bad input through the real CLI", () => {
     expect(lines.length, report).toBe(1)
     expect(result.stderr, report).not.toMatch(/^\s+at /m)
     const sentence = lines[0]!
-    for (const pattern of testCase.says) expect(sentence).toMatch(typeof pattern === "function" ? pattern(context) : pattern)
+    for (const pattern of testCase.says) {
+      expect(sentence).toMatch(typeof pattern === "function" ? pattern(context) : pattern)
+    }
     expect(result.stdout).not.toMatch(/^Exported /m)
     // Nothing written: the output looks as it did before, and no file appeared beside it.
     expect(filesBelow(context.out)).toEqual(before)
-    if (before.length === 0 && testCase.prepare === undefined) expect(fs.existsSync(context.out), `${context.out} was created`).toBe(false)
+    if (before.length === 0 && testCase.prepare === undefined) {
+      expect(fs.existsSync(context.out), `${context.out} was created`).toBe(false)
+    }
     expect(filesBelow(dir).filter((f) => !f.startsWith("out"))).toEqual(beforeRoot)
   })
 })

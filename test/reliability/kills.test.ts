@@ -10,11 +10,11 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { cli } from "../support/cli.ts"
 import { literal, query, readParquet, withDuckDB } from "../support/duckdb.ts"
+import { filesBelow, readJson } from "../support/files.ts"
 import { DEMO, startService, type TestService } from "../support/service.ts"
 import { expectMatchesService, handleOf, isBlobRequest, type Proxy, serviceState, startProxy } from "./support.ts"
-import { cli } from "../support/cli.ts"
-import { filesBelow, readJson } from "../support/files.ts"
 
 const PARTITIONS = 800
 
@@ -25,8 +25,28 @@ let root: string
 let reference: { rows: Awaited<ReturnType<typeof readParquet>>; manifest: any; state: any }
 
 const exportArgs = (out: string) => [
-  "export", "--catalog", DEMO, "--layer", "places", "--version", "0", "--out", out, "--format", "both", "--parts", "3",
-  "--list-concurrency", "2", "--concurrency", "8", "--lookup-url", proxy.lookupUrl, "--credentials", credentials, "--quiet"
+  "export",
+  "--catalog",
+  DEMO,
+  "--layer",
+  "places",
+  "--version",
+  "0",
+  "--out",
+  out,
+  "--format",
+  "both",
+  "--parts",
+  "3",
+  "--list-concurrency",
+  "2",
+  "--concurrency",
+  "8",
+  "--lookup-url",
+  proxy.lookupUrl,
+  "--credentials",
+  credentials,
+  "--quiet"
 ]
 const versionDir = (out: string) => path.join(out, "demo", "places", "version=0")
 
@@ -40,7 +60,11 @@ beforeAll(async () => {
   const run = await cli(exportArgs(out))
   expect(run.code, run.stderr).toBe(0)
   const dir = versionDir(out)
-  reference = { rows: await readParquet(dir), manifest: readJson(path.join(dir, "_manifest.json")), state: readJson(path.join(out, "demo", "places", "_state.json")) }
+  reference = {
+    rows: await readParquet(dir),
+    manifest: readJson(path.join(dir, "_manifest.json")),
+    state: readJson(path.join(out, "demo", "places", "_state.json"))
+  }
   expectMatchesService(reference.rows, await serviceState(svc, "places", 0))
 })
 afterAll(async () => {
@@ -67,7 +91,9 @@ const checkpointedHandles = async (dir: string): Promise<Set<string>> => {
   for (const name of fs.readdirSync(partsDir).filter((n) => /^part-\d+\.json$/.test(n))) {
     for (const f of readJson(path.join(partsDir, name)).files as Array<{ path: string; format: string }>) {
       if (f.format !== "parquet") continue
-      const rows = await withDuckDB((c) => query(c, `SELECT data_handle FROM read_parquet(${literal(path.join(dir, f.path))})`))
+      const rows = await withDuckDB((c) =>
+        query(c, `SELECT data_handle FROM read_parquet(${literal(path.join(dir, f.path))})`)
+      )
       for (const r of rows) handles.add(r.data_handle as string)
     }
   }
@@ -97,7 +123,9 @@ describe("an export stopped with SIGTERM (a scheduler's timeout, a shutdown)", (
     try {
       const stopped = await cli(exportArgs(out), { onSpawn: (c) => (child = c) })
       expect(stopped.code, stopped.stderr).toBe(1)
-      expect(stopped.stderr.trim().split("\n")).toEqual([expect.stringMatching(/^catalog-export: interrupted .*run the same command again/)])
+      expect(stopped.stderr.trim().split("\n")).toEqual([
+        expect.stringMatching(/^catalog-export: interrupted .*run the same command again/)
+      ])
     } finally {
       proxy.decide = () => ({ kind: "forward" })
     }
@@ -120,7 +148,9 @@ describe("an export killed with SIGKILL", () => {
     expect(manifestWritten).toBe(at === "committed:1")
     // The cursor never points at an export without a manifest (and is moved only after it).
     expect(fs.existsSync(path.join(out, "demo", "places", "_state.json"))).toBe(false)
-    for (const file of filesBelow(out).filter((f) => /\.(parquet|arrow)$/.test(f))) await expectComplete(path.join(out, file))
+    for (const file of filesBelow(out).filter((f) => /\.(parquet|arrow)$/.test(f))) {
+      await expectComplete(path.join(out, file))
+    }
 
     const skip = manifestWritten ? new Set(reference.rows.map((r) => r.data_handle)) : await checkpointedHandles(dir)
     proxy.log.length = 0
@@ -136,11 +166,20 @@ describe("an export killed with SIGKILL", () => {
     // Row for row what the undisturbed run wrote; the same manifest counts and cursor; nothing else left.
     expect(await readParquet(dir)).toEqual(reference.rows)
     const manifest = readJson(path.join(dir, "_manifest.json"))
-    for (const key of ["catalogHrn", "layerId", "version", "mode", "partitions", "deleted", "bytes"]) expect(manifest[key]).toEqual(reference.manifest[key])
+    for (const key of ["catalogHrn", "layerId", "version", "mode", "partitions", "deleted", "bytes"]) {
+      expect(manifest[key]).toEqual(reference.manifest[key])
+    }
     expect(readJson(path.join(out, "demo", "places", "_state.json")).lastVersion).toBe(reference.state.lastVersion)
     const left = filesBelow(dir)
-    expect(left.filter((f) => f !== "_manifest.json").sort()).toEqual(manifest.files.map((f: { path: string }) => f.path).sort())
-    expect(manifest.files.filter((f: { format: string }) => f.format === "arrow").reduce((n: number, f: { rows: number }) => n + f.rows, 0)).toBe(PARTITIONS)
+    expect(left.filter((f) => f !== "_manifest.json").sort()).toEqual(
+      manifest.files.map((f: { path: string }) => f.path).sort()
+    )
+    expect(
+      manifest.files.filter((f: { format: string }) => f.format === "arrow").reduce(
+        (n: number, f: { rows: number }) => n + f.rows,
+        0
+      )
+    ).toBe(PARTITIONS)
   })
 })
 
@@ -161,6 +200,8 @@ describe("a JSON file's write killed mid-way", () => {
     const run = await cli(exportArgs(out))
     expect(run.code, run.stderr).toBe(0)
     expect(readJson(path.join(layerDir, "_state.json"))).toMatchObject({ lastVersion: 0 })
-    expect(fs.readdirSync(layerDir).filter((n) => n.startsWith("_state.json")).sort()).toEqual(["_state.json", elsewhere, live].sort())
+    expect(fs.readdirSync(layerDir).filter((n) => n.startsWith("_state.json")).sort()).toEqual(
+      ["_state.json", elsewhere, live].sort()
+    )
   })
 })

@@ -13,11 +13,11 @@ import type { AddressInfo } from "node:net"
 import * as path from "node:path"
 import { createProxy } from "proxy"
 import { beforeAll, describe, expect, it } from "vitest"
-import { DEMO, startService, type TestService } from "../support/service.ts"
-import { authorizedGetter, expectMatchesService, isBlobRequest, serviceState, startProxy } from "./support.ts"
-import { cleanups } from "../support/files.ts"
 import { cli } from "../support/cli.ts"
 import { readParquet } from "../support/duckdb.ts"
+import { cleanups } from "../support/files.ts"
+import { DEMO, startService, type TestService } from "../support/service.ts"
+import { authorizedGetter, expectMatchesService, isBlobRequest, serviceState, startProxy } from "./support.ts"
 
 const { cleanup, tempDir } = cleanups()
 let svc: TestService
@@ -31,10 +31,12 @@ beforeAll(async () => {
 
 const listen = async (server: http.Server) => {
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
-  cleanup.push(() => new Promise<void>((resolve) => {
-    server.closeAllConnections()
-    server.close(() => resolve())
-  }))
+  cleanup.push(() =>
+    new Promise<void>((resolve) => {
+      server.closeAllConnections()
+      server.close(() => resolve())
+    })
+  )
   return (server.address() as AddressInfo).port
 }
 
@@ -55,7 +57,9 @@ const storage = async () => {
   const seen: Array<string | undefined> = []
   const port = await listen(http.createServer(async (req, res) => {
     seen.push(req.headers.authorization)
-    const blob = await get(`/blobstore/v1/catalogs/${DEMO}/layers/places/data/${(req.url ?? "").slice("/store/".length)}`)
+    const blob = await get(
+      `/blobstore/v1/catalogs/${DEMO}/layers/places/data/${(req.url ?? "").slice("/store/".length)}`
+    )
     res.writeHead(blob.status, { "content-type": "application/json" })
     res.end(Buffer.from(await blob.arrayBuffer()))
   }))
@@ -78,8 +82,36 @@ const redirectingBlobs = async (storageUrl: string, status: number) => {
 const exportPlaces = (lookupUrl: string, env: Record<string, string | undefined>, extra: Array<string> = []) => {
   const out = tempDir("proxy-out-")
   return cli(
-    ["export", "--catalog", DEMO, "--layer", "places", "--version", "0", "--out", out, "--parts", "1", "--lookup-url", lookupUrl, "--credentials", credentials, "--quiet", ...extra],
-    { env: { HTTP_PROXY: undefined, HTTPS_PROXY: undefined, NO_PROXY: undefined, http_proxy: undefined, https_proxy: undefined, no_proxy: undefined, ...env } }
+    [
+      "export",
+      "--catalog",
+      DEMO,
+      "--layer",
+      "places",
+      "--version",
+      "0",
+      "--out",
+      out,
+      "--parts",
+      "1",
+      "--lookup-url",
+      lookupUrl,
+      "--credentials",
+      credentials,
+      "--quiet",
+      ...extra
+    ],
+    {
+      env: {
+        HTTP_PROXY: undefined,
+        HTTPS_PROXY: undefined,
+        NO_PROXY: undefined,
+        http_proxy: undefined,
+        https_proxy: undefined,
+        no_proxy: undefined,
+        ...env
+      }
+    }
   ).then((run) => ({ run, out }))
 }
 
@@ -91,7 +123,10 @@ describe("behind a forward proxy", () => {
 
     const { run, out } = await exportPlaces(service.lookupUrl, { HTTP_PROXY: forward.url })
     expect(run.code, run.stderr).toBe(0)
-    expectMatchesService(await readParquet(path.join(out, "demo", "places", "version=0")), await serviceState(svc, "places", 0))
+    expectMatchesService(
+      await readParquet(path.join(out, "demo", "places", "version=0")),
+      await serviceState(svc, "places", 0)
+    )
     // Tunnels to the three origins: the token service (the credentials' endpoint), the service's API origin and the storage.
     const serviceOrigin = new URL(service.url).host
     const tokenOrigin = new URL(svc.tokenUrl).host
@@ -106,7 +141,10 @@ describe("behind a forward proxy", () => {
     const forward = await forwardProxy()
     const store = await storage()
     const service = await redirectingBlobs(store.url, 302)
-    const { run } = await exportPlaces(service.lookupUrl, { http_proxy: forward.url, no_proxy: `${store.origin}, ${new URL(svc.tokenUrl).host}` })
+    const { run } = await exportPlaces(service.lookupUrl, {
+      http_proxy: forward.url,
+      no_proxy: `${store.origin}, ${new URL(svc.tokenUrl).host}`
+    })
     expect(run.code, run.stderr).toBe(0)
     expect(forward.tunnels.length).toBeGreaterThan(0)
     expect(new Set(forward.tunnels)).toEqual(new Set([new URL(service.url).host]))
@@ -122,24 +160,52 @@ describe("behind a forward proxy", () => {
     const dir = tempDir("proxy-tls-")
     const key = path.join(dir, "key.pem")
     const cert = path.join(dir, "cert.pem")
-    execFileSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"], { stdio: "ignore" })
+    execFileSync("openssl", [
+      "req",
+      "-x509",
+      "-newkey",
+      "rsa:2048",
+      "-nodes",
+      "-keyout",
+      key,
+      "-out",
+      cert,
+      "-days",
+      "1",
+      "-subj",
+      "/CN=127.0.0.1",
+      "-addext",
+      "subjectAltName=IP:127.0.0.1"
+    ], { stdio: "ignore" })
     /** The service behind a TLS front (as a gateway would be), which tells it the scheme so lookup answers https URLs. */
     const front = async (tls: https.ServerOptions) => {
       const upstream = new URL(svc.url)
-      const server = https.createServer({ key: fs.readFileSync(key), cert: fs.readFileSync(cert), ...tls }, (req, res) => {
-        const forwarded = http.request({ host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: { ...req.headers, "x-forwarded-proto": "https" } }, (answer) => {
-          res.writeHead(answer.statusCode ?? 502, answer.headers)
-          answer.pipe(res)
-        })
-        req.pipe(forwarded)
-      })
+      const server = https.createServer(
+        { key: fs.readFileSync(key), cert: fs.readFileSync(cert), ...tls },
+        (req, res) => {
+          const forwarded = http.request({
+            host: upstream.hostname,
+            port: upstream.port,
+            method: req.method,
+            path: req.url,
+            headers: { ...req.headers, "x-forwarded-proto": "https" }
+          }, (answer) => {
+            res.writeHead(answer.statusCode ?? 502, answer.headers)
+            answer.pipe(res)
+          })
+          req.pipe(forwarded)
+        }
+      )
       return `https://127.0.0.1:${await listen(server)}`
     }
     const secure = await front({})
     const forward = await forwardProxy()
     const trusted = await exportPlaces(`${secure}/lookup/v1`, { HTTPS_PROXY: forward.url, NODE_EXTRA_CA_CERTS: cert })
     expect(trusted.run.code, trusted.run.stderr).toBe(0)
-    expectMatchesService(await readParquet(path.join(trusted.out, "demo", "places", "version=0")), await serviceState(svc, "places", 0))
+    expectMatchesService(
+      await readParquet(path.join(trusted.out, "demo", "places", "version=0")),
+      await serviceState(svc, "places", 0)
+    )
     expect(forward.tunnels).toContain(new URL(secure).host)
 
     const untrusted = await exportPlaces(`${secure}/lookup/v1`, { HTTPS_PROXY: forward.url })
@@ -149,7 +215,9 @@ describe("behind a forward proxy", () => {
     const old = await front({ minVersion: "TLSv1", maxVersion: "TLSv1.1", ciphers: "DEFAULT@SECLEVEL=0" })
     const refused = await exportPlaces(`${old}/lookup/v1`, { HTTPS_PROXY: forward.url, NODE_EXTRA_CA_CERTS: cert })
     expect(refused.run.code).toBe(1)
-    expect(refused.run.stderr).toMatch(/ERR_SSL_TLSV1_ALERT_PROTOCOL_VERSION|ERR_SSL_UNSUPPORTED_PROTOCOL|protocol version/i)
+    expect(refused.run.stderr).toMatch(
+      /ERR_SSL_TLSV1_ALERT_PROTOCOL_VERSION|ERR_SSL_UNSUPPORTED_PROTOCOL|protocol version/i
+    )
     expect(forward.tunnels).toContain(new URL(old).host)
   })
 })
@@ -166,7 +234,8 @@ describe("the credentials file", () => {
     expect(warnings).toHaveLength(1)
     expect(JSON.parse(warnings[0]!)).toMatchObject({
       logLevel: "WARN",
-      message: `credentials file ${loose} is accessible by other users (mode 0640): anyone who can read it can act as your app. Restrict it: chmod 600 ${loose}`
+      message:
+        `credentials file ${loose} is accessible by other users (mode 0640): anyone who can read it can act as your app. Restrict it: chmod 600 ${loose}`
     })
     fs.chmodSync(loose, 0o600)
     const quiet = await cli(["catalogs", "list", "--json", "--lookup-url", svc.lookupUrl, "--credentials", loose])

@@ -9,11 +9,19 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type FaultOptions, noFaults } from "../../src/server/Faults.ts"
-import { DEMO, startService, type TestService } from "../support/service.ts"
-import { type Exchange, expectMatchesService, type Expected, isBlobRequest, type Proxy, serviceState, startProxy } from "./support.ts"
 import { cli, failureLines } from "../support/cli.ts"
-import { filesBelow } from "../support/files.ts"
 import { readParquet } from "../support/duckdb.ts"
+import { filesBelow } from "../support/files.ts"
+import { DEMO, startService, type TestService } from "../support/service.ts"
+import {
+  type Exchange,
+  type Expected,
+  expectMatchesService,
+  isBlobRequest,
+  type Proxy,
+  serviceState,
+  startProxy
+} from "./support.ts"
 
 type Storm = { -readonly [K in keyof FaultOptions]: FaultOptions[K] }
 
@@ -62,8 +70,28 @@ const stormAfter = (afterBlobs: number, lastingMs: number | undefined) => {
 }
 
 const exportArgs = (out: string, extra: ReadonlyArray<string> = []) => [
-  "export", "--catalog", DEMO, "--layer", "places", "--version", "0", "--out", out, "--format", "both", "--parts", "1",
-  "--concurrency", "8", "--lookup-url", proxy.lookupUrl, "--credentials", credentials, "--log-format", "json", ...extra
+  "export",
+  "--catalog",
+  DEMO,
+  "--layer",
+  "places",
+  "--version",
+  "0",
+  "--out",
+  out,
+  "--format",
+  "both",
+  "--parts",
+  "1",
+  "--concurrency",
+  "8",
+  "--lookup-url",
+  proxy.lookupUrl,
+  "--credentials",
+  credentials,
+  "--log-format",
+  "json",
+  ...extra
 ]
 
 /** Every retry after a 429 came no sooner than its Retry-After asked. */
@@ -121,7 +149,12 @@ describe("a throttling storm", () => {
     expect(data.filter((f) => !f.endsWith(".partial"))).toEqual([])
     expect(left.filter((f) => !data.includes(f)).sort()).toEqual(["_run.json", "demo/places/version=0/_plan.json"])
     // The run report says what happened and that a retry is worth it.
-    expect(JSON.parse(fs.readFileSync(path.join(out, "_run.json"), "utf8"))).toMatchObject({ job: "export", status: "failed", exitCode: 5, retry: true })
+    expect(JSON.parse(fs.readFileSync(path.join(out, "_run.json"), "utf8"))).toMatchObject({
+      job: "export",
+      status: "failed",
+      exitCode: 5,
+      retry: true
+    })
 
     proxy.log.length = 0
     const rerun = await cli(exportArgs(out))

@@ -7,8 +7,8 @@ import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import { gunzipSync } from "node:zlib"
 import { expect } from "vitest"
-import { sha1 } from "../support/files.ts"
 import type { ReadRow } from "../support/duckdb.ts"
+import { sha1 } from "../support/files.ts"
 import { DEMO, type TestService } from "../support/service.ts"
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
@@ -33,18 +33,31 @@ export interface Exchange {
 
 export type Decision =
   | { readonly kind: "forward" }
-  | { readonly kind: "respond"; readonly status: number; readonly headers?: Record<string, string>; readonly body?: string }
+  | {
+    readonly kind: "respond"
+    readonly status: number
+    readonly headers?: Record<string, string>
+    readonly body?: string
+  }
   /** Forward, but drop the connection after this many body bytes. */
   | { readonly kind: "cut"; readonly afterBytes: number }
   /** Forward, then answer `replace(upstreamStatus)` instead when it returns something. */
-  | { readonly kind: "inspect"; readonly replace: (status: number) => { status: number; headers?: Record<string, string>; body?: string } | undefined }
+  | {
+    readonly kind: "inspect"
+    readonly replace: (
+      status: number
+    ) => { status: number; headers?: Record<string, string>; body?: string } | undefined
+  }
   /**
    * Answer what `handle` returns; it gets the request body and may call the service itself
    * (`forward`) to build another answer from the real one.
    */
   | {
     readonly kind: "handle"
-    readonly handle: (request: { method: string; url: string; headers: http.IncomingHttpHeaders; body: Buffer }, forward: () => Promise<{ status: number; headers: http.IncomingHttpHeaders; body: Buffer }>) => Promise<{ status: number; headers?: Record<string, string>; body?: string }>
+    readonly handle: (
+      request: { method: string; url: string; headers: http.IncomingHttpHeaders; body: Buffer },
+      forward: () => Promise<{ status: number; headers: http.IncomingHttpHeaders; body: Buffer }>
+    ) => Promise<{ status: number; headers?: Record<string, string>; body?: string }>
   }
 
 export interface Proxy {
@@ -87,11 +100,21 @@ export const startProxy = async (target: string): Promise<Proxy> => {
         const forward = () =>
           new Promise<{ status: number; headers: http.IncomingHttpHeaders; body: Buffer }>((resolve, reject) => {
             const upstreamRequest = http.request(
-              { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers, agent },
+              {
+                host: upstream.hostname,
+                port: upstream.port,
+                method: req.method,
+                path: req.url,
+                headers: req.headers,
+                agent
+              },
               (answer) => {
                 const parts: Array<Buffer> = []
                 answer.on("data", (c: Buffer) => parts.push(c))
-                answer.on("end", () => resolve({ status: answer.statusCode ?? 0, headers: answer.headers, body: Buffer.concat(parts) }))
+                answer.on(
+                  "end",
+                  () => resolve({ status: answer.statusCode ?? 0, headers: answer.headers, body: Buffer.concat(parts) })
+                )
               }
             )
             upstreamRequest.on("error", reject)
@@ -100,7 +123,10 @@ export const startProxy = async (target: string): Promise<Proxy> => {
         decision.handle({ method: req.method ?? "GET", url: req.url ?? "/", headers: req.headers, body }, forward).then(
           (answer) => {
             entry.status = answer.status
-            res.writeHead(answer.status, { ...(answer.body === undefined ? {} : { "content-type": "application/json" }), ...answer.headers })
+            res.writeHead(answer.status, {
+              ...(answer.body === undefined ? {} : { "content-type": "application/json" }),
+              ...answer.headers
+            })
             res.end(answer.body ?? "")
           },
           () => res.destroy()
@@ -124,7 +150,9 @@ export const startProxy = async (target: string): Promise<Proxy> => {
             answer.resume()
             entry.status = replaced.status
             res.writeHead(replaced.status, { "content-type": "application/json", ...replaced.headers })
-            res.end(replaced.body ?? JSON.stringify({ title: http.STATUS_CODES[replaced.status], status: replaced.status }))
+            res.end(
+              replaced.body ?? JSON.stringify({ title: http.STATUS_CODES[replaced.status], status: replaced.status })
+            )
             return
           }
         }
@@ -171,9 +199,11 @@ export const startProxy = async (target: string): Promise<Proxy> => {
   return proxy
 }
 
-export const isBlobRequest = (e: Exchange) => e.method === "GET" && /\/blobstore\/v1\/catalogs\/[^/]+\/layers\/[^/]+\/data\//.test(e.path)
+export const isBlobRequest = (e: Exchange) =>
+  e.method === "GET" && /\/blobstore\/v1\/catalogs\/[^/]+\/layers\/[^/]+\/data\//.test(e.path)
 export const handleOf = (e: Exchange) => decodeURIComponent(e.path.slice(e.path.lastIndexOf("/") + 1))
-export const isListing = (e: Exchange) => e.method === "GET" && /\/metadata\/v1\/catalogs\/[^/]+\/layers\/[^/]+\/(partitions|changes)$/.test(e.path)
+export const isListing = (e: Exchange) =>
+  e.method === "GET" && /\/metadata\/v1\/catalogs\/[^/]+\/layers\/[^/]+\/(partitions|changes)$/.test(e.path)
 
 // --- what the service holds ---------------------------------------------------------------------
 
@@ -202,7 +232,7 @@ export const authorizedGetter = (svc: TestService) => {
   let token: Promise<string> | undefined
   return async (pathOrUrl: string): Promise<Response> => {
     const url = pathOrUrl.startsWith("http") ? pathOrUrl : `${svc.url}${pathOrUrl}`
-    for (let attempt = 0; ; attempt++) {
+    for (let attempt = 0;; attempt++) {
       const current = token ??= svc.token()
       let res: Response
       let body: ArrayBuffer
@@ -218,18 +248,28 @@ export const authorizedGetter = (svc: TestService) => {
         continue
       }
       if ((res.status === 429 || res.status >= 500) && attempt < 50) continue
-      return new Response(res.status === 204 || res.status === 304 ? null : body, { status: res.status, headers: res.headers })
+      return new Response(res.status === 204 || res.status === 304 ? null : body, {
+        status: res.status,
+        headers: res.headers
+      })
     }
   }
 }
 
 /** The service's own listing of a layer at a version, and every blob fetched from it and hashed here. */
-export const serviceState = async (svc: TestService, layer: string, version: number | undefined, catalog = DEMO): Promise<Map<string, Expected>> => {
+export const serviceState = async (
+  svc: TestService,
+  layer: string,
+  version: number | undefined,
+  catalog = DEMO
+): Promise<Map<string, Expected>> => {
   const get = authorizedGetter(svc)
   const params = `${version === undefined ? "" : `version=${version}&`}additionalFields=checksum,dataSize`
   const res = await get(`/metadata/v1/catalogs/${catalog}/layers/${layer}/partitions?${params}`)
   expect(res.status).toBe(200)
-  const listing = (await res.json()) as { partitions: Array<{ partition: string; version: number; dataHandle: string; checksum?: string; dataSize?: number }> }
+  const listing = (await res.json()) as {
+    partitions: Array<{ partition: string; version: number; dataHandle: string; checksum?: string; dataSize?: number }>
+  }
   const state = new Map<string, Expected>()
   await eachLimited(listing.partitions, 16, async (p) => {
     let dataSha1: string | null = null
@@ -240,7 +280,13 @@ export const serviceState = async (svc: TestService, layer: string, version: num
       if (bytes[0] === 0x1f && bytes[1] === 0x8b) bytes = new Uint8Array(gunzipSync(bytes))
       dataSha1 = sha1(bytes)
     }
-    state.set(p.partition, { version: p.version, dataHandle: p.dataHandle, checksum: p.checksum ?? null, dataSize: p.dataSize ?? null, dataSha1 })
+    state.set(p.partition, {
+      version: p.version,
+      dataHandle: p.dataHandle,
+      checksum: p.checksum ?? null,
+      dataSize: p.dataSize ?? null,
+      dataSha1
+    })
   })
   return state
 }
@@ -257,10 +303,18 @@ export const expectMatchesService = (rows: ReadonlyArray<ReadRow>, expected: Rea
       problems.push(`${row.partition} is not in the service`)
       continue
     }
-    if (row.data_handle !== want.dataHandle) problems.push(`${row.partition}: data handle ${row.data_handle} != ${want.dataHandle}`)
-    if (Number(row.partition_version) !== want.version) problems.push(`${row.partition}: version ${row.partition_version} != ${want.version}`)
-    if (row.data_sha1 !== want.dataSha1) problems.push(`${row.partition}: data sha1 ${row.data_sha1} != ${want.dataSha1}`)
-    if (want.checksum !== null && row.checksum !== want.checksum) problems.push(`${row.partition}: checksum ${row.checksum} != ${want.checksum}`)
+    if (row.data_handle !== want.dataHandle) {
+      problems.push(`${row.partition}: data handle ${row.data_handle} != ${want.dataHandle}`)
+    }
+    if (Number(row.partition_version) !== want.version) {
+      problems.push(`${row.partition}: version ${row.partition_version} != ${want.version}`)
+    }
+    if (row.data_sha1 !== want.dataSha1) {
+      problems.push(`${row.partition}: data sha1 ${row.data_sha1} != ${want.dataSha1}`)
+    }
+    if (want.checksum !== null && row.checksum !== want.checksum) {
+      problems.push(`${row.partition}: checksum ${row.checksum} != ${want.checksum}`)
+    }
   }
   for (const id of expected.keys()) if (!seen.has(id)) problems.push(`${id} is missing`)
   expect(problems.slice(0, 20), `${problems.length} differences`).toEqual([])

@@ -8,17 +8,20 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { beforeAll, describe, expect, it } from "vitest"
 import { noFaults } from "../../src/server/Faults.ts"
+import { cli } from "../support/cli.ts"
+import { cleanups, readJson } from "../support/files.ts"
 import { lastPoints, type OtlpReceiver, type ReceivedSpan, startOtlpReceiver } from "../support/otlp.ts"
 import { DEMO, startService, type TestService } from "../support/service.ts"
-import { cleanups, readJson } from "../support/files.ts"
-import { cli } from "../support/cli.ts"
 
 const { cleanup, tempDir } = cleanups()
 let svc: TestService
 let credentials: string
 
 beforeAll(async () => {
-  svc = await startService({ seed: { partitions: 300, versions: 2, blobBytes: 256 }, faults: { ...noFaults, throttle: 0.05, retryAfterSeconds: 0, seed: 11 } })
+  svc = await startService({
+    seed: { partitions: 300, versions: 2, blobBytes: 256 },
+    faults: { ...noFaults, throttle: 0.05, retryAfterSeconds: 0, seed: 11 }
+  })
   credentials = await svc.credentialsFile()
   cleanup.push(() => svc.close())
 })
@@ -32,8 +35,33 @@ const receiver = async () => {
 const exportPlaces = (env: Record<string, string | undefined>) => {
   const out = tempDir("telemetry-out-")
   return cli(
-    ["export", "--catalog", DEMO, "--layer", "places", "--out", out, "--parts", "2", "--concurrency", "8", "--json", "--lookup-url", svc.lookupUrl, "--credentials", credentials],
-    { env: { OTEL_EXPORTER_OTLP_ENDPOINT: undefined, OTEL_EXPORTER_OTLP_PROTOCOL: undefined, OTEL_EXPORTER_OTLP_HEADERS: undefined, OTEL_SERVICE_NAME: undefined, ...env } }
+    [
+      "export",
+      "--catalog",
+      DEMO,
+      "--layer",
+      "places",
+      "--out",
+      out,
+      "--parts",
+      "2",
+      "--concurrency",
+      "8",
+      "--json",
+      "--lookup-url",
+      svc.lookupUrl,
+      "--credentials",
+      credentials
+    ],
+    {
+      env: {
+        OTEL_EXPORTER_OTLP_ENDPOINT: undefined,
+        OTEL_EXPORTER_OTLP_PROTOCOL: undefined,
+        OTEL_EXPORTER_OTLP_HEADERS: undefined,
+        OTEL_SERVICE_NAME: undefined,
+        ...env
+      }
+    }
   ).then((run) => ({ run, out }))
 }
 
@@ -46,7 +74,10 @@ const only = (spans: ReadonlyArray<ReceivedSpan>, name: string) => {
 describe("telemetry", () => {
   it("sends the stages as spans and the run's metrics over OTLP/HTTP protobuf, with the configured headers and no secret", async () => {
     const otlp = await receiver()
-    const { run } = await exportPlaces({ OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url, OTEL_EXPORTER_OTLP_HEADERS: "x-collector-key=collector%20secret%201234" })
+    const { run } = await exportPlaces({
+      OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url,
+      OTEL_EXPORTER_OTLP_HEADERS: "x-collector-key=collector%20secret%201234"
+    })
     expect(run.code, run.stderr).toBe(0)
     const report = JSON.parse(run.stdout)
     const manifest = readJson(path.join(report.dir, "_manifest.json"))
@@ -66,13 +97,22 @@ describe("telemetry", () => {
     expect(layer.resource).toMatchObject({ "service.name": "catalog-export" })
     expect(only(spans, "Export.plan").parentSpanId).toBe(layer.spanId)
     expect(exportRun.parentSpanId).toBe(layer.spanId)
-    expect(exportRun.attributes).toMatchObject({ "export.version": manifest.version, "export.mode": "full", "export.parts": 2, "export.partitions": manifest.partitions, "export.bytes": manifest.bytes })
+    expect(exportRun.attributes).toMatchObject({
+      "export.version": manifest.version,
+      "export.mode": "full",
+      "export.parts": 2,
+      "export.partitions": manifest.partitions,
+      "export.bytes": manifest.bytes
+    })
     for (const stage of ["Export.list", "Export.fetch", "Export.write"]) {
       const perPart = spans.filter((s) => s.name === stage)
       expect(perPart.map((s) => s.attributes["export.part"]).sort()).toEqual([0, 1])
       for (const s of perPart) expect(s.parentSpanId).toBe(exportRun.spanId)
     }
-    const listed = spans.filter((s) => s.name === "Export.list").reduce((n, s) => n + Number(s.attributes["export.partitions"]), 0)
+    const listed = spans.filter((s) => s.name === "Export.list").reduce(
+      (n, s) => n + Number(s.attributes["export.partitions"]),
+      0
+    )
     expect(listed).toBe(manifest.partitions)
     expect(only(spans, "Export.commit").parentSpanId).toBe(exportRun.spanId)
     expect(new Set(spans.filter((s) => s.name.startsWith("Export.")).map((s) => s.traceId)).size).toBe(1)
@@ -88,7 +128,10 @@ describe("telemetry", () => {
     expect(blobRequests.count).toBeGreaterThan(manifest.partitions)
     expect(blobRequests.bucketCounts!.reduce((a, b) => a + b, 0)).toBe(blobRequests.count)
     expect(report.retries).toBeGreaterThan(0)
-    expect(lastPoints(otlp, "catalog_export.retries")).toEqual([{ attributes: { reason: "429" }, value: report.retriesByReason["429"] }])
+    expect(lastPoints(otlp, "catalog_export.retries")).toEqual([{
+      attributes: { reason: "429" },
+      value: report.retriesByReason["429"]
+    }])
     const duration = lastPoints(otlp, "catalog_export.export.duration")
     expect(duration).toEqual([expect.objectContaining({ attributes: { ...tags, outcome: "done" }, count: 1 })])
 
@@ -104,7 +147,11 @@ describe("telemetry", () => {
 
   it("speaks OTLP/JSON when OTEL_EXPORTER_OTLP_PROTOCOL says so, and uses OTEL_SERVICE_NAME", async () => {
     const otlp = await receiver()
-    const { run } = await exportPlaces({ OTEL_EXPORTER_OTLP_ENDPOINT: `${otlp.url}/`, OTEL_EXPORTER_OTLP_PROTOCOL: "http/json", OTEL_SERVICE_NAME: "nightly-exports" })
+    const { run } = await exportPlaces({
+      OTEL_EXPORTER_OTLP_ENDPOINT: `${otlp.url}/`,
+      OTEL_EXPORTER_OTLP_PROTOCOL: "http/json",
+      OTEL_SERVICE_NAME: "nightly-exports"
+    })
     expect(run.code, run.stderr).toBe(0)
     expect(otlp.requests.length).toBeGreaterThan(0)
     for (const r of otlp.requests) expect(r.contentType).toBe("application/json")
@@ -116,14 +163,22 @@ describe("telemetry", () => {
     const dir = tempDir("telemetry-modules-")
     const log = path.join(dir, "loaded.txt")
     // Records every module the process resolves (Node's module hooks).
-    fs.writeFileSync(path.join(dir, "hooks.mjs"), `import { appendFileSync } from "node:fs"
+    fs.writeFileSync(
+      path.join(dir, "hooks.mjs"),
+      `import { appendFileSync } from "node:fs"
 export async function resolve(specifier, context, next) {
   const resolved = await next(specifier, context)
   appendFileSync(${JSON.stringify(log)}, resolved.url + "\\n")
   return resolved
 }
-`)
-    fs.writeFileSync(path.join(dir, "register.mjs"), `import { register } from "node:module"\nregister(${JSON.stringify(new URL(`file://${path.join(dir, "hooks.mjs")}`).href)})\n`)
+`
+    )
+    fs.writeFileSync(
+      path.join(dir, "register.mjs"),
+      `import { register } from "node:module"\nregister(${
+        JSON.stringify(new URL(`file://${path.join(dir, "hooks.mjs")}`).href)
+      })\n`
+    )
     const loaded = async (env: Record<string, string | undefined>) => {
       fs.rmSync(log, { force: true })
       const { run } = await exportPlaces({ ...env, NODE_OPTIONS: `--import=${path.join(dir, "register.mjs")}` })
@@ -143,7 +198,9 @@ export async function resolve(specifier, context, next) {
     const otlp: OtlpReceiver = await receiver()
     const { run } = await exportPlaces({ OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url, OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" })
     expect(run.code, run.stderr).toBe(0)
-    expect(run.stderr).toContain("telemetry: OTEL_EXPORTER_OTLP_PROTOCOL grpc is not supported (http/protobuf or http/json): traces are not exported")
+    expect(run.stderr).toContain(
+      "telemetry: OTEL_EXPORTER_OTLP_PROTOCOL grpc is not supported (http/protobuf or http/json): traces are not exported"
+    )
     expect(otlp.requests).toEqual([])
   })
 })

@@ -7,8 +7,8 @@ import "@here/olp-sdk-fetch"
 import { loadCredentialsFromFile, requestToken, UserAuth } from "@here/olp-sdk-authentication"
 import { HRN, OlpClientSettings } from "@here/olp-sdk-core"
 import { ArtifactClient, SchemaDetailsRequest, SchemaRequest } from "@here/olp-sdk-dataservice-read"
-import { randomBytes } from "node:crypto"
 import { Effect } from "effect"
+import { randomBytes } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ArtifactApi } from "../../src/client/ArtifactApi.ts"
 import { OTHER_APP } from "../../src/server/Seed.ts"
@@ -33,16 +33,37 @@ describe("artifact API", () => {
   afterAll(() => svc.close())
 
   const put = (path: string, body: string | Uint8Array, appId?: string, contentType = "application/octet-stream") =>
-    svc.get(`${A}${path}`, { method: "PUT", body, headers: { "content-type": contentType }, ...(appId === undefined ? {} : { appId }) })
+    svc.get(`${A}${path}`, {
+      method: "PUT",
+      body,
+      headers: { "content-type": contentType },
+      ...(appId === undefined ? {} : { appId })
+    })
 
   it("is listed in platform lookup", async () => {
-    const apis = await expectJson<Array<{ api: string; version: string; baseURL: string }>>(await svc.get("/lookup/v1/platform/apis"), 200)
-    expect(apis.find((e) => e.api === "artifact")).toEqual({ api: "artifact", version: "v1", baseURL: `${svc.url}/artifact/v1`, parameters: {} })
+    const apis = await expectJson<Array<{ api: string; version: string; baseURL: string }>>(
+      await svc.get("/lookup/v1/platform/apis"),
+      200
+    )
+    expect(apis.find((e) => e.api === "artifact")).toEqual({
+      api: "artifact",
+      version: "v1",
+      baseURL: `${svc.url}/artifact/v1`,
+      parameters: {}
+    })
   })
 
   it("registers an artifact, stores immutable files and creates a schema from them", async () => {
-    const registered = await expectJson(await put(`/artifact/register/${GROUP}/${ARTIFACT_ID}`, "{}", undefined, "application/json"), 201)
-    expect(registered).toEqual({ groupId: GROUP, artifactId: ARTIFACT_ID, created: true, hrnPrefix: `hrn:local:artifact:::${GROUP}:${ARTIFACT_ID}` })
+    const registered = await expectJson(
+      await put(`/artifact/register/${GROUP}/${ARTIFACT_ID}`, "{}", undefined, "application/json"),
+      201
+    )
+    expect(registered).toEqual({
+      groupId: GROUP,
+      artifactId: ARTIFACT_ID,
+      created: true,
+      hrnPrefix: `hrn:local:artifact:::${GROUP}:${ARTIFACT_ID}`
+    })
     expect((await expectJson(await put(`/artifact/register/${GROUP}/${ARTIFACT_ID}`, "{}"), 200)).created).toBe(false)
     await expectJson(await put(`/artifact/register/${GROUP}/${ARTIFACT_ID}`, "{}", OTHER_APP), 409)
 
@@ -57,14 +78,42 @@ describe("artifact API", () => {
     expect(new Uint8Array(await res.arrayBuffer())).toEqual(bundle)
 
     const request = { name: "Road", summary: "Roads", variants: [{ id: "ds", url: `artifact/${ARTIFACT}/${FILE}` }] }
-    await expectJson(await put(`/schema/${SCHEMA}`, JSON.stringify({ variants: [{ id: "ds", url: `artifact/${ARTIFACT}/missing.zip` }] }), undefined, "application/json"), 404)
-    const created = await expectJson(await put(`/schema/${SCHEMA}`, JSON.stringify(request), undefined, "application/json"), 201)
-    expect(created.schema).toMatchObject({ hrn: SCHEMA, groupId: GROUP, artifactId: "road_v1", version: "1.0.0", name: "Road", summary: "Roads" })
-    expect(created.artifacts).toEqual([expect.objectContaining({ hrn: ARTIFACT, groupId: GROUP, artifactId: ARTIFACT_ID, version: "1.0.0" })])
+    await expectJson(
+      await put(
+        `/schema/${SCHEMA}`,
+        JSON.stringify({ variants: [{ id: "ds", url: `artifact/${ARTIFACT}/missing.zip` }] }),
+        undefined,
+        "application/json"
+      ),
+      404
+    )
+    const created = await expectJson(
+      await put(`/schema/${SCHEMA}`, JSON.stringify(request), undefined, "application/json"),
+      201
+    )
+    expect(created.schema).toMatchObject({
+      hrn: SCHEMA,
+      groupId: GROUP,
+      artifactId: "road_v1",
+      version: "1.0.0",
+      name: "Road",
+      summary: "Roads"
+    })
+    expect(created.artifacts).toEqual([
+      expect.objectContaining({ hrn: ARTIFACT, groupId: GROUP, artifactId: ARTIFACT_ID, version: "1.0.0" })
+    ])
     expect(created.variants).toEqual(request.variants)
     expect(created.schemaValidationResults).toEqual([])
     await expectJson(await put(`/schema/${SCHEMA}`, JSON.stringify(request), undefined, "application/json"), 200)
-    await expectJson(await put(`/schema/${SCHEMA}`, JSON.stringify({ ...request, variants: [...request.variants, { id: "doc", url: request.variants[0]!.url }] }), undefined, "application/json"), 409)
+    await expectJson(
+      await put(
+        `/schema/${SCHEMA}`,
+        JSON.stringify({ ...request, variants: [...request.variants, { id: "doc", url: request.variants[0]!.url }] }),
+        undefined,
+        "application/json"
+      ),
+      409
+    )
 
     // HRNs go into paths raw, as the SDKs send them; percent-encoded works too.
     expect(await expectJson(await svc.get(`${A}/schema/${SCHEMA}`), 200)).toEqual(created)
@@ -78,10 +127,27 @@ describe("artifact API", () => {
     await expectJson(await svc.get(`${A}/artifact/${ARTIFACT}/${FILE}`, { appId: OTHER_APP }), 404)
     expect((await expectJson(await svc.get(`${A}/schema`, { appId: OTHER_APP }), 200)).items).toEqual([])
     const share = JSON.stringify({ principal: { type: "App", token: OTHER_APP }, permissions: ["READ"] })
-    await expectJson(await svc.get(`${A}/schema/${SCHEMA}/permission`, { method: "POST", body: share, headers: { "content-type": "application/json" }, appId: OTHER_APP }), 404)
-    await expectJson(await svc.get(`${A}/schema/${SCHEMA}/permission`, { method: "POST", body: share, headers: { "content-type": "application/json" } }), 200)
+    await expectJson(
+      await svc.get(`${A}/schema/${SCHEMA}/permission`, {
+        method: "POST",
+        body: share,
+        headers: { "content-type": "application/json" },
+        appId: OTHER_APP
+      }),
+      404
+    )
+    await expectJson(
+      await svc.get(`${A}/schema/${SCHEMA}/permission`, {
+        method: "POST",
+        body: share,
+        headers: { "content-type": "application/json" }
+      }),
+      200
+    )
     await expectJson(await svc.get(`${A}/schema/${SCHEMA}`, { appId: OTHER_APP }), 200)
-    expect(new Uint8Array(await (await svc.get(`${A}/artifact/${ARTIFACT}/${FILE}`, { appId: OTHER_APP })).arrayBuffer())).toEqual(bundle)
+    expect(
+      new Uint8Array(await (await svc.get(`${A}/artifact/${ARTIFACT}/${FILE}`, { appId: OTHER_APP })).arrayBuffer())
+    ).toEqual(bundle)
     // Read is not write.
     await expectJson(await put(`/artifact/${ARTIFACT}/other.zip`, bundle, OTHER_APP), 403)
   })
@@ -94,14 +160,19 @@ describe("artifact API", () => {
 
   it("lists schemas in pages that the client follows", async () => {
     const layer = await clientLayerFor(svc)
-    await runWith(layer, Effect.gen(function*() {
-      const artifacts = yield* ArtifactApi
-      for (const v of ["1.1.0", "1.2.0", "2.0.0"]) {
-        const artifact = `hrn:local:artifact:::${GROUP}:${ARTIFACT_ID}:${v}`
-        yield* artifacts.putArtifactFile(artifact, `road_v1_ds-${v}.zip`, bundle)
-        yield* artifacts.createSchema(`hrn:local:schema:::${GROUP}:road_v1:${v}`, { variants: [{ id: "ds", url: `artifact/${artifact}/road_v1_ds-${v}.zip` }] })
-      }
-    }))
+    await runWith(
+      layer,
+      Effect.gen(function*() {
+        const artifacts = yield* ArtifactApi
+        for (const v of ["1.1.0", "1.2.0", "2.0.0"]) {
+          const artifact = `hrn:local:artifact:::${GROUP}:${ARTIFACT_ID}:${v}`
+          yield* artifacts.putArtifactFile(artifact, `road_v1_ds-${v}.zip`, bundle)
+          yield* artifacts.createSchema(`hrn:local:schema:::${GROUP}:road_v1:${v}`, {
+            variants: [{ id: "ds", url: `artifact/${artifact}/road_v1_ds-${v}.zip` }]
+          })
+        }
+      })
+    )
     const first = await expectJson(await svc.get(`${A}/schema?limit=2`), 200)
     expect(first.items).toHaveLength(2)
     expect(first.page).toEqual({ from: "0", limit: 2, order: "ASC", sort: "hrn" })
@@ -113,7 +184,10 @@ describe("artifact API", () => {
     expect(listed.map((s) => s.version)).toEqual(["1.0.0", "1.1.0", "1.2.0", "2.0.0"])
     const bytes = await runWith(layer, Effect.flatMap(ArtifactApi, (a) => a.getSchemaBundle(SCHEMA)))
     expect(bytes).toEqual(bundle)
-    const missing = await runWith(layer, Effect.flip(Effect.flatMap(ArtifactApi, (a) => a.getSchemaBundle(`hrn:local:schema:::${GROUP}:nope:1.0.0`))))
+    const missing = await runWith(
+      layer,
+      Effect.flip(Effect.flatMap(ArtifactApi, (a) => a.getSchemaBundle(`hrn:local:schema:::${GROUP}:nope:1.0.0`)))
+    )
     expect(missing._tag).toBe("SchemaNotFound")
   })
 
@@ -131,6 +205,8 @@ describe("artifact API", () => {
     expect(ds).toBeDefined()
     const bytes = await client.getSchema(new SchemaRequest().withVariant(ds!))
     expect(new Uint8Array(bytes)).toEqual(bundle)
-    await expect(client.getSchema(new SchemaRequest().withVariant({ id: "ds", url: `artifact/${ARTIFACT}/missing.zip` }))).rejects.toThrow(/HTTP 404/)
+    await expect(
+      client.getSchema(new SchemaRequest().withVariant({ id: "ds", url: `artifact/${ARTIFACT}/missing.zip` }))
+    ).rejects.toThrow(/HTTP 404/)
   })
 })

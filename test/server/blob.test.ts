@@ -5,7 +5,17 @@
 import { gunzipSync, gzipSync } from "node:zlib"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startService, type TestService } from "../support/service.ts"
-import { blob, DEMO, type Entry, expectDataError, expectJson, expectStatus, listing, rawRequest, sha1 } from "./helpers.ts"
+import {
+  blob,
+  DEMO,
+  type Entry,
+  expectDataError,
+  expectJson,
+  expectStatus,
+  listing,
+  rawRequest,
+  sha1
+} from "./helpers.ts"
 
 /** HERE tile id -> bounding box, computed here from the Morton code (facts §12), not by the service's code. */
 const tileBox = (id: number) => {
@@ -18,7 +28,13 @@ const tileBox = (id: number) => {
     row |= Number((BigInt(id) >> BigInt(2 * i + 1)) & 1n) << i
   }
   const size = 360 / 2 ** level
-  return { level, west: -180 + column * size, south: -90 + row * size, east: -180 + (column + 1) * size, north: -90 + (row + 1) * size }
+  return {
+    level,
+    west: -180 + column * size,
+    south: -90 + row * size,
+    east: -180 + (column + 1) * size,
+    north: -90 + (row + 1) * size
+  }
 }
 
 describe("blob API", () => {
@@ -57,7 +73,10 @@ describe("blob API", () => {
       expect(tiles.length).toBeGreaterThan(100)
       for (const e of tiles) {
         // node:http does not decompress: these are the stored bytes.
-        const raw = await rawRequest(`${svc.url}${blob("tiles", e.dataHandle)}`, { authorization: `Bearer ${token}`, "accept-encoding": "gzip" })
+        const raw = await rawRequest(`${svc.url}${blob("tiles", e.dataHandle)}`, {
+          authorization: `Bearer ${token}`,
+          "accept-encoding": "gzip"
+        })
         expect(raw.error).toBeUndefined()
         expect(raw.status).toBe(200)
         expect(raw.headers["content-encoding"]).toBe("gzip")
@@ -70,7 +89,11 @@ describe("blob API", () => {
         expect(sha1(plain), e.partition).toBe(e.checksum)
 
         // The content is GeoJSON of this very tile: its points lie in the tile's bounding box.
-        const doc = JSON.parse(plain.toString("utf8")) as { type: string; tile: number; features: Array<{ geometry: { coordinates: [number, number] } }> }
+        const doc = JSON.parse(plain.toString("utf8")) as {
+          type: string
+          tile: number
+          features: Array<{ geometry: { coordinates: [number, number] } }>
+        }
         expect(doc.type).toBe("FeatureCollection")
         expect(String(doc.tile)).toBe(e.partition)
         const box = tileBox(Number(e.partition))
@@ -112,13 +135,15 @@ describe("blob API", () => {
       const e = places[3]!
       const full = await bytesOf(await svc.get(blob("places", e.dataHandle)))
       const size = full.byteLength
-      for (const [range, start, end] of [
-        ["bytes=10-99", 10, 99],
-        ["bytes=100-", 100, size - 1],
-        ["bytes=-50", size - 50, size - 1],
-        [`bytes=0-${size + 500}`, 0, size - 1],
-        [`bytes=${size - 1}-${size - 1}`, size - 1, size - 1]
-      ] as const) {
+      for (
+        const [range, start, end] of [
+          ["bytes=10-99", 10, 99],
+          ["bytes=100-", 100, size - 1],
+          ["bytes=-50", size - 50, size - 1],
+          [`bytes=0-${size + 500}`, 0, size - 1],
+          [`bytes=${size - 1}-${size - 1}`, size - 1, size - 1]
+        ] as const
+      ) {
         const res = await svc.get(blob("places", e.dataHandle), { headers: { range } })
         const part = await bytesOf(res)
         expect(res.status, range).toBe(206)
@@ -143,7 +168,16 @@ describe("blob API", () => {
 
     it("answers unsatisfiable or malformed ranges with 416 and Content-Range bytes */size", async () => {
       const e = places[4]!
-      for (const range of [`bytes=${e.dataSize}-`, `bytes=${e.dataSize! + 10}-${e.dataSize! + 20}`, "bytes=abc", "bytes=9-3", "bytes=-", "items=0-3"]) {
+      for (
+        const range of [
+          `bytes=${e.dataSize}-`,
+          `bytes=${e.dataSize! + 10}-${e.dataSize! + 20}`,
+          "bytes=abc",
+          "bytes=9-3",
+          "bytes=-",
+          "items=0-3"
+        ]
+      ) {
         const res = await svc.get(blob("places", e.dataHandle), { headers: { range } })
         const body = await expectJson<{ status: number }>(res, 416)
         expect(body.status, range).toBe(416)
@@ -167,7 +201,11 @@ describe("blob API", () => {
       const body = new TextEncoder().encode(`{"long":true}`)
       await expectStatus(await put("places", long, body, { "content-type": "application/json" }), 200)
       expect(sha1(await bytesOf(await svc.get(blob("places", long))))).toBe(sha1(body))
-      await expectDataError(await put("places", `${long}x`, body, { "content-type": "application/json" }), 400, "dataHandle")
+      await expectDataError(
+        await put("places", `${long}x`, body, { "content-type": "application/json" }),
+        400,
+        "dataHandle"
+      )
     })
 
     it("answers HEAD with the status and length of GET and no body", async () => {
@@ -209,17 +247,37 @@ describe("blob API", () => {
       expect(sha1(back)).toBe(sha1(body))
       expect((await svc.get(blob("places", "uploaded-1"), { method: "HEAD" })).status).toBe(200)
 
-      const again = await put("places", "uploaded-1", new TextEncoder().encode(`{"other":true}`), { "content-type": "application/json" })
+      const again = await put("places", "uploaded-1", new TextEncoder().encode(`{"other":true}`), {
+        "content-type": "application/json"
+      })
       await expectDataError(again, 409, "dataHandle")
       // Blobs are immutable: the first bytes stay.
       expect(sha1(await bytesOf(await svc.get(blob("places", "uploaded-1"))))).toBe(sha1(body))
     })
 
     it("refuses a Content-Type other than the layer's, and a Content-Encoding the layer does not use, with 400", async () => {
-      await expectDataError(await put("places", "uploaded-2", `{"a":1}`, { "content-type": "text/plain" }), 400, "Content-Type")
+      await expectDataError(
+        await put("places", "uploaded-2", `{"a":1}`, { "content-type": "text/plain" }),
+        400,
+        "Content-Type"
+      )
       await expectDataError(await put("places", "uploaded-2", new Uint8Array([123, 125]), {}), 400, "Content-Type")
-      await expectDataError(await put("places", "uploaded-2", `{"a":1}`, { "content-type": "application/json", "content-encoding": "gzip" }), 400, "Content-Encoding")
-      await expectDataError(await put("tiles", "uploaded-2", gzipSync(`{"a":1}`), { "content-type": "application/json", "content-encoding": "gzip" }), 400, "Content-Type")
+      await expectDataError(
+        await put("places", "uploaded-2", `{"a":1}`, {
+          "content-type": "application/json",
+          "content-encoding": "gzip"
+        }),
+        400,
+        "Content-Encoding"
+      )
+      await expectDataError(
+        await put("tiles", "uploaded-2", gzipSync(`{"a":1}`), {
+          "content-type": "application/json",
+          "content-encoding": "gzip"
+        }),
+        400,
+        "Content-Type"
+      )
       expect((await svc.get(blob("places", "uploaded-2"), { method: "HEAD" })).status).toBe(404)
       expect((await svc.get(blob("tiles", "uploaded-2"), { method: "HEAD" })).status).toBe(404)
     })
@@ -227,20 +285,37 @@ describe("blob API", () => {
     it("checks X-HERE-Digest against the body", async () => {
       const body = new TextEncoder().encode(`{"digest":"checked"}`)
       await expectDataError(
-        await put("places", "uploaded-3", body, { "content-type": "application/json", "x-here-digest": `SHA1:${sha1("something else")}` }),
+        await put("places", "uploaded-3", body, {
+          "content-type": "application/json",
+          "x-here-digest": `SHA1:${sha1("something else")}`
+        }),
         400,
         "X-HERE-Digest"
       )
       expect((await svc.get(blob("places", "uploaded-3"), { method: "HEAD" })).status).toBe(404)
-      await expectStatus(await put("places", "uploaded-3", body, { "content-type": "application/json", "x-here-digest": `SHA1:${sha1(body)}` }), 200)
+      await expectStatus(
+        await put("places", "uploaded-3", body, {
+          "content-type": "application/json",
+          "x-here-digest": `SHA1:${sha1(body)}`
+        }),
+        200
+      )
       expect(sha1(await bytesOf(await svc.get(blob("places", "uploaded-3"))))).toBe(sha1(body))
     })
 
     it("stores a gzip upload to the gzip layer as sent and serves it with Content-Encoding: gzip", async () => {
       const plain = new TextEncoder().encode(JSON.stringify({ type: "FeatureCollection", features: [] }))
       const compressed = gzipSync(plain)
-      await expectStatus(await put("tiles", "uploaded-tile-1", compressed, { "content-type": "application/geo+json", "content-encoding": "gzip" }), 200)
-      const raw = await rawRequest(`${svc.url}${blob("tiles", "uploaded-tile-1")}`, { authorization: `Bearer ${token}` })
+      await expectStatus(
+        await put("tiles", "uploaded-tile-1", compressed, {
+          "content-type": "application/geo+json",
+          "content-encoding": "gzip"
+        }),
+        200
+      )
+      const raw = await rawRequest(`${svc.url}${blob("tiles", "uploaded-tile-1")}`, {
+        authorization: `Bearer ${token}`
+      })
       expect(raw.headers["content-encoding"]).toBe("gzip")
       expect(Buffer.compare(raw.body, compressed)).toBe(0)
       expect(sha1(await bytesOf(await svc.get(blob("tiles", "uploaded-tile-1"))))).toBe(sha1(plain))
@@ -287,7 +362,10 @@ describe("blob API", () => {
     })
 
     it("answers an empty volatile blob with 204 on GET and HEAD", async () => {
-      await expectStatus(await put("traffic", "empty-live", new Uint8Array(0), { "content-type": "application/json" }), 200)
+      await expectStatus(
+        await put("traffic", "empty-live", new Uint8Array(0), { "content-type": "application/json" }),
+        200
+      )
       const res = await svc.get(blob("traffic", "empty-live"))
       expect(res.status).toBe(204)
       expect((await bytesOf(res)).byteLength).toBe(0)

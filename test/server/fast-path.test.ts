@@ -9,16 +9,39 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type FaultOptions, noFaults } from "../../src/server/Faults.ts"
 import { recognize } from "../../src/server/FastPath.ts"
+import { type FaultOptions, noFaults } from "../../src/server/Faults.ts"
 import { partitionEncoder } from "../../src/server/Listing.ts"
+import {
+  catalogBody,
+  createCatalog,
+  del,
+  grant,
+  layer,
+  OTHER,
+  pollStatus,
+  publishInline,
+  type StatusLinkBody
+} from "../admin/helpers.ts"
 import { startService, type TestService } from "../support/service.ts"
-import { catalogBody, createCatalog, grant, layer, OTHER, pollStatus, publishInline, type StatusLinkBody, del } from "../admin/helpers.ts"
-import { bearer, DEMO, type Entry, expectJson, expectStatus, listing, rawRequest, RESTRICTED, sleep } from "./helpers.ts"
+import {
+  bearer,
+  DEMO,
+  type Entry,
+  expectJson,
+  expectStatus,
+  listing,
+  rawRequest,
+  RESTRICTED,
+  sleep
+} from "./helpers.ts"
 
 /** The same URL with the catalog segment's first character percent-encoded: only the router serves it. */
 const viaRouter = (url: string) =>
-  url.replace(/\/catalogs\/([^/]+)/, (_, catalog: string) => `/catalogs/%${catalog.charCodeAt(0).toString(16)}${catalog.slice(1)}`)
+  url.replace(
+    /\/catalogs\/([^/]+)/,
+    (_, catalog: string) => `/catalogs/%${catalog.charCodeAt(0).toString(16)}${catalog.slice(1)}`
+  )
 
 interface Answer {
   readonly status: number | "reset"
@@ -39,36 +62,48 @@ const observe = async (url: string, headers: Record<string, string>, method = "G
   }
 }
 
-const blobPath = (catalog: string, layerId: string, handle: string, api = "blobstore") => `/${api}/v1/catalogs/${catalog}/layers/${layerId}/data/${handle}`
-const listPath = (catalog: string, layerId: string, rest: string) => `/metadata/v1/catalogs/${catalog}/layers/${layerId}/${rest}`
+const blobPath = (catalog: string, layerId: string, handle: string, api = "blobstore") =>
+  `/${api}/v1/catalogs/${catalog}/layers/${layerId}/data/${handle}`
+const listPath = (catalog: string, layerId: string, rest: string) =>
+  `/metadata/v1/catalogs/${catalog}/layers/${layerId}/${rest}`
 
 describe("recognize", () => {
   const none = {}
   it("takes blob GET and HEAD (both APIs, region prefixes) and listing GETs with plain paths", () => {
-    expect(recognize("GET", `${blobPath(DEMO, "places", "h-1")}?range=bytes=0-1`, none)).toEqual({ kind: "blob", prefix: undefined, catalog: DEMO, layer: "places", handle: "h-1" })
+    expect(recognize("GET", `${blobPath(DEMO, "places", "h-1")}?range=bytes=0-1`, none)).toEqual({
+      kind: "blob",
+      prefix: undefined,
+      catalog: DEMO,
+      layer: "places",
+      handle: "h-1"
+    })
     expect(recognize("HEAD", blobPath("demo", "places", "h-1", "blob"), none)?.kind).toBe("blob")
-    expect(recognize("GET", `/regions/us-oregon${blobPath(DEMO, "places", "h-1")}`, none)?.prefix).toBe("/regions/us-oregon")
+    expect(recognize("GET", `/regions/us-oregon${blobPath(DEMO, "places", "h-1")}`, none)?.prefix).toBe(
+      "/regions/us-oregon"
+    )
     expect(recognize("GET", listPath(DEMO, "places", "partitions?version=1"), none)?.kind).toBe("partitions")
     expect(recognize("GET", `/regions/eu-ireland${listPath(DEMO, "traffic", "changes")}`, none)?.kind).toBe("changes")
     expect(recognize("GET", blobPath(DEMO, "places", "h-1"), { "content-length": "0" })?.kind).toBe("blob")
   })
 
   it("leaves everything else to the router", () => {
-    for (const [method, url, headers] of [
-      ["PUT", blobPath(DEMO, "places", "h-1"), none],
-      ["DELETE", blobPath(DEMO, "places", "h-1"), none],
-      ["HEAD", listPath(DEMO, "places", "partitions"), none],
-      ["GET", listPath(DEMO, "places", "partitions/parts"), none],
-      ["GET", viaRouter(blobPath(DEMO, "places", "h-1")), none],
-      ["GET", blobPath(DEMO, "places", "h%2D1"), none],
-      ["GET", blobPath(DEMO, "places", "h-1;v=1"), none],
-      ["GET", `${blobPath(DEMO, "places", "h-1")}/`, none],
-      ["GET", blobPath(DEMO, "", "h-1"), none],
-      ["GET", `/regions/ap-seoul${blobPath(DEMO, "places", "h-1")}`, none],
-      ["GET", blobPath(DEMO, "places", "x".repeat(2049)), none],
-      ["GET", blobPath(DEMO, "places", "h-1"), { "content-length": "2" }],
-      ["GET", blobPath(DEMO, "places", "h-1"), { "transfer-encoding": "chunked" }]
-    ] as const) {
+    for (
+      const [method, url, headers] of [
+        ["PUT", blobPath(DEMO, "places", "h-1"), none],
+        ["DELETE", blobPath(DEMO, "places", "h-1"), none],
+        ["HEAD", listPath(DEMO, "places", "partitions"), none],
+        ["GET", listPath(DEMO, "places", "partitions/parts"), none],
+        ["GET", viaRouter(blobPath(DEMO, "places", "h-1")), none],
+        ["GET", blobPath(DEMO, "places", "h%2D1"), none],
+        ["GET", blobPath(DEMO, "places", "h-1;v=1"), none],
+        ["GET", `${blobPath(DEMO, "places", "h-1")}/`, none],
+        ["GET", blobPath(DEMO, "", "h-1"), none],
+        ["GET", `/regions/ap-seoul${blobPath(DEMO, "places", "h-1")}`, none],
+        ["GET", blobPath(DEMO, "places", "x".repeat(2049)), none],
+        ["GET", blobPath(DEMO, "places", "h-1"), { "content-length": "2" }],
+        ["GET", blobPath(DEMO, "places", "h-1"), { "transfer-encoding": "chunked" }]
+      ] as const
+    ) {
       expect(recognize(method, url, headers), `${method} ${url.slice(0, 120)}`).toBeUndefined()
     }
   })
@@ -76,11 +111,34 @@ describe("recognize", () => {
 
 describe("listing rows", () => {
   it("are the bytes JSON.stringify writes for the row's object, whatever the strings hold", () => {
-    const strings = ["plain-1", "", "quote\"d", "back\\slash", "tab\tnew\nline\r\b\f", "\u0000\u001f\u007f", "é ü 中文", "emoji 😀", "lone \ud800 high", "lone \udfff low", "\u2028\u2029", "</script>"]
-    for (const [fields, fixedVersion] of [[["dataSize", "checksum", "crc", "compressedDataSize"], null], [["crc", "dataSize"], -1], [[], null]] as const) {
+    const strings = [
+      "plain-1",
+      "",
+      "quote\"d",
+      "back\\slash",
+      "tab\tnew\nline\r\b\f",
+      "\u0000\u001f\u007f",
+      "é ü 中文",
+      "emoji 😀",
+      "lone \ud800 high",
+      "lone \udfff low",
+      "\u2028\u2029",
+      "</script>"
+    ]
+    for (
+      const [fields, fixedVersion] of [[["dataSize", "checksum", "crc", "compressedDataSize"], null], [[
+        "crc",
+        "dataSize"
+      ], -1], [[], null]] as const
+    ) {
       for (const s of strings) {
         const row = [s, 7, `h-${s}`, s, 1024, null, s === "" ? null : s] as const
-        const object: Record<string, unknown> = { version: fixedVersion ?? 7, partition: s, layer: `layer ${s}`, dataHandle: `h-${s}` }
+        const object: Record<string, unknown> = {
+          version: fixedVersion ?? 7,
+          partition: s,
+          layer: `layer ${s}`,
+          dataHandle: `h-${s}`
+        }
         const values: Record<string, unknown> = { dataSize: 1024, checksum: s, crc: row[6], compressedDataSize: null }
         for (const field of fields) if (values[field] !== null) object[field] = values[field]
         expect(partitionEncoder(`layer ${s}`, fields, fixedVersion)(row)).toBe(JSON.stringify(object))
@@ -110,10 +168,19 @@ describe("lean path and router answer alike", () => {
   beforeAll(async () => {
     svc = await startService({ seed: { partitions: 60, versions: 4 } })
     auth = bearer(await svc.token())
-    latest = (await expectJson<{ version: number }>(await svc.get(`/metadata/v1/catalogs/${DEMO}/versions/latest`), 200)).version
+    latest =
+      (await expectJson<{ version: number }>(await svc.get(`/metadata/v1/catalogs/${DEMO}/versions/latest`), 200))
+        .version
     places = (await listing(svc, "places", `version=${latest}&additionalFields=dataSize,checksum`)).partitions
     tiles = (await listing(svc, "tiles", `version=${latest}`)).partitions
-    await expectStatus(await svc.get(blobPath(DEMO, "places", "empty-blob"), { method: "PUT", headers: { "content-type": "application/json" }, body: new Uint8Array(0) }), 200)
+    await expectStatus(
+      await svc.get(blobPath(DEMO, "places", "empty-blob"), {
+        method: "PUT",
+        headers: { "content-type": "application/json" },
+        body: new Uint8Array(0)
+      }),
+      200
+    )
   })
   afterAll(() => svc?.close())
 
@@ -122,17 +189,30 @@ describe("lean path and router answer alike", () => {
     const url = blobPath(DEMO, "places", handle)
     const full = await same(url, auth, "GET", 200)
     expect(full.body.length).toBe(places[3]!.dataSize)
-    expect(full.headers).toMatchObject({ "content-type": "application/json", "accept-ranges": "bytes", "content-length": String(places[3]!.dataSize) })
-    for (const range of ["bytes=10-99", "bytes=-50", "bytes=100-", "bytes=0-999999"]) await same(url, { ...auth, range }, "GET", 206)
+    expect(full.headers).toMatchObject({
+      "content-type": "application/json",
+      "accept-ranges": "bytes",
+      "content-length": String(places[3]!.dataSize)
+    })
+    for (const range of ["bytes=10-99", "bytes=-50", "bytes=100-", "bytes=0-999999"]) {
+      await same(url, { ...auth, range }, "GET", 206)
+    }
     await same(`${url}?range=${encodeURIComponent("bytes=20-29")}`, auth, "GET", 206)
-    for (const range of ["bytes=999999-", "bytes=abc", "bytes=9-3", "bytes=-", "items=0-3"]) await same(url, { ...auth, range }, "GET", 416)
+    for (const range of ["bytes=999999-", "bytes=abc", "bytes=9-3", "bytes=-", "items=0-3"]) {
+      await same(url, { ...auth, range }, "GET", 416)
+    }
     await same(url, { ...auth, "if-none-match": String(full.headers.etag) }, "GET", 304)
     await same(url, { ...auth, "if-none-match": `"other"` }, "GET", 200)
     await same(url, auth, "HEAD", 200)
     await same(url, { ...auth, range: "bytes=0-9" }, "HEAD", 206)
     await same(blobPath(DEMO, "places", "empty-blob"), auth, "GET", 204)
     await same(blobPath(DEMO, "places", "empty-blob"), auth, "HEAD", 204)
-    const gzip = await same(blobPath(DEMO, "tiles", tiles[0]!.dataHandle), { ...auth, "accept-encoding": "gzip" }, "GET", 200)
+    const gzip = await same(
+      blobPath(DEMO, "tiles", tiles[0]!.dataHandle),
+      { ...auth, "accept-encoding": "gzip" },
+      "GET",
+      200
+    )
     expect(gzip.headers["content-encoding"]).toBe("gzip")
     await same(blobPath(DEMO, "places", handle, "blob"), auth, "GET", 200)
     await same(blobPath("demo", "places", handle), auth, "GET", 200)
@@ -163,19 +243,44 @@ describe("lean path and router answer alike", () => {
     expect(JSON.parse(full.body).partitions).toHaveLength(places.length)
     expect(full.headers["content-type"]).toBe("application/json")
     await same(listPath(DEMO, "places", "partitions?version=0"), auth, "GET", 200)
-    await same(listPath(DEMO, "tiles", `partitions?version=${latest}&additionalFields=compressedDataSize`), auth, "GET", 200)
+    await same(
+      listPath(DEMO, "tiles", `partitions?version=${latest}&additionalFields=compressedDataSize`),
+      auth,
+      "GET",
+      200
+    )
     await same(`/regions/eu-ireland${listPath(DEMO, "places", `partitions?version=${latest}`)}`, auth, "GET", 200)
-    const parts = await expectJson<{ parts: ReadonlyArray<string> }>(await svc.get(listPath(DEMO, "places", "partitions/parts?numRequestedParts=3")), 200)
+    const parts = await expectJson<{ parts: ReadonlyArray<string> }>(
+      await svc.get(listPath(DEMO, "places", "partitions/parts?numRequestedParts=3")),
+      200
+    )
     expect(parts.parts.length).toBeGreaterThan(1)
-    for (const part of parts.parts) await same(listPath(DEMO, "places", `partitions?version=${latest}&part=${part}&${fields}`), auth, "GET", 200)
+    for (const part of parts.parts) {
+      await same(listPath(DEMO, "places", `partitions?version=${latest}&part=${part}&${fields}`), auth, "GET", 200)
+    }
     const resumeAt = Math.floor(full.body.length / 3)
-    await same(listPath(DEMO, "places", `partitions?version=${latest}&${fields}`), { ...auth, range: `bytes=${resumeAt}-` }, "GET", 206)
+    await same(
+      listPath(DEMO, "places", `partitions?version=${latest}&${fields}`),
+      { ...auth, range: `bytes=${resumeAt}-` },
+      "GET",
+      206
+    )
     await same(listPath(DEMO, "places", `partitions?version=${latest}&range=bytes%3D${resumeAt}-`), auth, "GET", 206)
-    await same(listPath(DEMO, "places", `partitions?version=${latest}&${fields}`), { ...auth, range: `bytes=${full.body.length}-` }, "GET", 416)
+    await same(
+      listPath(DEMO, "places", `partitions?version=${latest}&${fields}`),
+      { ...auth, range: `bytes=${full.body.length}-` },
+      "GET",
+      416
+    )
     await same(listPath(DEMO, "places", `partitions?version=${latest}`), { ...auth, range: "bytes=0-10" }, "GET", 416)
     await same(listPath(DEMO, "traffic", "partitions?additionalFields=checksum"), auth, "GET", 200)
     await same(listPath(DEMO, "traffic", "changes?sinceTime=0"), auth, "GET", 200)
-    await same(listPath(DEMO, "places", `changes?startVersion=0&endVersion=${latest}&additionalFields=dataSize`), auth, "GET", 200)
+    await same(
+      listPath(DEMO, "places", `changes?startVersion=0&endVersion=${latest}&additionalFields=dataSize`),
+      auth,
+      "GET",
+      200
+    )
     await same(listPath(DEMO, "places", "changes?startVersion=1"), auth, "GET", 200)
     await same(listPath(DEMO, "places", "changes"), auth, "GET", 400)
     await same(listPath(DEMO, "places", "partitions"), auth, "GET", 400)
@@ -191,7 +296,14 @@ describe("lean path and router answer alike", () => {
 })
 
 describe("faults on the lean path", () => {
-  const mixed: Partial<FaultOptions> = { throttle: 0.15, unavailable: 0.1, reset: 0.15, truncate: 0.2, latencyMs: [1, 3], retryAfterSeconds: 3 }
+  const mixed: Partial<FaultOptions> = {
+    throttle: 0.15,
+    unavailable: 0.1,
+    reset: 0.15,
+    truncate: 0.2,
+    latencyMs: [1, 3],
+    retryAfterSeconds: 3
+  }
   let lean: TestService
   let routed: TestService
   beforeAll(async () => {
@@ -210,14 +322,15 @@ describe("faults on the lean path", () => {
     let handles: ReadonlyArray<string> = []
     while (handles.length === 0) {
       const res = await observe(`${lean.url}${listPath(DEMO, "places", "partitions?version=0")}`, auths[0])
-      if (res.status === 200 && res.complete) handles = (JSON.parse(res.body).partitions as ReadonlyArray<Entry>).map((e) => e.dataHandle)
+      if (res.status === 200 && res.complete) {
+        handles = (JSON.parse(res.body).partitions as ReadonlyArray<Entry>).map((e) => e.dataHandle)
+      }
       await observe(`${routed.url}${listPath(DEMO, "places", "partitions?version=0")}`, auths[1])
     }
     const requests = Array.from({ length: 60 }, (_, i) =>
       i % 4 === 3
         ? { method: "GET", url: listPath(DEMO, "places", "partitions?version=0&additionalFields=checksum") }
-        : { method: i % 4 === 2 ? "HEAD" : "GET", url: blobPath(DEMO, "places", handles[i % handles.length]!) }
-    )
+        : { method: i % 4 === 2 ? "HEAD" : "GET", url: blobPath(DEMO, "places", handles[i % handles.length]!) })
     const outcomes = { lean: [] as Array<Answer>, routed: [] as Array<Answer> }
     for (const { method, url } of requests) {
       expect(recognize(method, url, auths[0])).toBeDefined()
@@ -285,10 +398,20 @@ describe("what the lean path caches follows every change", () => {
     expect(await status(at(1), auth)).toBe(400)
     await publishInline(svc, hrn, "data", { a: "second" })
     expect(await status(at(1), auth)).toBe(200)
-    const handle = (JSON.parse((await rawRequest(`${svc.url}${at(1)}`, auth)).body.toString()).partitions as ReadonlyArray<Entry>)[0]!.dataHandle
+    const handle =
+      (JSON.parse((await rawRequest(`${svc.url}${at(1)}`, auth)).body.toString()).partitions as ReadonlyArray<Entry>)[
+        0
+      ]!.dataHandle
     expect(await status(blobPath(hrn, "data", handle), auth)).toBe(200)
 
-    await expectStatus(await svc.get(`/metadata/v1/catalogs/${hrn}/versions/minimum`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ version: 1 }) }), 204)
+    await expectStatus(
+      await svc.get(`/metadata/v1/catalogs/${hrn}/versions/minimum`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ version: 1 })
+      }),
+      204
+    )
     expect(await status(at(0), auth)).toBe(400)
     expect(await status(at(1), auth)).toBe(200)
 

@@ -60,20 +60,26 @@ describe("fault injection", () => {
     })
 
     it("answers every data endpoint with 429 and Retry-After: 7", async () => {
-      for (const path of [
-        "/config/v1/catalogs",
-        `/config/v1/catalogs/${DEMO}`,
-        metadata("/versions/latest?startVersion=-1"),
-        metadata("/layers/places/partitions?version=0"),
-        query("/layers/places/partitions?partition=place-0000001"),
-        blob("places", "any-handle")
-      ]) {
+      for (
+        const path of [
+          "/config/v1/catalogs",
+          `/config/v1/catalogs/${DEMO}`,
+          metadata("/versions/latest?startVersion=-1"),
+          metadata("/layers/places/partitions?version=0"),
+          query("/layers/places/partitions?partition=place-0000001"),
+          blob("places", "any-handle")
+        ]
+      ) {
         const res = await svc.get(path)
         const body = await expectJson<Record<string, unknown>>(res, 429)
         expect(res.headers.get("retry-after"), path).toBe("7")
         expect(body).toEqual({ title: "Too Many Requests", status: 429 })
       }
-      const put = await svc.get(blob("traffic", "x-1"), { method: "PUT", headers: { "content-type": "application/json" }, body: "{}" })
+      const put = await svc.get(blob("traffic", "x-1"), {
+        method: "PUT",
+        headers: { "content-type": "application/json" },
+        body: "{}"
+      })
       expect(put.status).toBe(429)
       await put.arrayBuffer()
     })
@@ -81,7 +87,13 @@ describe("fault injection", () => {
     it("spares the token endpoint and lookup", async () => {
       const token = await svc.token()
       expect(token).toMatch(/\S/)
-      for (const path of ["/lookup/v1/platform/apis", `/lookup/v1/resources/${DEMO}/apis`, `/lookup/v1/resources/${DEMO}/apis/metadata/v1`]) {
+      for (
+        const path of [
+          "/lookup/v1/platform/apis",
+          `/lookup/v1/resources/${DEMO}/apis`,
+          `/lookup/v1/resources/${DEMO}/apis/metadata/v1`
+        ]
+      ) {
         const res = await fetch(`${svc.url}${path}`, { headers: bearer(token) })
         expect(res.status, path).toBe(200)
         expect(res.headers.get("retry-after")).toBeNull()
@@ -100,7 +112,9 @@ describe("fault injection", () => {
     it("drops the connection without a response on data endpoints", async () => {
       const token = await svc.token()
       for (const path of ["/config/v1/catalogs", metadata("/layers/places/partitions?version=0")]) {
-        await expect(rawRequest(`${svc.url}${path}`, bearer(token))).rejects.toMatchObject({ code: expect.stringMatching(/ECONNRESET/) })
+        await expect(rawRequest(`${svc.url}${path}`, bearer(token))).rejects.toMatchObject({
+          code: expect.stringMatching(/ECONNRESET/)
+        })
         await expect(fetch(`${svc.url}${path}`, { headers: bearer(token) })).rejects.toThrow(TypeError)
       }
     })
@@ -168,7 +182,11 @@ describe("fault injection", () => {
     let b: TestService
     let c: TestService
     beforeAll(async () => {
-      ;[a, b, c] = await Promise.all([start({ ...mixed, seed: 77 }), start({ ...mixed, seed: 77 }), start({ ...mixed, seed: 78 })])
+      ;[a, b, c] = await Promise.all([
+        start({ ...mixed, seed: 77 }),
+        start({ ...mixed, seed: 77 }),
+        start({ ...mixed, seed: 78 })
+      ])
       services.push(a, b, c)
     })
 

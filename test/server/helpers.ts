@@ -30,7 +30,8 @@ export interface Listing {
 
 export const metadata = (path: string, catalog = DEMO) => `/metadata/v1/catalogs/${catalog}${path}`
 export const query = (path: string, catalog = DEMO) => `/query/v1/catalogs/${catalog}${path}`
-export const blob = (layer: string, handle: string, catalog = DEMO) => `/blobstore/v1/catalogs/${catalog}/layers/${layer}/data/${handle}`
+export const blob = (layer: string, handle: string, catalog = DEMO) =>
+  `/blobstore/v1/catalogs/${catalog}/layers/${layer}/data/${handle}`
 export const publish = (path: string, catalog = DEMO) => `/publish/v2/catalogs/${catalog}${path}`
 
 /** Asserts the status (showing the body when it differs) and returns the parsed JSON body. */
@@ -48,7 +49,10 @@ export const expectStatus = async (res: Response, status: number): Promise<strin
 
 /** The metadata/query/lookup error body `{title, status, detail: [{name, error}]}`. */
 export const expectDataError = async (res: Response, status: number, name?: string, error?: string | RegExp) => {
-  const body = await expectJson<{ title: string; status: number; detail?: Array<{ name: string; error: string }> }>(res, status)
+  const body = await expectJson<{ title: string; status: number; detail?: Array<{ name: string; error: string }> }>(
+    res,
+    status
+  )
   expect(res.headers.get("content-type")).toMatch(/^application\/json/)
   expect(typeof body.title).toBe("string")
   expect(body.title.length).toBeGreaterThan(0)
@@ -69,10 +73,17 @@ export const listing = async (
   params: string,
   init: RequestInit & { appId?: string } = {},
   catalog = DEMO
-) => expectJson<Listing>(await svc.get(metadata(`/layers/${layer}/partitions${params === "" ? "" : `?${params}`}`, catalog), init), 200)
+) =>
+  expectJson<Listing>(
+    await svc.get(metadata(`/layers/${layer}/partitions${params === "" ? "" : `?${params}`}`, catalog), init),
+    200
+  )
 
 export const latestVersion = async (svc: TestService, catalog = DEMO, appId?: string) =>
-  (await expectJson<{ version: number }>(await svc.get(metadata("/versions/latest?startVersion=-1", catalog), appId === undefined ? {} : { appId }), 200))
+  (await expectJson<{ version: number }>(
+    await svc.get(metadata("/versions/latest?startVersion=-1", catalog), appId === undefined ? {} : { appId }),
+    200
+  ))
     .version
 
 export const byId = (entries: ReadonlyArray<Entry>) => new Map(entries.map((e) => [e.partition, e]))
@@ -107,7 +118,10 @@ export const rawRequest = (url: string, headers: Record<string, string> = {}, me
       res.on("end", () => finish(res.complete ? undefined : new Error("response incomplete")))
       res.on("aborted", () => finish(new Error("aborted")))
       res.on("error", (e) => finish(e))
-      res.on("close", () => finish(res.complete ? undefined : new Error("connection closed before the response was complete")))
+      res.on(
+        "close",
+        () => finish(res.complete ? undefined : new Error("connection closed before the response was complete"))
+      )
     })
     req.on("error", reject)
     req.end()
@@ -125,7 +139,11 @@ export const publishPartitions = async (
   batch = 10_000
 ) => {
   const init = await expectJson<{ id: string }>(
-    await svc.get(publish("/publications"), { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ layerIds }) }),
+    await svc.get(publish("/publications"), {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ layerIds })
+    }),
     200
   )
   for (const [layer, partitions] of Object.entries(uploads)) {

@@ -5,7 +5,12 @@
 import "@here/olp-sdk-fetch"
 import { loadCredentialsFromFile, requestToken, UserAuth } from "@here/olp-sdk-authentication"
 import { HRN, OlpClientSettings } from "@here/olp-sdk-core"
-import { DataRequest, PartitionsRequest, VersionedLayerClient, VolatileLayerClient } from "@here/olp-sdk-dataservice-read"
+import {
+  DataRequest,
+  PartitionsRequest,
+  VersionedLayerClient,
+  VolatileLayerClient
+} from "@here/olp-sdk-dataservice-read"
 import { createHash } from "node:crypto"
 import { gunzipSync } from "node:zlib"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -39,11 +44,19 @@ describe("HERE Data SDK for TypeScript against the local service", () => {
   })
 
   it("lists the versioned layer's partitions and reads blobs whose sha1 matches the checksum", async () => {
-    const client = new VersionedLayerClient({ catalogHrn: HRN.fromString("hrn:local:data:::demo"), layerId: "places", settings })
+    const client = new VersionedLayerClient({
+      catalogHrn: HRN.fromString("hrn:local:data:::demo"),
+      layerId: "places",
+      settings
+    })
     const listing = await client.getPartitions(new PartitionsRequest().withAdditionalFields(["dataSize", "checksum"]))
     const partitions = listing.partitions
-    const expected = (await (await svc.get("/metadata/v1/catalogs/hrn:local:data:::demo/versions/latest")).json()) as { version: number }
-    const direct = await (await svc.get(`/metadata/v1/catalogs/hrn:local:data:::demo/layers/places/partitions?version=${expected.version}`)).json() as { partitions: Array<{ partition: string }> }
+    const expected = (await (await svc.get("/metadata/v1/catalogs/hrn:local:data:::demo/versions/latest")).json()) as {
+      version: number
+    }
+    const direct = await (await svc.get(
+      `/metadata/v1/catalogs/hrn:local:data:::demo/layers/places/partitions?version=${expected.version}`
+    )).json() as { partitions: Array<{ partition: string }> }
     expect(partitions.length).toBe(direct.partitions.length)
     expect(partitions.length).toBeGreaterThan(100)
     for (const p of partitions.slice(0, 5)) {
@@ -57,7 +70,11 @@ describe("HERE Data SDK for TypeScript against the local service", () => {
   })
 
   it("reads the gzip heretile layer (decompressed by the SDK's HTTP stack)", async () => {
-    const client = new VersionedLayerClient({ catalogHrn: HRN.fromString("hrn:local:data:::demo"), layerId: "tiles", settings })
+    const client = new VersionedLayerClient({
+      catalogHrn: HRN.fromString("hrn:local:data:::demo"),
+      layerId: "tiles",
+      settings
+    })
     const { partitions } = await client.getPartitions(new PartitionsRequest().withAdditionalFields(["checksum"]))
     const tile = partitions[0]!
     const response = await client.getData(new DataRequest().withPartitionId(tile.partition))
@@ -68,7 +85,11 @@ describe("HERE Data SDK for TypeScript against the local service", () => {
   })
 
   it("reads the volatile layer", async () => {
-    const client = new VolatileLayerClient({ catalogHrn: HRN.fromString("hrn:local:data:::demo"), layerId: "traffic", settings })
+    const client = new VolatileLayerClient({
+      catalogHrn: HRN.fromString("hrn:local:data:::demo"),
+      layerId: "traffic",
+      settings
+    })
     const { partitions } = await client.getPartitions(new PartitionsRequest())
     expect(partitions.length).toBe(100)
     const response = await client.getData(new DataRequest().withPartitionId("segment-0003"))

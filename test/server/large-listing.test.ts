@@ -7,12 +7,22 @@
  * `places` partitions writes one blob file per partition (about two minutes here, and as long again
  * to remove the temporary directory), while the listing under test only needs the metadata.
  */
-import { runInNewContext } from "node:vm"
 import { setFlagsFromString } from "node:v8"
+import { runInNewContext } from "node:vm"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { VOLATILE_PAGE } from "../../src/server/routes/Metadata.ts"
 import { startService, type TestService } from "../support/service.ts"
-import { type Entry, expectJson, latestVersion, listing, type Listing, metadata, publishPartitions, sha1, sleep } from "./helpers.ts"
+import {
+  type Entry,
+  expectJson,
+  latestVersion,
+  type Listing,
+  listing,
+  metadata,
+  publishPartitions,
+  sha1,
+  sleep
+} from "./helpers.ts"
 
 const LARGE = 200_000
 
@@ -34,7 +44,10 @@ describe("large listings", () => {
     const existing = (await listing(svc, "places", `version=${before}`)).partitions.length
     const checksum = sha1("large listing")
     await publishPartitions(svc, ["places"], {
-      places: Array.from({ length: LARGE }, (_, n) => ({ partition: bigId(n), dataHandle: `big-handle-${n}`, checksum, dataSize: 1000 + (n % 1000) }))
+      places: Array.from(
+        { length: LARGE },
+        (_, n) => ({ partition: bigId(n), dataHandle: `big-handle-${n}`, checksum, dataSize: 1000 + (n % 1000) })
+      )
     })
     const version = await latestVersion(svc)
     expect(version).toBe(before + 1)
@@ -47,7 +60,9 @@ describe("large listings", () => {
     let peakArrayBuffers = baseline.arrayBuffers
     let peakSettledArrayBuffers = baseline.arrayBuffers
 
-    const res = await svc.get(metadata(`/layers/places/partitions?version=${version}&additionalFields=dataSize,checksum`))
+    const res = await svc.get(
+      metadata(`/layers/places/partitions?version=${version}&additionalFields=dataSize,checksum`)
+    )
     expect(res.status).toBe(200)
     expect(res.headers.get("content-length")).toBeNull()
     const reader = res.body!.getReader()
@@ -115,8 +130,12 @@ describe("large listings", () => {
     const bufferGrowth = peakArrayBuffers - baseline.arrayBuffers
     const settledBufferGrowth = peakSettledArrayBuffers - baseline.arrayBuffers
     console.log(
-      `listing of ${count} partitions: ${(bytes / 1e6).toFixed(1)} MB; heap growth peak ${(growth / 1e6).toFixed(1)} MB, ` +
-        `after gc ${(settledGrowth / 1e6).toFixed(1)} MB; array buffers ${(bufferGrowth / 1e6).toFixed(1)} MB, after gc ${(settledBufferGrowth / 1e6).toFixed(1)} MB; ` +
+      `listing of ${count} partitions: ${(bytes / 1e6).toFixed(1)} MB; heap growth peak ${
+        (growth / 1e6).toFixed(1)
+      } MB, ` +
+        `after gc ${(settledGrowth / 1e6).toFixed(1)} MB; array buffers ${
+          (bufferGrowth / 1e6).toFixed(1)
+        } MB, after gc ${(settledBufferGrowth / 1e6).toFixed(1)} MB; ` +
         `heap + buffers while the client paused ${(pausedGrowth / 1e6).toFixed(1)} MB`
     )
     expect(bytes).toBeGreaterThan(30_000_000)
@@ -136,7 +155,9 @@ describe("large listings", () => {
     const extra = VOLATILE_PAGE + 2_345
     const ids = Array.from({ length: extra }, (_, n) => `vol-${String(n).padStart(6, "0")}`)
     const checksum = sha1("volatile")
-    await publishPartitions(svc, ["traffic"], { traffic: ids.map((id, n) => ({ partition: id, dataHandle: `vol-handle-${n}`, checksum })) })
+    await publishPartitions(svc, ["traffic"], {
+      traffic: ids.map((id, n) => ({ partition: id, dataHandle: `vol-handle-${n}`, checksum }))
+    })
 
     const pages: Array<Listing> = []
     let next: string | undefined = metadata("/layers/traffic/partitions?additionalFields=checksum")

@@ -27,7 +27,9 @@ interface CatalogList<T> {
   readonly results: { readonly items: ReadonlyArray<T>; readonly next?: string; readonly previous?: string }
 }
 
-type Database = new (file: string) => { prepare(sql: string): { run(...args: ReadonlyArray<unknown>): unknown }; close(): void }
+type Database = new(
+  file: string
+) => { prepare(sql: string): { run(...args: ReadonlyArray<unknown>): unknown }; close(): void }
 
 const maxAge = (res: Response) => Number(/max-age=(\d+)/.exec(res.headers.get("cache-control") ?? "")?.[1] ?? NaN)
 
@@ -83,12 +85,17 @@ describe("lookup API", () => {
     find("stream", "v2")
     find("config", "v1")
 
-    const latest = await expectJson<{ version: number }>(await svc.get(`${find("metadata", "v1")}/versions/latest?startVersion=-1`), 200)
+    const latest = await expectJson<{ version: number }>(
+      await svc.get(`${find("metadata", "v1")}/versions/latest?startVersion=-1`),
+      200
+    )
     expect(latest.version).toBe(2)
     const places = await listing(svc, "places", `version=${latest.version}&additionalFields=checksum`)
     const first = places.partitions[0]!
     const byQuery = await expectJson<{ partitions: Array<{ dataHandle: string }> }>(
-      await svc.get(`${find("query", "v1")}/layers/places/partitions?partition=${first.partition}&version=${latest.version}`),
+      await svc.get(
+        `${find("query", "v1")}/layers/places/partitions?partition=${first.partition}&version=${latest.version}`
+      ),
       200
     )
     expect(byQuery.partitions.map((p) => p.dataHandle)).toEqual([first.dataHandle])
@@ -96,7 +103,9 @@ describe("lookup API", () => {
     expect(data.status).toBe(200)
     await data.arrayBuffer()
     const traffic = await listing(svc, "traffic", "")
-    const volatile = await svc.get(`${find("volatile-blob", "v1")}/layers/traffic/data/${traffic.partitions[0]!.dataHandle}`)
+    const volatile = await svc.get(
+      `${find("volatile-blob", "v1")}/layers/traffic/data/${traffic.partitions[0]!.dataHandle}`
+    )
     expect(volatile.status).toBe(200)
     await volatile.arrayBuffer()
     const catalog = await expectJson<{ hrn: string }>(await svc.get(`${find("config", "v1")}/catalogs/${DEMO}`), 200)
@@ -109,7 +118,12 @@ describe("lookup API", () => {
 
   it("answers the single-API resource forms with an array of one, raw or percent-encoded", async () => {
     const all = await apis(`/resources/${DEMO}/apis`)
-    for (const [api, version] of [["metadata", "v1"], ["query", "v1"], ["blob", "v1"], ["volatile-blob", "v1"], ["publish", "v2"]] as const) {
+    for (
+      const [api, version] of [["metadata", "v1"], ["query", "v1"], ["blob", "v1"], ["volatile-blob", "v1"], [
+        "publish",
+        "v2"
+      ]] as const
+    ) {
       const expected = all.filter((e) => e.api === api && e.version === version)
       expect(await apis(`/resources/${DEMO}/apis/${api}/${version}`)).toEqual(expected)
       expect(await apis(`/resources/${encodeURIComponent(DEMO)}/apis/${api}/${version}`)).toEqual(expected)
@@ -117,7 +131,14 @@ describe("lookup API", () => {
   })
 
   it("answers an unknown API or version with 404 and the {title, status, detail} body", async () => {
-    for (const p of [`/resources/${DEMO}/apis/nope/v1`, `/resources/${DEMO}/apis/blob/v10`, "/platform/apis/metadata/v1", "/platform/apis/config/v2"]) {
+    for (
+      const p of [
+        `/resources/${DEMO}/apis/nope/v1`,
+        `/resources/${DEMO}/apis/blob/v10`,
+        "/platform/apis/metadata/v1",
+        "/platform/apis/config/v2"
+      ]
+    ) {
       const body = await expectDataError(await svc.get(`/lookup/v1${p}`), 404)
       expect(body.title).toBe("Not Found")
       expect(body.detail?.[0]?.error).toMatch(/not found/i)
@@ -129,7 +150,16 @@ describe("lookup API", () => {
   })
 
   it("answers a malformed HRN with 400", async () => {
-    for (const hrn of ["not-an-hrn", "hrn:local:data", "hrn:local:schema:::demo", "hrn:nowhere:data:::demo", "hrn:local:data:::UPPER_case", encodeURIComponent("hrn::data:::demo")]) {
+    for (
+      const hrn of [
+        "not-an-hrn",
+        "hrn:local:data",
+        "hrn:local:schema:::demo",
+        "hrn:nowhere:data:::demo",
+        "hrn:local:data:::UPPER_case",
+        encodeURIComponent("hrn::data:::demo")
+      ]
+    ) {
       await expectDataError(await svc.get(`/lookup/v1/resources/${hrn}/apis`), 400, "hrn")
     }
   })
@@ -139,7 +169,15 @@ describe("lookup API", () => {
     const restricted = await apis(`/resources/${RESTRICTED}/apis`, "other-app")
     const platformUrls = new Set((await apis("/platform/apis")).map((e) => e.baseURL))
     const bound = demo.filter((e) => !platformUrls.has(e.baseURL))
-    expect(bound.map((e) => e.api).sort()).toEqual(["blob", "ingest", "metadata", "publish", "query", "stream", "volatile-blob"])
+    expect(bound.map((e) => e.api).sort()).toEqual([
+      "blob",
+      "ingest",
+      "metadata",
+      "publish",
+      "query",
+      "stream",
+      "volatile-blob"
+    ])
     for (const e of bound) {
       const other = restricted.find((r) => r.api === e.api && r.version === e.version)
       expect(other, e.api).toBeDefined()
@@ -170,7 +208,10 @@ describe("config API", () => {
     const db = new Sqlite(path.join(dataDir, "catalog.db"))
     try {
       db.prepare("PRAGMA busy_timeout = 5000").run()
-      db.prepare("INSERT INTO grants (catalog_hrn, app_id, can_read, can_write) VALUES (?, ?, 1, 0)").run(RESTRICTED, "demo-app")
+      db.prepare("INSERT INTO grants (catalog_hrn, app_id, can_read, can_write) VALUES (?, ?, 1, 0)").run(
+        RESTRICTED,
+        "demo-app"
+      )
     } finally {
       db.close()
     }
@@ -180,7 +221,8 @@ describe("config API", () => {
     fs.rmSync(dataDir, { recursive: true, force: true })
   })
 
-  const list = async <T>(params = "") => expectJson<CatalogList<T> & { verbose?: boolean }>(await svc.get(`/config/v1/catalogs${params}`), 200)
+  const list = async <T>(params = "") =>
+    expectJson<CatalogList<T> & { verbose?: boolean }>(await svc.get(`/config/v1/catalogs${params}`), 200)
 
   it("lists catalog summaries {href, hrn, title, type} whose href serves the catalog", async () => {
     const body = await list<Summary>()
@@ -202,7 +244,10 @@ describe("config API", () => {
     const body = await list<Record<string, unknown>>("?verbose=true")
     expect(body.results.items).toHaveLength(2)
     for (const item of body.results.items) {
-      const single = await expectJson<Record<string, unknown>>(await svc.get(`/config/v1/catalogs/${item.hrn as string}`), 200)
+      const single = await expectJson<Record<string, unknown>>(
+        await svc.get(`/config/v1/catalogs/${item.hrn as string}`),
+        200
+      )
       expect(item).toEqual(single)
       expect(Array.isArray(item.layers)).toBe(true)
     }
@@ -218,7 +263,9 @@ describe("config API", () => {
       seen.push(...page.results.items)
       while (page.results.next !== undefined) {
         expect(page.results.items).toHaveLength(1)
-        expect(page.results.next).toMatch(new RegExp(`^${svc.url.replace(/[.]/g, "\\.")}/config/v1/catalogs/context/[^/?]+$`))
+        expect(page.results.next).toMatch(
+          new RegExp(`^${svc.url.replace(/[.]/g, "\\.")}/config/v1/catalogs/context/[^/?]+$`)
+        )
         page = await expectJson(await svc.get(page.results.next), 200)
         pages++
         expect(page.results.previous).toBeDefined()
@@ -272,7 +319,11 @@ describe("config API", () => {
       schema: { hrn: "hrn:local:schema:::com.here.catalogexport.demo:road-tile_v1:1.0.0" },
       partitioning: { scheme: "heretile", tileLevels: [12] }
     })
-    expect(layer("places")).toMatchObject({ layerType: "versioned", contentType: "application/json", partitioning: { scheme: "generic" } })
+    expect(layer("places")).toMatchObject({
+      layerType: "versioned",
+      contentType: "application/json",
+      partitioning: { scheme: "generic" }
+    })
     expect(layer("places").contentEncoding).toBeUndefined()
     expect(layer("traffic")).toMatchObject({ layerType: "volatile", partitioning: { scheme: "generic" } })
     expect(layer("events")).toMatchObject({ layerType: "stream" })

@@ -5,16 +5,16 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startService, type TestService } from "../support/service.ts"
 import {
+  blob as blobPath,
   byId,
   canonical,
   type Entry,
   expectDataError,
   expectJson,
-  listing,
   type Listing,
+  listing,
   metadata,
-  sha1,
-  blob as blobPath
+  sha1
 } from "./helpers.ts"
 
 const VERSIONS = 12
@@ -53,21 +53,32 @@ describe("metadata API", () => {
 
   beforeAll(async () => {
     svc = await startService({ seed: { partitions: PARTITIONS, versions: VERSIONS } })
-    latest = (await expectJson<{ version: number }>(await svc.get(metadata("/versions/latest?startVersion=-1")), 200)).version
-    for (let v = 0; v <= latest; v++) places.set(v, (await listing(svc, "places", `version=${v}&additionalFields=dataSize,checksum`)).partitions)
+    latest =
+      (await expectJson<{ version: number }>(await svc.get(metadata("/versions/latest?startVersion=-1")), 200)).version
+    for (let v = 0; v <= latest; v++) {
+      places.set(v, (await listing(svc, "places", `version=${v}&additionalFields=dataSize,checksum`)).partitions)
+    }
   })
   afterAll(() => svc?.close())
 
   describe("versions", () => {
     it("reports the latest version the seed created and minimum 0", async () => {
       expect(latest).toBe(VERSIONS - 1)
-      expect(await expectJson(await svc.get(metadata("/versions/latest?startVersion=-1")), 200)).toEqual({ version: VERSIONS - 1 })
+      expect(await expectJson(await svc.get(metadata("/versions/latest?startVersion=-1")), 200)).toEqual({
+        version: VERSIONS - 1
+      })
       expect(await expectJson(await svc.get(metadata("/versions/latest")), 200)).toEqual({ version: VERSIONS - 1 })
       expect(await expectJson(await svc.get(metadata("/versions/minimum")), 200)).toEqual({ version: 0 })
     })
 
     it("lists versions with an exclusive startVersion and an inclusive endVersion", async () => {
-      const body = await expectJson<{ versions: Array<{ version: number; timestamp: number; dependencies: unknown; partitionCounts: Record<string, number> }> }>(
+      const body = await expectJson<
+        {
+          versions: Array<
+            { version: number; timestamp: number; dependencies: unknown; partitionCounts: Record<string, number> }
+          >
+        }
+      >(
         await svc.get(metadata("/versions?startVersion=2&endVersion=6")),
         200
       )
@@ -78,20 +89,36 @@ describe("metadata API", () => {
         expect(v.dependencies).toEqual([])
         expect(Number.isInteger(v.timestamp)).toBe(true)
       }
-      const all = await expectJson<{ versions: Array<{ version: number; timestamp: number }> }>(await svc.get(metadata("/versions")), 200)
+      const all = await expectJson<{ versions: Array<{ version: number; timestamp: number }> }>(
+        await svc.get(metadata("/versions")),
+        200
+      )
       expect(all.versions.map((v) => v.version)).toEqual(Array.from({ length: VERSIONS }, (_, i) => i))
-      for (let i = 1; i < all.versions.length; i++) expect(all.versions[i]!.timestamp).toBeGreaterThanOrEqual(all.versions[i - 1]!.timestamp)
+      for (let i = 1; i < all.versions.length; i++) {
+        expect(all.versions[i]!.timestamp).toBeGreaterThanOrEqual(all.versions[i - 1]!.timestamp)
+      }
       expect(all.versions.slice(3, 7)).toEqual(body.versions)
-      const listed = await expectJson<{ versions: Array<{ version: number }> }>(await svc.get(metadata("/versions?version=1&version=4")), 200)
+      const listed = await expectJson<{ versions: Array<{ version: number }> }>(
+        await svc.get(metadata("/versions?version=1&version=4")),
+        200
+      )
       expect(listed.versions.map((v) => v.version)).toEqual([1, 4])
-      const empty = await expectJson<{ versions: Array<unknown> }>(await svc.get(metadata("/versions?startVersion=5&endVersion=5")), 200)
+      const empty = await expectJson<{ versions: Array<unknown> }>(
+        await svc.get(metadata("/versions?startVersion=5&endVersion=5")),
+        200
+      )
       expect(empty.versions).toEqual([])
     })
 
     it("refuses more than 1000 versions per call, an endVersion above the latest, and end < start with 400", async () => {
       const top = VERSIONS - 1
       expect((await svc.get(metadata(`/versions?startVersion=${top - 1000}&endVersion=${top}`))).status).toBe(200)
-      await expectDataError(await svc.get(metadata(`/versions?startVersion=${top - 1001}&endVersion=${top}`)), 400, "endVersion", /1000/)
+      await expectDataError(
+        await svc.get(metadata(`/versions?startVersion=${top - 1001}&endVersion=${top}`)),
+        400,
+        "endVersion",
+        /1000/
+      )
       await expectDataError(
         await svc.get(metadata(`/versions?startVersion=0&endVersion=${top + 1}`)),
         400,
@@ -103,7 +130,10 @@ describe("metadata API", () => {
     })
 
     it("reports per layer the last version at or below V in which it changed (layerVersions)", async () => {
-      const versions = await expectJson<{ versions: Array<{ version: number; timestamp: number }> }>(await svc.get(metadata("/versions")), 200)
+      const versions = await expectJson<{ versions: Array<{ version: number; timestamp: number }> }>(
+        await svc.get(metadata("/versions")),
+        200
+      )
       const timestampOf = new Map(versions.versions.map((v) => [v.version, v.timestamp]))
       const tiles = new Map<number, ReadonlyArray<Entry>>()
       for (let v = 0; v <= latest; v++) tiles.set(v, (await listing(svc, "tiles", `version=${v}`)).partitions)
@@ -111,7 +141,9 @@ describe("metadata API", () => {
         v === 0 ? at.get(0)!.length > 0 : canonical(at.get(v)!).join("\n") !== canonical(at.get(v - 1)!).join("\n")
 
       for (const v of [0, 4, latest]) {
-        const body = await expectJson<{ version: number; layerVersions: Array<{ layer: string; version: number; timestamp: number }> }>(
+        const body = await expectJson<
+          { version: number; layerVersions: Array<{ layer: string; version: number; timestamp: number }> }
+        >(
           await svc.get(metadata(`/layerVersions?version=${v}`)),
           200
         )
@@ -126,7 +158,12 @@ describe("metadata API", () => {
         }
       }
       await expectDataError(await svc.get(metadata("/layerVersions")), 400, "version")
-      await expectDataError(await svc.get(metadata(`/layerVersions?version=${latest + 1}`)), 400, "version", `Invalid version: latest known version is ${latest}`)
+      await expectDataError(
+        await svc.get(metadata(`/layerVersions?version=${latest + 1}`)),
+        400,
+        "version",
+        `Invalid version: latest known version is ${latest}`
+      )
     })
   })
 
@@ -152,15 +189,35 @@ describe("metadata API", () => {
 
     it("carries no additional fields unless asked, and exactly the asked ones", async () => {
       const plain = await listing(svc, "places", `version=${latest}`)
-      for (const e of plain.partitions) expect(Object.keys(e).sort()).toEqual(["dataHandle", "layer", "partition", "version"])
+      for (const e of plain.partitions) {
+        expect(Object.keys(e).sort()).toEqual(["dataHandle", "layer", "partition", "version"])
+      }
       const withSize = await listing(svc, "places", `version=${latest}&additionalFields=dataSize`)
-      for (const e of withSize.partitions) expect(Object.keys(e).sort()).toEqual(["dataHandle", "dataSize", "layer", "partition", "version"])
+      for (const e of withSize.partitions) {
+        expect(Object.keys(e).sort()).toEqual(["dataHandle", "dataSize", "layer", "partition", "version"])
+      }
       // Repeated parameters mean the same as a comma-joined one; crc was never published so it stays absent.
-      const repeated = await listing(svc, "places", `version=${latest}&additionalFields=checksum&additionalFields=dataSize&additionalFields=crc`)
+      const repeated = await listing(
+        svc,
+        "places",
+        `version=${latest}&additionalFields=checksum&additionalFields=dataSize&additionalFields=crc`
+      )
       expect(repeated.partitions).toEqual(places.get(latest))
-      const tiles = await listing(svc, "tiles", `version=${latest}&additionalFields=dataSize,checksum,compressedDataSize,crc`)
+      const tiles = await listing(
+        svc,
+        "tiles",
+        `version=${latest}&additionalFields=dataSize,checksum,compressedDataSize,crc`
+      )
       for (const e of tiles.partitions) {
-        expect(Object.keys(e).sort()).toEqual(["checksum", "compressedDataSize", "dataHandle", "dataSize", "layer", "partition", "version"])
+        expect(Object.keys(e).sort()).toEqual([
+          "checksum",
+          "compressedDataSize",
+          "dataHandle",
+          "dataSize",
+          "layer",
+          "partition",
+          "version"
+        ])
       }
     })
 
@@ -176,7 +233,12 @@ describe("metadata API", () => {
     })
 
     it("refuses an unknown additional field with 400", async () => {
-      await expectDataError(await svc.get(metadata(`/layers/places/partitions?version=0&additionalFields=dataSize,colour`)), 400, "additionalFields", /colour/)
+      await expectDataError(
+        await svc.get(metadata(`/layers/places/partitions?version=0&additionalFields=dataSize,colour`)),
+        400,
+        "additionalFields",
+        /colour/
+      )
     })
 
     it("requires a version for a versioned layer", async () => {
@@ -191,17 +253,29 @@ describe("metadata API", () => {
         "version",
         `Invalid version: latest known version is ${latest}`
       )
-      expect(body).toEqual({ title: "Bad Request", status: 400, detail: [{ name: "version", error: `Invalid version: latest known version is ${latest}` }] })
+      expect(body).toEqual({
+        title: "Bad Request",
+        status: 400,
+        detail: [{ name: "version", error: `Invalid version: latest known version is ${latest}` }]
+      })
     })
 
     it("refuses an unknown layer with 400 naming the layer", async () => {
       const body = await expectDataError(await svc.get(metadata("/layers/nope/partitions?version=0")), 400, "layer")
-      expect(body).toEqual({ title: "Bad Request", status: 400, detail: [{ name: "layer", error: "Layer 'nope' is missing in the catalog configuration." }] })
+      expect(body).toEqual({
+        title: "Bad Request",
+        status: 400,
+        detail: [{ name: "layer", error: "Layer 'nope' is missing in the catalog configuration." }]
+      })
     })
 
     it("serves the same listing under a percent-encoded catalog HRN", async () => {
       const encoded = await expectJson<Listing>(
-        await svc.get(`/metadata/v1/catalogs/${encodeURIComponent("hrn:local:data:::demo")}/layers/places/partitions?version=3&additionalFields=dataSize,checksum`),
+        await svc.get(
+          `/metadata/v1/catalogs/${
+            encodeURIComponent("hrn:local:data:::demo")
+          }/layers/places/partitions?version=3&additionalFields=dataSize,checksum`
+        ),
         200
       )
       expect(encoded.partitions).toEqual(places.get(3))
@@ -213,14 +287,19 @@ describe("metadata API", () => {
       it(`splits the ${layer} listing at version ${version} into parts whose union is the full listing, without duplicates`, async () => {
         const v = version === "latest" ? latest : version
         const full = (await listing(svc, layer, `version=${v}&additionalFields=checksum`)).partitions
-        const parts = await expectJson<{ parts: Array<string> }>(await svc.get(metadata(`/layers/${layer}/partitions/parts?numRequestedParts=4`)), 200)
+        const parts = await expectJson<{ parts: Array<string> }>(
+          await svc.get(metadata(`/layers/${layer}/partitions/parts?numRequestedParts=4`)),
+          200
+        )
         expect(parts.parts).toHaveLength(4)
         expect(new Set(parts.parts).size).toBe(4)
         const union: Array<Entry> = []
         const sizes: Array<number> = []
         for (const part of parts.parts) {
           expect(typeof part).toBe("string")
-          const one = (await listing(svc, layer, `version=${v}&additionalFields=checksum&part=${encodeURIComponent(part)}`)).partitions
+          const one =
+            (await listing(svc, layer, `version=${v}&additionalFields=checksum&part=${encodeURIComponent(part)}`))
+              .partitions
           sizes.push(one.length)
           union.push(...one)
         }
@@ -234,8 +313,16 @@ describe("metadata API", () => {
 
     it("refuses a missing or out-of-range numRequestedParts and a made-up part id with 400", async () => {
       await expectDataError(await svc.get(metadata("/layers/places/partitions/parts")), 400, "numRequestedParts")
-      await expectDataError(await svc.get(metadata("/layers/places/partitions/parts?numRequestedParts=0")), 400, "numRequestedParts")
-      await expectDataError(await svc.get(metadata("/layers/places/partitions?version=0&part=bm90LWEtcGFydA")), 400, "part")
+      await expectDataError(
+        await svc.get(metadata("/layers/places/partitions/parts?numRequestedParts=0")),
+        400,
+        "numRequestedParts"
+      )
+      await expectDataError(
+        await svc.get(metadata("/layers/places/partitions?version=0&part=bm90LWEtcGFydA")),
+        400,
+        "part"
+      )
     })
   })
 
@@ -261,23 +348,37 @@ describe("metadata API", () => {
     })
 
     it("resumes a part and a changes listing too", async () => {
-      const parts = await expectJson<{ parts: Array<string> }>(await svc.get(metadata("/layers/places/partitions/parts?numRequestedParts=3")), 200)
-      for (const q of [
-        `/layers/places/partitions?version=2&part=${encodeURIComponent(parts.parts[1]!)}`,
-        `/layers/places/changes?startVersion=1&endVersion=${latest}&additionalFields=checksum`
-      ]) {
+      const parts = await expectJson<{ parts: Array<string> }>(
+        await svc.get(metadata("/layers/places/partitions/parts?numRequestedParts=3")),
+        200
+      )
+      for (
+        const q of [
+          `/layers/places/partitions?version=2&part=${encodeURIComponent(parts.parts[1]!)}`,
+          `/layers/places/changes?startVersion=1&endVersion=${latest}&additionalFields=checksum`
+        ]
+      ) {
         const full = await text(q)
         const offset = Math.floor(full.bytes.byteLength * 0.6)
         const rest = await text(q, { range: `bytes=${offset}-` })
         expect(rest.res.status).toBe(206)
-        expect(Buffer.compare(Buffer.concat([full.bytes.subarray(0, offset), rest.bytes]), Buffer.from(full.bytes))).toBe(0)
+        expect(Buffer.compare(Buffer.concat([full.bytes.subarray(0, offset), rest.bytes]), Buffer.from(full.bytes)))
+          .toBe(0)
       }
     })
 
     it("answers an offset at or beyond the end, and unsupported range forms, with 416", async () => {
       const q = `/layers/places/partitions?version=1`
       const full = await text(q)
-      for (const range of [`bytes=${full.bytes.byteLength}-`, `bytes=${full.bytes.byteLength + 1000}-`, "bytes=0-10", "bytes=-5", "lines=3-"]) {
+      for (
+        const range of [
+          `bytes=${full.bytes.byteLength}-`,
+          `bytes=${full.bytes.byteLength + 1000}-`,
+          "bytes=0-10",
+          "bytes=-5",
+          "lines=3-"
+        ]
+      ) {
         const res = await svc.get(metadata(q), { headers: { range } })
         const body = await expectJson<{ status: number }>(res, 416)
         expect(body.status, range).toBe(416)
@@ -288,7 +389,9 @@ describe("metadata API", () => {
   describe("changes", () => {
     for (const [start, end] of [[3, 7], [0, 1], [-1, 0], [5, 11], [10, 11]] as const) {
       it(`lists exactly the changes in (${start}, ${end}] that full listings at both ends imply`, async () => {
-        const res = await svc.get(metadata(`/layers/places/changes?startVersion=${start}&endVersion=${end}&additionalFields=dataSize,checksum`))
+        const res = await svc.get(
+          metadata(`/layers/places/changes?startVersion=${start}&endVersion=${end}&additionalFields=dataSize,checksum`)
+        )
         const changes = (await expectJson<Listing>(res, 200)).partitions
         const { live, deleted } = deriveChanges(places, start, end)
         const actualLive = changes.filter((e) => e.dataHandle !== "")
@@ -305,7 +408,9 @@ describe("metadata API", () => {
         for (const e of actualDeleted.filter((e) => !deleted.has(e.partition))) {
           expect(byId(places.get(start) ?? []).has(e.partition)).toBe(false)
           expect(byId(places.get(end)!).has(e.partition)).toBe(false)
-          const livedInside = Array.from({ length: end - start - 1 }, (_, i) => start + 1 + i).some((v) => byId(places.get(v)!).has(e.partition))
+          const livedInside = Array.from({ length: end - start - 1 }, (_, i) => start + 1 + i).some((v) =>
+            byId(places.get(v)!).has(e.partition)
+          )
           expect(livedInside, `${e.partition} deleted in (${start}, ${end}]`).toBe(true)
         }
         const ids = changes.map((e) => e.partition)
@@ -319,10 +424,18 @@ describe("metadata API", () => {
     }
 
     it("lists the full version 0 as the changes in (-1, 0], and nothing for an empty range", async () => {
-      const first = (await expectJson<Listing>(await svc.get(metadata("/layers/places/changes?startVersion=-1&endVersion=0&additionalFields=dataSize,checksum")), 200))
+      const first = (await expectJson<Listing>(
+        await svc.get(
+          metadata("/layers/places/changes?startVersion=-1&endVersion=0&additionalFields=dataSize,checksum")
+        ),
+        200
+      ))
         .partitions
       expect(first).toEqual(places.get(0))
-      const none = await expectJson<Listing>(await svc.get(metadata("/layers/places/changes?startVersion=4&endVersion=4")), 200)
+      const none = await expectJson<Listing>(
+        await svc.get(metadata("/layers/places/changes?startVersion=4&endVersion=4")),
+        200
+      )
       expect(none.partitions).toEqual([])
     })
 
@@ -335,11 +448,19 @@ describe("metadata API", () => {
     it("splits changes into parts whose union is the whole changes listing", async () => {
       const q = `startVersion=0&endVersion=${latest}&additionalFields=checksum`
       const full = (await expectJson<Listing>(await svc.get(metadata(`/layers/places/changes?${q}`)), 200)).partitions
-      const parts = await expectJson<{ parts: Array<string> }>(await svc.get(metadata("/layers/places/changes/parts?numRequestedParts=3")), 200)
+      const parts = await expectJson<{ parts: Array<string> }>(
+        await svc.get(metadata("/layers/places/changes/parts?numRequestedParts=3")),
+        200
+      )
       expect(parts.parts.length).toBe(3)
       const union: Array<Entry> = []
       for (const part of parts.parts) {
-        union.push(...(await expectJson<Listing>(await svc.get(metadata(`/layers/places/changes?${q}&part=${encodeURIComponent(part)}`)), 200)).partitions)
+        union.push(
+          ...(await expectJson<Listing>(
+            await svc.get(metadata(`/layers/places/changes?${q}&part=${encodeURIComponent(part)}`)),
+            200
+          )).partitions
+        )
       }
       expect(new Set(union.map((e) => e.partition)).size).toBe(union.length)
       expect(canonical(union)).toEqual(canonical(full))
@@ -353,7 +474,11 @@ describe("metadata API", () => {
         "endVersion",
         `Invalid version: latest known version is ${latest}`
       )
-      await expectDataError(await svc.get(metadata("/layers/places/changes?startVersion=6&endVersion=2")), 400, "endVersion")
+      await expectDataError(
+        await svc.get(metadata("/layers/places/changes?startVersion=6&endVersion=2")),
+        400,
+        "endVersion"
+      )
     })
   })
 
@@ -380,9 +505,13 @@ describe("metadata API", () => {
 
     it("lists volatile changes since a time, and parts of a volatile layer", async () => {
       const all = (await expectJson<Listing>(await svc.get(metadata("/layers/traffic/partitions")), 200)).partitions
-      const since0 = (await expectJson<Listing>(await svc.get(metadata("/layers/traffic/changes?sinceTime=0")), 200)).partitions
+      const since0 =
+        (await expectJson<Listing>(await svc.get(metadata("/layers/traffic/changes?sinceTime=0")), 200)).partitions
       expect(canonical(since0)).toEqual(canonical(all))
-      const future = (await expectJson<Listing>(await svc.get(metadata(`/layers/traffic/changes?sinceTime=${Date.now() + 3_600_000}`)), 200)).partitions
+      const future = (await expectJson<Listing>(
+        await svc.get(metadata(`/layers/traffic/changes?sinceTime=${Date.now() + 3_600_000}`)),
+        200
+      )).partitions
       expect(future).toEqual([])
     })
 

@@ -15,8 +15,8 @@ import {
   expectJson,
   expectStatus,
   latestVersion,
-  listing,
   type Listing,
+  listing,
   metadata,
   publish,
   query,
@@ -28,7 +28,13 @@ interface Publication {
   readonly catalogId: string
   readonly catalogVersion: number
   readonly layerIds: ReadonlyArray<string>
-  readonly details: { readonly state: string; readonly message: string; readonly started: number; readonly modified: number; readonly expires: number }
+  readonly details: {
+    readonly state: string
+    readonly message: string
+    readonly started: number
+    readonly modified: number
+    readonly expires: number
+  }
 }
 
 const json = (body: unknown) => ({ headers: { "content-type": "application/json" }, body: JSON.stringify(body) })
@@ -47,9 +53,21 @@ describe("publish API v2", () => {
   const cancel = (id: string) => svc.get(publish(`/publications/${id}`), { method: "DELETE" })
   const get = async (id: string) => expectJson<Publication>(await svc.get(publish(`/publications/${id}`)), 200)
   const putBlob = async (layer: string, handle: string, bytes: Uint8Array) =>
-    expectStatus(await svc.get(blob(layer, handle), { method: "PUT", headers: { "content-type": "application/json" }, body: bytes }), 200)
+    expectStatus(
+      await svc.get(blob(layer, handle), {
+        method: "PUT",
+        headers: { "content-type": "application/json" },
+        body: bytes
+      }),
+      200
+    )
   const changes = async (start: number, end: number, layer = "places") =>
-    (await expectJson<Listing>(await svc.get(metadata(`/layers/${layer}/changes?startVersion=${start}&endVersion=${end}&additionalFields=dataSize,checksum`)), 200))
+    (await expectJson<Listing>(
+      await svc.get(
+        metadata(`/layers/${layer}/changes?startVersion=${start}&endVersion=${end}&additionalFields=dataSize,checksum`)
+      ),
+      200
+    ))
       .partitions
 
   beforeAll(async () => {
@@ -61,7 +79,12 @@ describe("publish API v2", () => {
     const latest = await latestVersion(svc)
     const { body, location } = await init(["places", "tiles"])
     expect(body.id).toMatch(/^v2-[0-9a-f-]{36}$/)
-    expect(body).toMatchObject({ catalogId: "demo", catalogVersion: latest, layerIds: ["places", "tiles"], details: { state: "initialized" } })
+    expect(body).toMatchObject({
+      catalogId: "demo",
+      catalogVersion: latest,
+      layerIds: ["places", "tiles"],
+      details: { state: "initialized" }
+    })
     expect(typeof body.details.message).toBe("string")
     expect(body.details.expires).toBeGreaterThan(body.details.started)
     expect(body.details.modified).toBeGreaterThanOrEqual(body.details.started)
@@ -84,13 +107,23 @@ describe("publish API v2", () => {
     const { body } = await init(["places"])
     const live = [
       { partition: "published-new", dataHandle: "published-new-1", checksum: sha1(fresh), dataSize: fresh.byteLength },
-      { partition: replaced.partition, dataHandle: "published-replacement-1", checksum: sha1(replacement), dataSize: replacement.byteLength }
+      {
+        partition: replaced.partition,
+        dataHandle: "published-replacement-1",
+        checksum: sha1(replacement),
+        dataSize: replacement.byteLength
+      }
     ]
     const uploaded = [...live, { partition: removed.partition, dataHandle: "" }]
     await expectStatus(await upload(body.id, "places", uploaded.slice(0, 2)), 204)
     await expectStatus(await upload(body.id, "places", uploaded.slice(2)), 204)
     await expectStatus(
-      await upload(body.id, "places", [{ partition: "published-inline", data: Buffer.from(inline).toString("base64"), checksum: sha1(inline), dataSize: inline.byteLength }]),
+      await upload(body.id, "places", [{
+        partition: "published-inline",
+        data: Buffer.from(inline).toString("base64"),
+        checksum: sha1(inline),
+        dataSize: inline.byteLength
+      }]),
       204
     )
     // Nothing is visible before the submit.
@@ -106,8 +139,24 @@ describe("publish API v2", () => {
     expect(inlineEntry).toBeDefined()
     const expected = new Map(old.map((e) => [e.partition, e as Entry]))
     expected.delete(removed.partition)
-    for (const u of live) expected.set(u.partition, { version: after, partition: u.partition, layer: "places", dataHandle: u.dataHandle, checksum: u.checksum, dataSize: u.dataSize })
-    expected.set("published-inline", { version: after, partition: "published-inline", layer: "places", dataHandle: inlineEntry!.dataHandle, checksum: sha1(inline), dataSize: inline.byteLength })
+    for (const u of live) {
+      expected.set(u.partition, {
+        version: after,
+        partition: u.partition,
+        layer: "places",
+        dataHandle: u.dataHandle,
+        checksum: u.checksum,
+        dataSize: u.dataSize
+      })
+    }
+    expected.set("published-inline", {
+      version: after,
+      partition: "published-inline",
+      layer: "places",
+      dataHandle: inlineEntry!.dataHandle,
+      checksum: sha1(inline),
+      dataSize: inline.byteLength
+    })
     expect(canonical(now)).toEqual(canonical([...expected.values()]))
 
     // The uploaded and inline blobs are what the listing says.
@@ -116,7 +165,9 @@ describe("publish API v2", () => {
       expect(sha1(bytes), e.partition).toBe(e.checksum)
     }
     // The previous version is untouched, and the changes are exactly the uploads.
-    expect((await listing(svc, "places", `version=${before}&additionalFields=dataSize,checksum`)).partitions).toEqual(old)
+    expect((await listing(svc, "places", `version=${before}&additionalFields=dataSize,checksum`)).partitions).toEqual(
+      old
+    )
     const delta = await changes(before, after)
     expect(canonical(delta)).toEqual(
       canonical([
@@ -125,26 +176,47 @@ describe("publish API v2", () => {
       ])
     )
     // Layer versions and the query API agree.
-    const layers = await expectJson<{ layerVersions: Array<{ layer: string; version: number }> }>(await svc.get(metadata(`/layerVersions?version=${after}`)), 200)
+    const layers = await expectJson<{ layerVersions: Array<{ layer: string; version: number }> }>(
+      await svc.get(metadata(`/layerVersions?version=${after}`)),
+      200
+    )
     expect(layers.layerVersions.find((l) => l.layer === "places")!.version).toBe(after)
     expect(layers.layerVersions.find((l) => l.layer === "tiles")!.version).toBeLessThan(after)
-    const byQuery = await expectJson<Listing>(await svc.get(query(`/layers/places/partitions?version=${after}&partition=published-new,${removed.partition}`)), 200)
+    const byQuery = await expectJson<Listing>(
+      await svc.get(query(`/layers/places/partitions?version=${after}&partition=published-new,${removed.partition}`)),
+      200
+    )
     expect(byQuery.partitions.map((e) => e.partition)).toEqual(["published-new"])
-    expect((await expectJson<Listing>(await svc.get(query(`/layers/places/partitions?version=${before}&partition=published-new`)), 200)).partitions).toEqual([])
+    expect(
+      (await expectJson<Listing>(
+        await svc.get(query(`/layers/places/partitions?version=${before}&partition=published-new`)),
+        200
+      )).partitions
+    ).toEqual([])
   })
 
   it("cancels an initialized publication when a new one is initialised; its uploads never appear", async () => {
     const before = await latestVersion(svc)
     const first = (await init(["places"])).body
-    await expectStatus(await upload(first.id, "places", [{ partition: "from-cancelled", dataHandle: "some-handle-1" }]), 204)
+    await expectStatus(
+      await upload(first.id, "places", [{ partition: "from-cancelled", dataHandle: "some-handle-1" }]),
+      204
+    )
     const second = (await init(["places"])).body
     expect(second.id).not.toBe(first.id)
     expect((await get(first.id)).details.state).toBe("cancelled")
     expect((await get(second.id)).details.state).toBe("initialized")
-    await expectDataError(await upload(first.id, "places", [{ partition: "late", dataHandle: "h-1" }]), 409, "publication")
+    await expectDataError(
+      await upload(first.id, "places", [{ partition: "late", dataHandle: "h-1" }]),
+      409,
+      "publication"
+    )
     await expectDataError(await submit(first.id), 409, "publication")
 
-    await expectStatus(await upload(second.id, "places", [{ partition: "from-second", dataHandle: "some-handle-2" }]), 204)
+    await expectStatus(
+      await upload(second.id, "places", [{ partition: "from-second", dataHandle: "some-handle-2" }]),
+      204
+    )
     await expectStatus(await submit(second.id), 204)
     const after = await latestVersion(svc)
     expect(after).toBe(before + 1)
@@ -168,15 +240,29 @@ describe("publish API v2", () => {
     const { body } = await init(["places"])
     const badIds = ["../x", "a/b", "%2e%2e", "\u0000", "x\u0000y", "", "a b", "caf\u00e9", "x".repeat(501), "..\\x"]
     for (const bad of badIds) {
-      const res = await upload(body.id, "places", [{ partition: "valid-one", dataHandle: "valid-handle" }, { partition: bad, dataHandle: "h-2" }])
+      const res = await upload(body.id, "places", [{ partition: "valid-one", dataHandle: "valid-handle" }, {
+        partition: bad,
+        dataHandle: "h-2"
+      }])
       await expectDataError(res, 400, "partition")
     }
     await expectDataError(await upload(body.id, "places", [{ partition: 42, dataHandle: "h" }]), 400)
-    await expectDataError(await upload(body.id, "places", [{ partition: "valid-two", dataHandle: "../etc/passwd" }]), 400, "dataHandle")
+    await expectDataError(
+      await upload(body.id, "places", [{ partition: "valid-two", dataHandle: "../etc/passwd" }]),
+      400,
+      "dataHandle"
+    )
     await expectDataError(await upload(body.id, "places", [{ partition: "valid-three" }]), 400, "dataHandle")
-    await expectDataError(await upload(body.id, "places", [{ partition: "valid-four", dataHandle: "x".repeat(601) }]), 400, "dataHandle")
+    await expectDataError(
+      await upload(body.id, "places", [{ partition: "valid-four", dataHandle: "x".repeat(601) }]),
+      400,
+      "dataHandle"
+    )
     // The longest valid id is fine.
-    await expectStatus(await upload(body.id, "places", [{ partition: "p".repeat(500), dataHandle: "long-id-handle" }]), 204)
+    await expectStatus(
+      await upload(body.id, "places", [{ partition: "p".repeat(500), dataHandle: "long-id-handle" }]),
+      204
+    )
     await expectStatus(await submit(body.id), 204)
     const after = await latestVersion(svc)
     expect(after).toBe(before + 1)
@@ -187,10 +273,26 @@ describe("publish API v2", () => {
     for (const layerIds of [["places", "traffic"], ["events"], ["nope"], []]) {
       await expectDataError(await svc.get(publish("/publications"), { method: "POST", ...json({ layerIds }) }), 400)
     }
-    await expectDataError(await svc.get(publish("/publications"), { method: "POST", headers: { "content-type": "application/json" }, body: "{not json" }), 400, "body")
-    await expectDataError(await svc.get(publish("/publications"), { method: "POST", ...json({ layers: ["places"] }) }), 400, "body")
+    await expectDataError(
+      await svc.get(publish("/publications"), {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: "{not json"
+      }),
+      400,
+      "body"
+    )
+    await expectDataError(
+      await svc.get(publish("/publications"), { method: "POST", ...json({ layers: ["places"] }) }),
+      400,
+      "body"
+    )
     const { body } = await init(["places"])
-    await expectDataError(await upload(body.id, "tiles", [{ partition: "23618402", dataHandle: "h-tile" }]), 400, "layer")
+    await expectDataError(
+      await upload(body.id, "tiles", [{ partition: "23618402", dataHandle: "h-tile" }]),
+      400,
+      "layer"
+    )
     await expectStatus(await cancel(body.id), 204)
   })
 
@@ -202,8 +304,22 @@ describe("publish API v2", () => {
 
     const updated = new TextEncoder().encode(`{"segment":"segment-0","speedKmh":1}`)
     const added = new TextEncoder().encode(`{"segment":"segment-9999","speedKmh":99}`)
-    await expectStatus(await svc.get(blob("traffic", "traffic-published-0"), { method: "PUT", headers: { "content-type": "application/json" }, body: updated }), 200)
-    await expectStatus(await svc.get(blob("traffic", "traffic-published-9999"), { method: "PUT", headers: { "content-type": "application/json" }, body: added }), 200)
+    await expectStatus(
+      await svc.get(blob("traffic", "traffic-published-0"), {
+        method: "PUT",
+        headers: { "content-type": "application/json" },
+        body: updated
+      }),
+      200
+    )
+    await expectStatus(
+      await svc.get(blob("traffic", "traffic-published-9999"), {
+        method: "PUT",
+        headers: { "content-type": "application/json" },
+        body: added
+      }),
+      200
+    )
     const { body } = await init(["traffic"])
     await expectStatus(
       await upload(body.id, "traffic", [
@@ -221,12 +337,27 @@ describe("publish API v2", () => {
 
     const now = (await listing(svc, "traffic", "additionalFields=checksum")).partitions
     const expected = byId(old)
-    expected.set("segment-0000", { version: -1, partition: "segment-0000", layer: "traffic", dataHandle: "traffic-published-0", checksum: sha1(updated) })
-    expected.set("segment-9999", { version: -1, partition: "segment-9999", layer: "traffic", dataHandle: "traffic-published-9999", checksum: sha1(added) })
+    expected.set("segment-0000", {
+      version: -1,
+      partition: "segment-0000",
+      layer: "traffic",
+      dataHandle: "traffic-published-0",
+      checksum: sha1(updated)
+    })
+    expected.set("segment-9999", {
+      version: -1,
+      partition: "segment-9999",
+      layer: "traffic",
+      dataHandle: "traffic-published-9999",
+      checksum: sha1(added)
+    })
     expected.delete("segment-0001")
     expect(canonical(now)).toEqual(canonical([...expected.values()]))
     // The changes since the submit show the two writes and the removal (an empty data handle).
-    const since = (await expectJson<Listing>(await svc.get(metadata(`/layers/traffic/changes?sinceTime=${submittedAt}&additionalFields=checksum`)), 200)).partitions
+    const since = (await expectJson<Listing>(
+      await svc.get(metadata(`/layers/traffic/changes?sinceTime=${submittedAt}&additionalFields=checksum`)),
+      200
+    )).partitions
     expect(canonical(since)).toEqual(
       canonical([
         expected.get("segment-0000")!,

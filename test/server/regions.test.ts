@@ -7,8 +7,8 @@
  * at the failure are delivered after the recovery; new messages go to the backup). All over HTTP.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { startService, type TestService } from "../support/service.ts"
 import { catalogBody, createCatalog, layer, post, put } from "../admin/helpers.ts"
+import { startService, type TestService } from "../support/service.ts"
 import { bearer, DEMO, expectDataError, expectJson, expectStatus, rawRequest, sleep } from "./helpers.ts"
 
 const EU = "eu-ireland"
@@ -25,9 +25,16 @@ const at = (region: string, path: string) => `/regions/${region}${path}`
 const metadataIn = (region: string, path: string) => at(region, `/metadata/v1/catalogs/${hrn}${path}`)
 
 const setRegion = async (region: string, state: "up" | "down") =>
-  expectJson<{ regions: Array<{ id: string; state: string }>; pendingCopies: number }>(await put(svc, `/local/v1/regions/${region}`, { state }), 200)
+  expectJson<{ regions: Array<{ id: string; state: string }>; pendingCopies: number }>(
+    await put(svc, `/local/v1/regions/${region}`, { state }),
+    200
+  )
 
-const status = async () => expectJson<{ regions: Array<{ id: string; state: string }>; pendingCopies: number }>(await svc.get("/local/v1/regions"), 200)
+const status = async () =>
+  expectJson<{ regions: Array<{ id: string; state: string }>; pendingCopies: number }>(
+    await svc.get("/local/v1/regions"),
+    200
+  )
 
 /** Waits until every copy between the replicas was made or dropped. */
 const settled = async () => {
@@ -54,7 +61,10 @@ const publishIn = async (region: string, layerId: string, partitions: Record<str
   if (init.status !== 200) return init
   const { id } = (await init.json()) as { id: string }
   const upload = await post(svc, `${base}/layers/${layerId}/publications/${id}/partitions`, {
-    partitions: Object.entries(partitions).map(([partition, text]) => ({ partition, data: Buffer.from(text).toString("base64") }))
+    partitions: Object.entries(partitions).map(([partition, text]) => ({
+      partition,
+      data: Buffer.from(text).toString("base64")
+    }))
   })
   if (upload.status !== 204) return upload
   return put(svc, `${base}/publications/${id}`, undefined)
@@ -75,15 +85,22 @@ const contentIn = async (region: string, layerId: string, version?: number) => {
   return out
 }
 
-const latestIn = async (region: string) => (await expectJson<{ version: number }>(await svc.get(metadataIn(region, "/versions/latest")), 200)).version
+const latestIn = async (region: string) =>
+  (await expectJson<{ version: number }>(await svc.get(metadataIn(region, "/versions/latest")), 200)).version
 
 const ingest = async (region: string, text: string) =>
-  svc.get(at(region, `/ingest/v1/catalogs/${hrn}/layers/s`), { method: "POST", headers: { "content-type": "text/plain", "x-here-message-key": "k" }, body: text })
+  svc.get(at(region, `/ingest/v1/catalogs/${hrn}/layers/s`), {
+    method: "POST",
+    headers: { "content-type": "text/plain", "x-here-message-key": "k" },
+    body: text
+  })
 
 /** Every message of the stream layer as a region holds it, in offset order (a new consumer group reads from the start). */
 const messagesIn = async (region: string) => {
   const sub = await expectJson<{ nodeBaseURL: string; subscriptionId: string }>(
-    await post(svc, at(region, `/stream/v2/catalogs/${hrn}/layers/s/subscribe?mode=serial`), { kafkaConsumerProperties: { "group.id": crypto.randomUUID() } }),
+    await post(svc, at(region, `/stream/v2/catalogs/${hrn}/layers/s/subscribe?mode=serial`), {
+      kafkaConsumerProperties: { "group.id": crypto.randomUUID() }
+    }),
     201
   )
   const page = await expectJson<{ messages: Array<{ metaData: { data: string } }> }>(
@@ -95,15 +112,24 @@ const messagesIn = async (region: string) => {
 
 beforeAll(async () => {
   svc = await startService({ seed: { partitions: 20, versions: 2 }, replicationDelayMs: DELAY_MS })
-  hrn = await createCatalog(svc, catalogBody("two-regions", [layer("v", "versioned"), layer("vol", "volatile"), layer("s", "stream")], { replication }))
+  hrn = await createCatalog(
+    svc,
+    catalogBody("two-regions", [layer("v", "versioned"), layer("vol", "volatile"), layer("s", "stream")], {
+      replication
+    })
+  )
 })
 afterAll(() => svc?.close())
 
 describe("regions of the local service", () => {
   it("hands out a multi-region catalog's URLs per region (its primary's without `region`), and one that is down answers 503 to every catalog-bound request", async () => {
     const lookup = async (query: string) =>
-      expectJson<Array<{ api: string; baseURL: string }>>(await svc.get(`/lookup/v1/resources/${hrn}/apis${query}`), 200)
-    const baseOf = (entries: Array<{ api: string; baseURL: string }>, api: string) => entries.find((e) => e.api === api)!.baseURL
+      expectJson<Array<{ api: string; baseURL: string }>>(
+        await svc.get(`/lookup/v1/resources/${hrn}/apis${query}`),
+        200
+      )
+    const baseOf = (entries: Array<{ api: string; baseURL: string }>, api: string) =>
+      entries.find((e) => e.api === api)!.baseURL
     expect(baseOf(await lookup(""), "metadata")).toBe(`${svc.url}/regions/${EU}/metadata/v1/catalogs/${hrn}`)
     expect(baseOf(await lookup(`?region=${US}`), "ingest")).toBe(`${svc.url}/regions/${US}/ingest/v1/catalogs/${hrn}`)
     expect(baseOf(await lookup(""), "config")).toBe(`${svc.url}/config/v1`)
@@ -112,21 +138,29 @@ describe("regions of the local service", () => {
     try {
       const auth = bearer(await svc.token())
       // The lean path (plain URL) and the router (percent-encoded catalog) answer alike, before any other check.
-      for (const url of [
-        at(US, `/metadata/v1/catalogs/${hrn}/layers/v/partitions?version=0`),
-        at(US, `/metadata/v1/catalogs/${encodeURIComponent(hrn)}/layers/v/partitions?version=0`),
-        at(US, `/blobstore/v1/catalogs/${hrn}/layers/v/data/anything`),
-        at(US, `/blobstore/v1/catalogs/${encodeURIComponent(hrn)}/layers/v/data/anything`),
-        at(US, `/metadata/v1/catalogs/${DEMO}/versions/latest`)
-      ]) {
+      for (
+        const url of [
+          at(US, `/metadata/v1/catalogs/${hrn}/layers/v/partitions?version=0`),
+          at(US, `/metadata/v1/catalogs/${encodeURIComponent(hrn)}/layers/v/partitions?version=0`),
+          at(US, `/blobstore/v1/catalogs/${hrn}/layers/v/data/anything`),
+          at(US, `/blobstore/v1/catalogs/${encodeURIComponent(hrn)}/layers/v/data/anything`),
+          at(US, `/metadata/v1/catalogs/${DEMO}/versions/latest`)
+        ]
+      ) {
         const res = await rawRequest(`${svc.url}${url}`, auth)
         expect(res.status, url).toBe(503)
-        expect(JSON.parse(res.body.toString())).toEqual({ title: "Service Unavailable", status: 503, detail: [{ name: "region", error: `region ${US} is unavailable` }] })
+        expect(JSON.parse(res.body.toString())).toEqual({
+          title: "Service Unavailable",
+          status: 503,
+          detail: [{ name: "region", error: `region ${US} is unavailable` }]
+        })
         expect((await rawRequest(`${svc.url}${url}`, {})).status, `${url} without a token`).toBe(503)
       }
       // The config API and lookup are platform-wide; the other region serves as before.
       await expectStatus(await svc.get(`/config/v1/catalogs/${hrn}`), 200)
-      expect(baseOf(await lookup(`?region=${US}`), "metadata")).toBe(`${svc.url}/regions/${US}/metadata/v1/catalogs/${hrn}`)
+      expect(baseOf(await lookup(`?region=${US}`), "metadata")).toBe(
+        `${svc.url}/regions/${US}/metadata/v1/catalogs/${hrn}`
+      )
       await expectStatus(await svc.get(metadataIn(EU, "/layers/v/partitions/parts?numRequestedParts=2")), 200)
     } finally {
       await setRegion(US, "up")
@@ -138,7 +172,10 @@ describe("regions of the local service", () => {
     await setRegion(EU, "down")
     try {
       await expectDataError(await svc.get(`/metadata/v1/catalogs/${DEMO}/versions/latest`), 503, "region")
-      const res = await rawRequest(`${svc.url}/metadata/v1/catalogs/${DEMO}/layers/places/partitions?version=0`, bearer(await svc.token()))
+      const res = await rawRequest(
+        `${svc.url}/metadata/v1/catalogs/${DEMO}/layers/places/partitions?version=0`,
+        bearer(await svc.token())
+      )
       expect(res.status).toBe(503)
     } finally {
       await setRegion(EU, "up")
@@ -167,14 +204,20 @@ describe("versioned layers replicate synchronously", () => {
       try {
         // Refused in the healthy region, at every step of a publication, and for blob uploads and version deletion.
         const refused = await expectDataError(await publishIn(healthy, "v", { a: "lost" }), 503, "region")
-        expect(refused.detail![0]!.error).toMatch(new RegExp(`region ${down} .*multi-region.*versioned layers take no new data`))
+        expect(refused.detail![0]!.error).toMatch(
+          new RegExp(`region ${down} .*multi-region.*versioned layers take no new data`)
+        )
         const blobPut = await svc.get(at(healthy, `/blobstore/v1/catalogs/${hrn}/layers/v/data/new-handle`), {
           method: "PUT",
           headers: { "content-type": "application/json" },
           body: "{}"
         })
         await expectDataError(blobPut, 503, "region")
-        await expectDataError(await post(svc, metadataIn(healthy, "/versions/minimum"), { version: first }), 503, "region")
+        await expectDataError(
+          await post(svc, metadataIn(healthy, "/versions/minimum"), { version: first }),
+          503,
+          "region"
+        )
         // What was published before stays readable there.
         expect(await latestIn(healthy)).toBe(first)
         expect(await contentIn(healthy, "v", first)).toEqual({ a: "first a", b: "first b" })
@@ -191,7 +234,12 @@ describe("versioned layers replicate synchronously", () => {
   it("refuse a publication started before the outage at its submission", async () => {
     const base = at(EU, `/publish/v2/catalogs/${hrn}`)
     const { id } = await expectJson<{ id: string }>(await post(svc, `${base}/publications`, { layerIds: ["v"] }), 200)
-    await expectStatus(await post(svc, `${base}/layers/v/publications/${id}/partitions`, { partitions: [{ partition: "c", data: Buffer.from("c").toString("base64") }] }), 204)
+    await expectStatus(
+      await post(svc, `${base}/layers/v/publications/${id}/partitions`, {
+        partitions: [{ partition: "c", data: Buffer.from("c").toString("base64") }]
+      }),
+      204
+    )
     const before = await latestIn(EU)
     await setRegion(US, "down")
     try {

@@ -34,7 +34,17 @@ interface Served {
 const children: Array<ChildProcess> = []
 
 const serve = (args: ReadonlyArray<string>, env: Record<string, string> = {}): Served => {
-  const child = spawn(process.execPath, [bin, "serve", "--port", "0", "--seed-partitions", "40", "--seed-versions", "3", ...args], {
+  const child = spawn(process.execPath, [
+    bin,
+    "serve",
+    "--port",
+    "0",
+    "--seed-partitions",
+    "40",
+    "--seed-versions",
+    "3",
+    ...args
+  ], {
     cwd: root,
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"]
@@ -44,7 +54,9 @@ const serve = (args: ReadonlyArray<string>, env: Record<string, string> = {}): S
   let stderr = ""
   child.stdout!.setEncoding("utf8").on("data", (d: string) => (stdout += d))
   child.stderr!.setEncoding("utf8").on("data", (d: string) => (stderr += d))
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })))
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.on("exit", (code, signal) => resolve({ code, signal }))
+  )
   const listening = new Promise<Listening>((resolve, reject) => {
     const check = () => {
       const nl = stdout.indexOf("\n")
@@ -58,7 +70,9 @@ const serve = (args: ReadonlyArray<string>, env: Record<string, string> = {}): S
       }
     }
     child.stdout!.on("data", check)
-    void exited.then(({ code, signal }) => reject(new Error(`serve exited (${code ?? signal}) before listening: ${stderr}`)))
+    void exited.then(({ code, signal }) =>
+      reject(new Error(`serve exited (${code ?? signal}) before listening: ${stderr}`))
+    )
   })
   return { child, listening, exited, stdout: () => stdout, stderr: () => stderr }
 }
@@ -78,15 +92,20 @@ const bytes = async (url: string, t: string) => {
 /** What must survive a restart, read over HTTP. */
 const snapshot = async (base: string, t: string, overwritten: string) => {
   const meta = `${base}/metadata/v1/catalogs/${DEMO}`
-  const versions = JSON.parse((await bytes(`${meta}/versions`, t)).toString()) as { versions: Array<{ version: number }> }
+  const versions = JSON.parse((await bytes(`${meta}/versions`, t)).toString()) as {
+    versions: Array<{ version: number }>
+  }
   const latest = versions.versions.at(-1)!.version
   const places = await bytes(`${meta}/layers/places/partitions?version=${latest}&additionalFields=dataSize,checksum`, t)
   const tiles = await bytes(`${meta}/layers/tiles/partitions?version=${latest}&additionalFields=dataSize,checksum`, t)
   const traffic = await bytes(`${meta}/layers/traffic/partitions?additionalFields=checksum`, t)
   const entries = [
-    ...(JSON.parse(places.toString()).partitions as Array<{ dataHandle: string; checksum: string; partition: string }>).map((p) => ({ layer: "places", ...p })),
-    ...(JSON.parse(tiles.toString()).partitions as Array<{ dataHandle: string; checksum: string; partition: string }>).filter((_, i) => i % 8 === 0).map((p) => ({ layer: "tiles", ...p })),
-    ...(JSON.parse(traffic.toString()).partitions as Array<{ dataHandle: string; checksum: string; partition: string }>).filter((_, i) => i % 10 === 0).map((p) => ({ layer: "traffic", ...p }))
+    ...(JSON.parse(places.toString()).partitions as Array<{ dataHandle: string; checksum: string; partition: string }>)
+      .map((p) => ({ layer: "places", ...p })),
+    ...(JSON.parse(tiles.toString()).partitions as Array<{ dataHandle: string; checksum: string; partition: string }>)
+      .filter((_, i) => i % 8 === 0).map((p) => ({ layer: "tiles", ...p })),
+    ...(JSON.parse(traffic.toString()).partitions as Array<{ dataHandle: string; checksum: string; partition: string }>)
+      .filter((_, i) => i % 10 === 0).map((p) => ({ layer: "traffic", ...p }))
   ]
   const blobs: Record<string, string> = {}
   for (const e of entries) {
@@ -96,7 +115,15 @@ const snapshot = async (base: string, t: string, overwritten: string) => {
     if (e.dataHandle !== overwritten) expect(sha1(data), `${e.layer} ${e.partition}`).toBe(e.checksum)
   }
   const catalog = JSON.parse((await bytes(`${base}/config/v1/catalogs/${DEMO}`, t)).toString())
-  return { versions, latest, places: places.toString("base64"), tiles: tiles.toString("base64"), traffic: traffic.toString("base64"), blobs, catalog }
+  return {
+    versions,
+    latest,
+    places: places.toString("base64"),
+    tiles: tiles.toString("base64"),
+    traffic: traffic.toString("base64"),
+    blobs,
+    catalog
+  }
 }
 
 const mode = (file: string) => fs.statSync(file).mode & 0o777
@@ -134,11 +161,20 @@ describe("serve as a process", () => {
     const tokenA = await token(credentialsA)
 
     // The credentials can read and write the demo catalog: publish a version and overwrite a volatile blob.
-    const lookup = (await (await fetch(`${lineA.lookupUrl}/resources/${DEMO}/apis`, { headers: bearer(tokenA) })).json()) as Array<{ api: string; baseURL: string }>
+    const lookup =
+      (await (await fetch(`${lineA.lookupUrl}/resources/${DEMO}/apis`, { headers: bearer(tokenA) })).json()) as Array<
+        { api: string; baseURL: string }
+      >
     const publishUrl = lookup.find((e) => e.api === "publish")!.baseURL
     const blobUrl = lookup.find((e) => e.api === "blob")!.baseURL
     const payload = Buffer.from(JSON.stringify({ id: "after-restart", note: "published by the serve test" }))
-    expect((await fetch(`${blobUrl}/layers/places/data/serve-test-1`, { method: "PUT", headers: { ...bearer(tokenA), "content-type": "application/json" }, body: payload })).status).toBe(200)
+    expect(
+      (await fetch(`${blobUrl}/layers/places/data/serve-test-1`, {
+        method: "PUT",
+        headers: { ...bearer(tokenA), "content-type": "application/json" },
+        body: payload
+      })).status
+    ).toBe(200)
     const init = (await (await fetch(`${publishUrl}/publications`, {
       method: "POST",
       headers: { ...bearer(tokenA), "content-type": "application/json" },
@@ -147,15 +183,29 @@ describe("serve as a process", () => {
     const staged = await fetch(`${publishUrl}/layers/places/publications/${init.id}/partitions`, {
       method: "POST",
       headers: { ...bearer(tokenA), "content-type": "application/json" },
-      body: JSON.stringify({ partitions: [{ partition: "serve-test", dataHandle: "serve-test-1", checksum: sha1(payload), dataSize: payload.byteLength }] })
+      body: JSON.stringify({
+        partitions: [{
+          partition: "serve-test",
+          dataHandle: "serve-test-1",
+          checksum: sha1(payload),
+          dataSize: payload.byteLength
+        }]
+      })
     })
     expect(staged.status).toBe(204)
-    expect((await fetch(`${publishUrl}/publications/${init.id}`, { method: "PUT", headers: bearer(tokenA) })).status).toBe(204)
+    expect((await fetch(`${publishUrl}/publications/${init.id}`, { method: "PUT", headers: bearer(tokenA) })).status)
+      .toBe(204)
     const volatile = Buffer.from(`{"segment":"segment-0","speedKmh":12}`)
-    const trafficHandle = (JSON.parse((await bytes(`${lineA.url}/metadata/v1/catalogs/${DEMO}/layers/traffic/partitions`, tokenA)).toString()).partitions[0] as { dataHandle: string })
+    const trafficHandle = (JSON.parse(
+      (await bytes(`${lineA.url}/metadata/v1/catalogs/${DEMO}/layers/traffic/partitions`, tokenA)).toString()
+    ).partitions[0] as { dataHandle: string })
       .dataHandle
     expect(
-      (await fetch(`${blobUrl}/layers/traffic/data/${trafficHandle}`, { method: "PUT", headers: { ...bearer(tokenA), "content-type": "application/json" }, body: volatile })).status
+      (await fetch(`${blobUrl}/layers/traffic/data/${trafficHandle}`, {
+        method: "PUT",
+        headers: { ...bearer(tokenA), "content-type": "application/json" },
+        body: volatile
+      })).status
     ).toBe(204)
 
     const before = await snapshot(lineA.url, tokenA, trafficHandle)
@@ -193,7 +243,8 @@ describe("serve as a process", () => {
     expect(after.traffic).toBe(before.traffic)
     expect(after.blobs).toEqual(before.blobs)
     expect({ ...after.catalog }).toEqual({ ...before.catalog })
-    expect(sha1(await bytes(`${lineB.url}/blobstore/v1/catalogs/${DEMO}/layers/traffic/data/${trafficHandle}`, tokenB))).toBe(sha1(volatile))
+    expect(sha1(await bytes(`${lineB.url}/blobstore/v1/catalogs/${DEMO}/layers/traffic/data/${trafficHandle}`, tokenB)))
+      .toBe(sha1(volatile))
 
     b.child.kill("SIGINT")
     expect(await b.exited).toEqual({ code: 0, signal: null })

@@ -4,7 +4,14 @@
  */
 import { randomBytes } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { authorizationHeader, baseString, type OAuthParams, sign, signRequest, signWithKey } from "../../src/domain/OAuth1.ts"
+import {
+  authorizationHeader,
+  baseString,
+  type OAuthParams,
+  sign,
+  signRequest,
+  signWithKey
+} from "../../src/domain/OAuth1.ts"
 import { type Credentials, requestToken, startService, type TestService } from "../support/service.ts"
 import { bearer, expectJson, sleep } from "./helpers.ts"
 
@@ -59,7 +66,8 @@ const expectAccountError = async (res: Response, status: number, errorCode: numb
   return body
 }
 
-const catalogsWith = (svc: TestService, token: string) => fetch(`${svc.url}/config/v1/catalogs`, { headers: bearer(token) })
+const catalogsWith = (svc: TestService, token: string) =>
+  fetch(`${svc.url}/config/v1/catalogs`, { headers: bearer(token) })
 
 describe("token endpoint", () => {
   let svc: TestService
@@ -76,7 +84,13 @@ describe("token endpoint", () => {
   it("writes credentials.properties with the HERE keys for each application", async () => {
     const text = await svc.credentialsText()
     const keys = text.split("\n").filter((l) => l.includes("=")).map((l) => l.split("=")[0]!.trim())
-    expect(keys.sort()).toEqual(["here.access.key.id", "here.access.key.secret", "here.client.id", "here.token.endpoint.url", "here.user.id"])
+    expect(keys.sort()).toEqual([
+      "here.access.key.id",
+      "here.access.key.secret",
+      "here.client.id",
+      "here.token.endpoint.url",
+      "here.user.id"
+    ])
     expect(demo.appId).toBe("demo-app")
     expect(other.appId).toBe("other-app")
     expect(demo.tokenUrl).toBe(svc.tokenUrl)
@@ -96,15 +110,24 @@ describe("token endpoint", () => {
   })
 
   it("caps expiresIn at the service maximum and uses the maximum when none is asked for", async () => {
-    const capped = await expectJson<{ expiresIn: number }>(await requestToken(demo, { grantType: "client_credentials", expiresIn: 86_400 }), 200)
+    const capped = await expectJson<{ expiresIn: number }>(
+      await requestToken(demo, { grantType: "client_credentials", expiresIn: 86_400 }),
+      200
+    )
     expect(capped.expiresIn).toBe(MAX)
-    const unspecified = await expectJson<{ expiresIn: number }>(await requestToken(demo, { grantType: "client_credentials" }), 200)
+    const unspecified = await expectJson<{ expiresIn: number }>(
+      await requestToken(demo, { grantType: "client_credentials" }),
+      200
+    )
     expect(unspecified.expiresIn).toBe(MAX)
   })
 
   it("echoes the requested scope", async () => {
     const scope = "hrn:here:authorization::myrealm:project/demo"
-    const body = await expectJson<Record<string, unknown>>(await requestToken(demo, { grantType: "client_credentials", expiresIn: 2, scope }), 200)
+    const body = await expectJson<Record<string, unknown>>(
+      await requestToken(demo, { grantType: "client_credentials", expiresIn: 2, scope }),
+      200
+    )
     expect(body.scope).toBe(scope)
   })
 
@@ -148,10 +171,14 @@ describe("token endpoint", () => {
     expect((await catalogsWith(svc, body.access_token as string)).status).toBe(200)
 
     const capped = await expectJson<Record<string, unknown>>(
-      await postForm(demo.tokenUrl, header(demo, { formParams: [["grant_type", "client_credentials"], ["expires_in", "999"]] }), [
-        ["grant_type", "client_credentials"],
-        ["expires_in", "999"]
-      ]),
+      await postForm(
+        demo.tokenUrl,
+        header(demo, { formParams: [["grant_type", "client_credentials"], ["expires_in", "999"]] }),
+        [
+          ["grant_type", "client_credentials"],
+          ["expires_in", "999"]
+        ]
+      ),
       200
     )
     expect(capped.expires_in).toBe(MAX)
@@ -163,7 +190,9 @@ describe("token endpoint", () => {
   })
 
   it("does not sign JSON bodies: signing the JSON fields as parameters is a mismatch", async () => {
-    const res = await postJson(demo.tokenUrl, header(demo, { formParams: [["grantType", "client_credentials"]] }), { grantType: "client_credentials" })
+    const res = await postJson(demo.tokenUrl, header(demo, { formParams: [["grantType", "client_credentials"]] }), {
+      grantType: "client_credentials"
+    })
     await expectAccountError(res, 401, 401300)
   })
 
@@ -176,7 +205,12 @@ describe("token endpoint", () => {
   })
 
   it("accepts a header built step by step with baseString + sign (RFC 5849 key) and with signWithKey", async () => {
-    for (const signer of [(base: string) => sign(base, demo.secret), (base: string) => signWithKey(base, `${demo.secret}&`)]) {
+    for (
+      const signer of [
+        (base: string) => sign(base, demo.secret),
+        (base: string) => signWithKey(base, `${demo.secret}&`)
+      ]
+    ) {
       const params: OAuthParams = {
         oauth_consumer_key: demo.keyId,
         oauth_nonce: nonce(),
@@ -186,42 +220,68 @@ describe("token endpoint", () => {
       }
       const base = baseString("POST", demo.tokenUrl, Object.entries(params))
       expect(base.startsWith(`POST&${encodeURIComponent(demo.tokenUrl)}&`)).toBe(true)
-      const res = await postJson(demo.tokenUrl, authorizationHeader(params, signer(base)), { grantType: "client_credentials" })
+      const res = await postJson(demo.tokenUrl, authorizationHeader(params, signer(base)), {
+        grantType: "client_credentials"
+      })
       expect((await expectJson<{ tokenType: string }>(res, 200)).tokenType).toBe("bearer")
     }
   })
 
   it("answers a bad signature with 401 / 401300", async () => {
-    await expectAccountError(await postJson(demo.tokenUrl, header(demo, { secret: `${demo.secret}x` }), { grantType: "client_credentials" }), 401, 401300)
+    await expectAccountError(
+      await postJson(demo.tokenUrl, header(demo, { secret: `${demo.secret}x` }), { grantType: "client_credentials" }),
+      401,
+      401300
+    )
     // Another application's secret with this key id.
-    await expectAccountError(await postJson(demo.tokenUrl, header(demo, { secret: other.secret }), { grantType: "client_credentials" }), 401, 401300)
+    await expectAccountError(
+      await postJson(demo.tokenUrl, header(demo, { secret: other.secret }), { grantType: "client_credentials" }),
+      401,
+      401300
+    )
     // Signed for another URL.
     await expectAccountError(
-      await postJson(demo.tokenUrl, header(demo, { url: `${svc.url}/oauth2/other` }), { grantType: "client_credentials" }),
+      await postJson(demo.tokenUrl, header(demo, { url: `${svc.url}/oauth2/other` }), {
+        grantType: "client_credentials"
+      }),
       401,
       401300
     )
   })
 
   it("answers an unknown key id with 401 / 401300", async () => {
-    const res = await postJson(demo.tokenUrl, header(demo, { keyId: "no-such-key-id" }), { grantType: "client_credentials" })
+    const res = await postJson(demo.tokenUrl, header(demo, { keyId: "no-such-key-id" }), {
+      grantType: "client_credentials"
+    })
     await expectAccountError(res, 401, 401300)
   })
 
   it("answers a timestamp outside the window with 401 / 401204 and accepts one inside it", async () => {
     for (const timestamp of [now() - 3600, now() + 3600]) {
-      await expectAccountError(await postJson(demo.tokenUrl, header(demo, { timestamp }), { grantType: "client_credentials" }), 401, 401204)
+      await expectAccountError(
+        await postJson(demo.tokenUrl, header(demo, { timestamp }), { grantType: "client_credentials" }),
+        401,
+        401204
+      )
     }
-    const inside = await postJson(demo.tokenUrl, header(demo, { timestamp: now() - 120 }), { grantType: "client_credentials" })
+    const inside = await postJson(demo.tokenUrl, header(demo, { timestamp: now() - 120 }), {
+      grantType: "client_credentials"
+    })
     expect(inside.status).toBe(200)
   })
 
   it("answers a reused nonce with 401 / 401207, per consumer key", async () => {
     const used = nonce()
-    expect((await postJson(demo.tokenUrl, header(demo, { nonce: used }), { grantType: "client_credentials" })).status).toBe(200)
-    await expectAccountError(await postJson(demo.tokenUrl, header(demo, { nonce: used }), { grantType: "client_credentials" }), 401, 401207)
+    expect((await postJson(demo.tokenUrl, header(demo, { nonce: used }), { grantType: "client_credentials" })).status)
+      .toBe(200)
+    await expectAccountError(
+      await postJson(demo.tokenUrl, header(demo, { nonce: used }), { grantType: "client_credentials" }),
+      401,
+      401207
+    )
     // The same nonce under another key is a different request.
-    expect((await postJson(other.tokenUrl, header(other, { nonce: used }), { grantType: "client_credentials" })).status).toBe(200)
+    expect((await postJson(other.tokenUrl, header(other, { nonce: used }), { grantType: "client_credentials" })).status)
+      .toBe(200)
   })
 
   it("answers missing or malformed Authorization headers with 401 / 401202", async () => {
@@ -236,20 +296,30 @@ describe("token endpoint", () => {
       good.replace(/oauth_consumer_key="[^"]*",/, "")
     ]
     for (const authorization of malformed) {
-      await expectAccountError(await postJson(demo.tokenUrl, authorization, { grantType: "client_credentials" }), 401, 401202)
+      await expectAccountError(
+        await postJson(demo.tokenUrl, authorization, { grantType: "client_credentials" }),
+        401,
+        401202
+      )
     }
   })
 
   it("answers an unsupported signature method or OAuth version with 401205 / 401206", async () => {
     await expectAccountError(
-      await postJson(demo.tokenUrl, header(demo).replace('oauth_signature_method="HMAC-SHA256"', 'oauth_signature_method="HMAC-SHA1"'), {
-        grantType: "client_credentials"
-      }),
+      await postJson(
+        demo.tokenUrl,
+        header(demo).replace("oauth_signature_method=\"HMAC-SHA256\"", "oauth_signature_method=\"HMAC-SHA1\""),
+        {
+          grantType: "client_credentials"
+        }
+      ),
       401,
       401205
     )
     await expectAccountError(
-      await postJson(demo.tokenUrl, header(demo).replace('oauth_version="1.0"', 'oauth_version="2.0"'), { grantType: "client_credentials" }),
+      await postJson(demo.tokenUrl, header(demo).replace("oauth_version=\"1.0\"", "oauth_version=\"2.0\""), {
+        grantType: "client_credentials"
+      }),
       401,
       401206
     )
@@ -257,9 +327,21 @@ describe("token endpoint", () => {
 
   it("answers a signed request with a bad body with 400 / 400200", async () => {
     await expectAccountError(await postJson(demo.tokenUrl, header(demo), { grantType: "password" }), 400, 400200)
-    await expectAccountError(await postJson(demo.tokenUrl, header(demo), { grantType: "client_credentials", expiresIn: -5 }), 400, 400200)
-    await expectAccountError(await postJson(demo.tokenUrl, header(demo), { grantType: "client_credentials", expiresIn: "soon" }), 400, 400200)
-    const notJson = await fetch(demo.tokenUrl, { method: "POST", headers: { authorization: header(demo), "content-type": "application/json" }, body: "{nope" })
+    await expectAccountError(
+      await postJson(demo.tokenUrl, header(demo), { grantType: "client_credentials", expiresIn: -5 }),
+      400,
+      400200
+    )
+    await expectAccountError(
+      await postJson(demo.tokenUrl, header(demo), { grantType: "client_credentials", expiresIn: "soon" }),
+      400,
+      400200
+    )
+    const notJson = await fetch(demo.tokenUrl, {
+      method: "POST",
+      headers: { authorization: header(demo), "content-type": "application/json" },
+      body: "{nope"
+    })
     await expectAccountError(notJson, 400, 400200)
   })
 })

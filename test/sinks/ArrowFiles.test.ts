@@ -1,4 +1,4 @@
-import { tableFromIPC, type Table } from "apache-arrow"
+import { type Table, tableFromIPC } from "apache-arrow"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { describe, expect, it } from "vitest"
@@ -70,7 +70,9 @@ describe("Arrow IPC files read back by apache-arrow", () => {
     const table = readTable(path.join(dir, files[0]!.path))
     expect(table.batches.length).toBeGreaterThan(15)
     for (const batch of table.batches.slice(0, -1)) {
-      expect(batch.getChild("data")!.data.reduce((sum, d) => sum + d.values.byteLength, 0)).toBeLessThan(16 * 1024 + 1024)
+      expect(batch.getChild("data")!.data.reduce((sum, d) => sum + d.values.byteLength, 0)).toBeLessThan(
+        16 * 1024 + 1024
+      )
     }
     expect(records(table)).toEqual(rows.map((row) => expectedRecord(row, false)))
   })

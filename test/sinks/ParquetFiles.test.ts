@@ -4,7 +4,18 @@ import { describe, expect, it } from "vitest"
 import { parquetCompressions } from "../../src/sinks/ParquetCodecs.ts"
 import { columnNames } from "../../src/sinks/Row.ts"
 import { batchOf, rowBytes } from "../../src/sinks/RowBatch.ts"
-import { ABOVE_2_53, expectedRecord, INT64_MAX, makeRows, metadata, query, tempDirs, type TestRow, withDuckDB, writeAll } from "./support.ts"
+import {
+  ABOVE_2_53,
+  expectedRecord,
+  INT64_MAX,
+  makeRows,
+  metadata,
+  query,
+  tempDirs,
+  type TestRow,
+  withDuckDB,
+  writeAll
+} from "./support.ts"
 
 const newDir = tempDirs()
 
@@ -48,7 +59,10 @@ describe("Parquet files read back by DuckDB", () => {
       expect(read).toHaveLength(rows.length)
       expect(read).toEqual(rows.map((row) => expectedRecord(row, true)))
 
-      const exact = await query(db, `select count(*) as n from read_parquet('${file}') where partition_version = ${ABOVE_2_53} or partition_version = ${INT64_MAX}`)
+      const exact = await query(
+        db,
+        `select count(*) as n from read_parquet('${file}') where partition_version = ${ABOVE_2_53} or partition_version = ${INT64_MAX}`
+      )
       expect(exact[0]!.n).toBe(2n)
       const nulls = await query(db, `select count(*) as n from read_parquet('${file}') where data is null`)
       expect(Number(nulls[0]!.n)).toBe(rows.filter((r) => r.data === null).length)
@@ -62,7 +76,11 @@ describe("Parquet files read back by DuckDB", () => {
     const files = await writeAll({ dir, format: "parquet", metadata }, makeRows(10))
     await withDuckDB(async (db) => {
       const kv = await query(db, `select key, value from parquet_kv_metadata('${path.join(dir, files[0]!.path)}')`)
-      const decoded = Object.fromEntries(kv.map(({ key, value }) => [Buffer.from(key as Uint8Array).toString(), Buffer.from(value as Uint8Array).toString()]))
+      const decoded = Object.fromEntries(
+        kv.map((
+          { key, value }
+        ) => [Buffer.from(key as Uint8Array).toString(), Buffer.from(value as Uint8Array).toString()])
+      )
       expect(decoded).toEqual(metadata)
     })
   })
@@ -72,9 +90,16 @@ describe("Parquet files read back by DuckDB", () => {
       const dir = newDir()
       const files = await writeAll({ dir, format: "parquet", heretile, metadata }, makeRows(5, { heretile }))
       await withDuckDB(async (db) => {
-        const schema = await query(db, `select name, type, repetition_type, converted_type from parquet_schema('${path.join(dir, files[0]!.path)}') where name <> 'root'`)
+        const schema = await query(
+          db,
+          `select name, type, repetition_type, converted_type from parquet_schema('${
+            path.join(dir, files[0]!.path)
+          }') where name <> 'root'`
+        )
         expect(schema.map((c) => c.name)).toEqual(columnNames(heretile))
-        const byName = Object.fromEntries(schema.map((c) => [c.name, `${c.type}/${c.repetition_type}/${c.converted_type ?? ""}`]))
+        const byName = Object.fromEntries(
+          schema.map((c) => [c.name, `${c.type}/${c.repetition_type}/${c.converted_type ?? ""}`])
+        )
         expect(byName).toMatchObject({
           partition: "BYTE_ARRAY/REQUIRED/UTF8",
           partition_version: "INT64/REQUIRED/",
@@ -111,7 +136,9 @@ describe("Parquet files read back by DuckDB", () => {
       const byColumn = Object.fromEntries(stats.map((s) => [s.col, s]))
       expect(byColumn.data).toMatchObject({ min: null, max: null })
       expect(byColumn.partition!.min).not.toBeNull()
-      expect(byColumn.partition_version!.max).toBe(String(rows.reduce((max, r) => (BigInt(r.partitionVersion) > max ? BigInt(r.partitionVersion) : max), 0n)))
+      expect(byColumn.partition_version!.max).toBe(
+        String(rows.reduce((max, r) => (BigInt(r.partitionVersion) > max ? BigInt(r.partitionVersion) : max), 0n))
+      )
       const file = fs.readFileSync(path.join(dir, files[0]!.path))
       const footerBytes = file.readUInt32LE(file.byteLength - 8)
       expect(footerBytes).toBeLessThan(4096)
@@ -125,28 +152,33 @@ describe("Parquet files read back by DuckDB", () => {
     await withDuckDB(async (db) => {
       const groups = await query(
         db,
-        `select row_group_id, any_value(row_group_num_rows) as n from parquet_metadata('${path.join(dir, files[0]!.path)}') group by row_group_id order by row_group_id`
+        `select row_group_id, any_value(row_group_num_rows) as n from parquet_metadata('${
+          path.join(dir, files[0]!.path)
+        }') group by row_group_id order by row_group_id`
       )
       expect(groups.length).toBeGreaterThan(15)
       expect(groups.map((g) => Number(g.n))).toEqual(expectedGroupSizes(rows, 16 * 1024))
     })
   })
 
-  it.each([...parquetCompressions, undefined])("are readable with compression %s (default zstd)", async (compression) => {
-    const dir = newDir()
-    const rows = makeRows(150)
-    const files = await writeAll(
-      { dir, format: "parquet", metadata, ...(compression === undefined ? {} : { compression }) },
-      rows
-    )
-    const file = path.join(dir, files[0]!.path)
-    await withDuckDB(async (db) => {
-      expect(await query(db, selectRows([file], false))).toEqual(rows.map((row) => expectedRecord(row, false)))
-      const codecs = await query(db, `select distinct compression from parquet_metadata('${file}')`)
-      const expected = { none: "UNCOMPRESSED", snappy: "SNAPPY", zstd: "ZSTD", gzip: "GZIP" }[compression ?? "zstd"]
-      expect(codecs).toEqual([{ compression: expected }])
-    })
-  })
+  it.each([...parquetCompressions, undefined])(
+    "are readable with compression %s (default zstd)",
+    async (compression) => {
+      const dir = newDir()
+      const rows = makeRows(150)
+      const files = await writeAll(
+        { dir, format: "parquet", metadata, ...(compression === undefined ? {} : { compression }) },
+        rows
+      )
+      const file = path.join(dir, files[0]!.path)
+      await withDuckDB(async (db) => {
+        expect(await query(db, selectRows([file], false))).toEqual(rows.map((row) => expectedRecord(row, false)))
+        const codecs = await query(db, `select distinct compression from parquet_metadata('${file}')`)
+        const expected = { none: "UNCOMPRESSED", snappy: "SNAPPY", zstd: "ZSTD", gzip: "GZIP" }[compression ?? "zstd"]
+        expect(codecs).toEqual([{ compression: expected }])
+      })
+    }
+  )
 
   it("of an export without rows still have the columns, and zero rows", async () => {
     const dir = newDir()

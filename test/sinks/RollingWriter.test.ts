@@ -3,11 +3,22 @@ import { tableFromIPC } from "apache-arrow"
 import { Deferred, Effect, Exit, Fiber } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import * as RollingWriter from "../../src/sinks/RollingWriter.ts"
 import { Encoder } from "../../src/sinks/Encoder.ts"
+import * as RollingWriter from "../../src/sinks/RollingWriter.ts"
 import { batchOf } from "../../src/sinks/RowBatch.ts"
 import { SinkError } from "../../src/sinks/SinkError.ts"
-import { expectedRecord, listDir, makeRows, metadata, query, sha256File, tempDirs, type TestRow, withDuckDB, writeRows } from "./support.ts"
+import {
+  expectedRecord,
+  listDir,
+  makeRows,
+  metadata,
+  query,
+  sha256File,
+  tempDirs,
+  type TestRow,
+  withDuckDB,
+  writeRows
+} from "./support.ts"
 
 const newDir = tempDirs()
 
@@ -25,7 +36,11 @@ describe("RollingWriter", () => {
       const dir = newDir()
       const maxFileBytes = 64 * 1024
       const rows = makeRows(600, { dataBytes: 1000 })
-      const files = yield* writeRows({ dir, shard: 7, format: "parquet", metadata, maxFileBytes, compression: "none" }, rows, 50)
+      const files = yield* writeRows(
+        { dir, shard: 7, format: "parquet", metadata, maxFileBytes, compression: "none" },
+        rows,
+        50
+      )
 
       expect(files.length).toBeGreaterThanOrEqual(8)
       expect(files.map((f) => f.path)).toEqual(files.map((_, i) => `part-7-${String(i).padStart(5, "0")}.parquet`))
@@ -45,7 +60,10 @@ describe("RollingWriter", () => {
              from read_parquet([${list}], filename = true, file_row_number = true) order by filename, file_row_number`
           )
           expect(read).toEqual(rows.map((row) => expectedRecord(row, false)))
-          const perFile = await query(db, `select filename, count(*) as n from read_parquet([${list}], filename = true) group by filename order by filename`)
+          const perFile = await query(
+            db,
+            `select filename, count(*) as n from read_parquet([${list}], filename = true) group by filename order by filename`
+          )
           expect(perFile.map((r) => Number(r.n))).toEqual(files.map((f) => f.rows))
         })
       )
@@ -54,7 +72,13 @@ describe("RollingWriter", () => {
   it.effect("writes the same bytes on the encoder thread as inline", () =>
     Effect.gen(function*() {
       const rows = makeRows(400, { heretile: true })
-      const options = (dir: string) => ({ dir, format: "both" as const, heretile: true, metadata, maxFileBytes: 32 * 1024 })
+      const options = (dir: string) => ({
+        dir,
+        format: "both" as const,
+        heretile: true,
+        metadata,
+        maxFileBytes: 32 * 1024
+      })
       const [threadDir, inlineDir] = [newDir(), newDir()]
       const thread = yield* writeRows(options(threadDir), rows, 33).pipe(Effect.provide(Encoder.thread))
       const inline = yield* writeRows(options(inlineDir), rows, 33).pipe(Effect.provide(Encoder.inline))
@@ -74,7 +98,14 @@ describe("RollingWriter", () => {
         data.set(row.data.subarray(0, 500))
         return { ...row, data }
       })
-      const files = yield* writeRows({ dir, format: "parquet", metadata, maxFileBytes, rowGroupBytes: 32 * 1024, compression: "zstd" }, rows)
+      const files = yield* writeRows({
+        dir,
+        format: "parquet",
+        metadata,
+        maxFileBytes,
+        rowGroupBytes: 32 * 1024,
+        compression: "zstd"
+      }, rows)
       expect(files.length).toBeGreaterThan(3)
       for (const file of files.slice(0, -1)) {
         expect(file.bytes).toBeGreaterThanOrEqual(maxFileBytes * 0.8)
@@ -85,7 +116,10 @@ describe("RollingWriter", () => {
   it.effect("reports for each file the sha256 and size of the bytes on disk", () =>
     Effect.gen(function*() {
       const dir = newDir()
-      const files = yield* writeRows({ dir, format: "both", metadata, maxFileBytes: 40 * 1024 }, makeRows(300, { dataBytes: 700 }))
+      const files = yield* writeRows(
+        { dir, format: "both", metadata, maxFileBytes: 40 * 1024 },
+        makeRows(300, { dataBytes: 700 })
+      )
       expect(files.length).toBeGreaterThan(4)
       for (const file of files) {
         const onDisk = path.join(dir, file.path)
@@ -107,12 +141,17 @@ describe("RollingWriter", () => {
       expect(arrow.every((f) => f.path.endsWith(".arrow"))).toBe(true)
       expect(listDir(dir)).toEqual(files.map((f) => f.path).sort())
 
-      const arrowRows = arrow.flatMap((f) => tableFromIPC(fs.readFileSync(path.join(dir, f.path))).toArray().map((r) => r.partition as string))
+      const arrowRows = arrow.flatMap((f) =>
+        tableFromIPC(fs.readFileSync(path.join(dir, f.path))).toArray().map((r) => r.partition as string)
+      )
       expect(arrowRows).toEqual(rows.map((r) => r.partition))
       yield* Effect.promise(() =>
         withDuckDB(async (db) => {
           const list = parquet.map((f) => `'${path.join(dir, f.path)}'`).join(", ")
-          const read = await query(db, `select partition from read_parquet([${list}], filename = true, file_row_number = true) order by filename, file_row_number`)
+          const read = await query(
+            db,
+            `select partition from read_parquet([${list}], filename = true, file_row_number = true) order by filename, file_row_number`
+          )
           expect(read.map((r) => r.partition)).toEqual(rows.map((r) => r.partition))
         })
       )
@@ -194,7 +233,9 @@ describe("RollingWriter", () => {
       const dir = newDir()
       fs.writeFileSync(path.join(dir, "not-a-directory"), "")
       const target = path.join(dir, "not-a-directory", "version=1")
-      const error = asSinkError(yield* Effect.flip(Effect.scoped(RollingWriter.make({ dir: target, format: "parquet", metadata }))))
+      const error = asSinkError(
+        yield* Effect.flip(Effect.scoped(RollingWriter.make({ dir: target, format: "parquet", metadata })))
+      )
       expect(error.reason).toBe("NotFound")
       expect(error.path).toBe(target)
       expect(error.message).toContain(target)
@@ -204,7 +245,9 @@ describe("RollingWriter", () => {
     Effect.gen(function*() {
       const dir = newDir()
       const rows = makeRows(3)
-      const error = asSinkError(yield* Effect.flip(writeOnce(dir, [...rows, { ...rows[0]!, partition: "p-9", partitionVersion: 2 ** 53 + 2 }])))
+      const error = asSinkError(
+        yield* Effect.flip(writeOnce(dir, [...rows, { ...rows[0]!, partition: "p-9", partitionVersion: 2 ** 53 + 2 }]))
+      )
       expect(error.reason).toBe("InvalidRow")
       expect(error.message).toContain(`partition "p-9": partition_version ${2 ** 53 + 2} is not an exact int64`)
       expect(listDir(dir)).toEqual(["part-0-00000.parquet.partial"])
@@ -221,7 +264,9 @@ describe("RollingWriter", () => {
         { compression: "lzo" as never }
       ]
       for (const options of bad) {
-        const error = asSinkError(yield* Effect.flip(Effect.scoped(RollingWriter.make({ dir, format: "parquet", metadata, ...options }))))
+        const error = asSinkError(
+          yield* Effect.flip(Effect.scoped(RollingWriter.make({ dir, format: "parquet", metadata, ...options })))
+        )
         expect(error.reason).toBe("InvalidOptions")
       }
       expect(listDir(dir)).toEqual([])
@@ -243,11 +288,13 @@ describe("RollingWriter", () => {
       expect(listDir(dir)).toEqual(["part-0-00000.parquet"])
       yield* Effect.promise(() =>
         withDuckDB(async (db) => {
-          expect(await query(db, `select count(*) as n from read_parquet('${path.join(dir, "part-0-00000.parquet")}')`)).toEqual([{ n: 20n }])
+          expect(await query(db, `select count(*) as n from read_parquet('${path.join(dir, "part-0-00000.parquet")}')`))
+            .toEqual([{ n: 20n }])
         })
       )
     }).pipe(onThread))
 })
 
 /** All rows in one batch to one Parquet writer, then finish. */
-const writeOnce = (dir: string, rows: ReadonlyArray<TestRow>) => writeRows({ dir, format: "parquet", metadata }, rows, rows.length)
+const writeOnce = (dir: string, rows: ReadonlyArray<TestRow>) =>
+  writeRows({ dir, format: "parquet", metadata }, rows, rows.length)

@@ -5,16 +5,18 @@ const errno = (code: string) => Object.assign(new Error(`${code}: failed`), { co
 const file = "/out/cat/layer/version=3/part-0-00000.parquet.partial"
 
 describe("SinkError.fromCause", () => {
-  it.each([
-    ["ENOSPC", "DiskFull", "Free space"],
-    ["EDQUOT", "DiskFull", "quota"],
-    ["EACCES", "PermissionDenied", "writable"],
-    ["EPERM", "PermissionDenied", "writable"],
-    ["EROFS", "ReadOnlyFileSystem", "writable volume"],
-    ["ENOENT", "NotFound", "output directory"],
-    ["EMFILE", "TooManyOpenFiles", "ulimit"],
-    ["EIO", "Io", "Check the output volume"]
-  ] as const)("maps %s to %s, naming the file and what to do", (code, reason, advice) => {
+  it.each(
+    [
+      ["ENOSPC", "DiskFull", "Free space"],
+      ["EDQUOT", "DiskFull", "quota"],
+      ["EACCES", "PermissionDenied", "writable"],
+      ["EPERM", "PermissionDenied", "writable"],
+      ["EROFS", "ReadOnlyFileSystem", "writable volume"],
+      ["ENOENT", "NotFound", "output directory"],
+      ["EMFILE", "TooManyOpenFiles", "ulimit"],
+      ["EIO", "Io", "Check the output volume"]
+    ] as const
+  )("maps %s to %s, naming the file and what to do", (code, reason, advice) => {
     const error = fromCause(file, "write", errno(code))
     expect(error).toBeInstanceOf(SinkError)
     expect(error._tag).toBe("SinkError")

@@ -53,13 +53,24 @@ export interface TestRow {
  * null and empty blobs, null checksums and sizes, non-ASCII partition ids; with `heretile`, partition
  * ids that are HERE tiles of every level and some that are not (null tile columns).
  */
-export const makeRows = (count: number, options: { readonly dataBytes?: number; readonly heretile?: boolean } = {}): Array<TestRow> =>
+export const makeRows = (
+  count: number,
+  options: { readonly dataBytes?: number; readonly heretile?: boolean } = {}
+): Array<TestRow> =>
   Array.from({ length: count }, (_, i): TestRow => {
-    const data = i % 7 === 3 ? null : i % 11 === 5 ? new Uint8Array(0) : bytes(options.dataBytes ?? 64 + (i % 50) * 37, i + 1)
+    const data = i % 7 === 3
+      ? null
+      : i % 11 === 5
+      ? new Uint8Array(0)
+      : bytes(options.dataBytes ?? 64 + (i % 50) * 37, i + 1)
     const level = i % 15
     const partition = options.heretile
-      ? i % 9 === 0 ? `not-a-tile-${i}` : String(HereTile.fromAddress({ level, column: (i * 3) % 2 ** level, row: i % Math.max(1, 2 ** (level - 1)) }))
-      : i % 13 === 0 ? `straße-${i}-🗺` : `${100000 + i}`
+      ? i % 9 === 0
+        ? `not-a-tile-${i}`
+        : String(HereTile.fromAddress({ level, column: (i * 3) % 2 ** level, row: i % Math.max(1, 2 ** (level - 1)) }))
+      : i % 13 === 0
+      ? `straße-${i}-🗺`
+      : `${100000 + i}`
     return {
       partition,
       partitionVersion: i % 3 === 0 ? ABOVE_2_53 + BigInt(i) : i % 3 === 1 ? INT64_MAX - BigInt(i - 1) : i,
@@ -83,8 +94,12 @@ export const writeRows = (options: RollingWriter.Options, rows: ReadonlyArray<Te
   )
 
 /** `writeRows` run to its end, encoding on the encoder thread (or `encoder`), for tests that read the files back. */
-export const writeAll = (options: RollingWriter.Options, rows: ReadonlyArray<TestRow>, batchSize = 100, encoder: Layer.Layer<Encoder> = Encoder.thread) =>
-  Effect.runPromise(writeRows(options, rows, batchSize).pipe(Effect.provide(encoder)))
+export const writeAll = (
+  options: RollingWriter.Options,
+  rows: ReadonlyArray<TestRow>,
+  batchSize = 100,
+  encoder: Layer.Layer<Encoder> = Encoder.thread
+) => Effect.runPromise(writeRows(options, rows, batchSize).pipe(Effect.provide(encoder)))
 
 /** A new temporary directory for each call, all removed after each test. */
 export const tempDirs = (): () => string => {
@@ -114,10 +129,28 @@ export const expectedRecord = (row: TestRow, heretile: boolean): Record<string, 
 
 const expectedTiles = (partition: string) => {
   const id = HereTile.parseTileId(partition)
-  if (id === undefined) return { tile_level: null, tile_x: null, tile_y: null, tile_west: null, tile_south: null, tile_east: null, tile_north: null }
+  if (id === undefined) {
+    return {
+      tile_level: null,
+      tile_x: null,
+      tile_y: null,
+      tile_west: null,
+      tile_south: null,
+      tile_east: null,
+      tile_north: null
+    }
+  }
   const { level, column, row } = HereTile.toAddress(id)
   const box = HereTile.boundingBox(id)
-  return { tile_level: level, tile_x: column, tile_y: row, tile_west: box.west, tile_south: box.south, tile_east: box.east, tile_north: box.north }
+  return {
+    tile_level: level,
+    tile_x: column,
+    tile_y: row,
+    tile_west: box.west,
+    tile_south: box.south,
+    tile_east: box.east,
+    tile_north: box.north
+  }
 }
 
 export const listDir = (dir: string): Array<string> => fs.readdirSync(dir).sort()

@@ -34,7 +34,10 @@ export interface ReadRow {
  * Every Parquet row of an export directory, read by DuckDB (an independent reader), sorted by
  * partition: the export's columns (or `columns`) and `data_sha1`.
  */
-export const readParquet = (dir: string, columns = "partition, partition_version, data_handle, data_size, checksum"): Promise<Array<ReadRow>> =>
+export const readParquet = (
+  dir: string,
+  columns = "partition, partition_version, data_handle, data_size, checksum"
+): Promise<Array<ReadRow>> =>
   withDuckDB((c) =>
     query(
       c,

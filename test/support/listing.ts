@@ -1,6 +1,6 @@
+import { Effect, Stream } from "effect"
 import * as v8 from "node:v8"
 import * as vm from "node:vm"
-import { Effect, Stream } from "effect"
 import { MetadataApi } from "../../src/client/MetadataApi.ts"
 import { clientLayerFor } from "./client.ts"
 import { startService } from "./service.ts"
@@ -16,15 +16,29 @@ export const listingHeapGrowth = async (total: number) => {
     const hrn = "hrn:local:data:::demo"
     const headers = { authorization: `Bearer ${await svc.token()}`, "content-type": "application/json" }
     const base = `${svc.url}/publish/v2/catalogs/${hrn}`
-    const init = (await (await fetch(`${base}/publications`, { method: "POST", headers, body: JSON.stringify({ layerIds: ["places"] }) })).json()) as { id: string }
+    const init = (await (await fetch(`${base}/publications`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({ layerIds: ["places"] })
+    })).json()) as { id: string }
     const BATCH = 10_000
     for (let start = 0; start < total; start += BATCH) {
-      const partitions = Array.from({ length: Math.min(BATCH, total - start) }, (_, i) => ({ partition: `p${String(start + i).padStart(8, "0")}`, dataHandle: `h${start + i}` }))
-      const res = await fetch(`${base}/layers/places/publications/${init.id}/partitions`, { method: "POST", headers, body: JSON.stringify({ partitions }) })
+      const partitions = Array.from(
+        { length: Math.min(BATCH, total - start) },
+        (_, i) => ({ partition: `p${String(start + i).padStart(8, "0")}`, dataHandle: `h${start + i}` })
+      )
+      const res = await fetch(`${base}/layers/places/publications/${init.id}/partitions`, {
+        method: "POST",
+        headers,
+        body: JSON.stringify({ partitions })
+      })
       if (res.status !== 204) throw new Error(`publishing failed: ${res.status} ${await res.text()}`)
     }
     await fetch(`${base}/publications/${init.id}`, { method: "PUT", headers })
-    const version = ((await (await fetch(`${svc.url}/metadata/v1/catalogs/${hrn}/versions/latest`, { headers })).json()) as { version: number }).version
+    const version =
+      ((await (await fetch(`${svc.url}/metadata/v1/catalogs/${hrn}/versions/latest`, { headers })).json()) as {
+        version: number
+      }).version
 
     v8.setFlagsFromString("--expose-gc")
     const gc = vm.runInNewContext("gc") as () => void
@@ -47,8 +61,7 @@ export const listingHeapGrowth = async (total: number) => {
               }
             })
           )
-        )
-      ).pipe(Effect.provide(await clientLayerFor(svc))) as Effect.Effect<void, unknown>
+        )).pipe(Effect.provide(await clientLayerFor(svc))) as Effect.Effect<void, unknown>
     )
     return { count, ordered, growthMb: (peak - baseline) / 1e6 }
   } finally {

@@ -72,14 +72,25 @@ export interface ReceivedMetric {
 
 export interface OtlpReceiver {
   readonly url: string
-  readonly requests: Array<{ readonly path: string; readonly contentType: string; readonly headers: http.IncomingHttpHeaders; readonly body: Buffer }>
+  readonly requests: Array<
+    {
+      readonly path: string
+      readonly contentType: string
+      readonly headers: http.IncomingHttpHeaders
+      readonly body: Buffer
+    }
+  >
   readonly spans: Array<ReceivedSpan>
   /** Every metrics export as received (cumulative: the last one holds the totals). */
   readonly metricExports: Array<ReadonlyArray<ReceivedMetric>>
   readonly close: () => Promise<void>
 }
 
-const hex = (v: unknown) => (typeof v === "string" ? (/^[0-9a-f]*$/i.test(v) && v.length % 2 === 0 ? v.toLowerCase() : Buffer.from(v, "base64").toString("hex")) : "")
+const hex = (
+  v: unknown
+) => (typeof v === "string"
+  ? (/^[0-9a-f]*$/i.test(v) && v.length % 2 === 0 ? v.toLowerCase() : Buffer.from(v, "base64").toString("hex"))
+  : "")
 
 const anyValue = (v: any): unknown => {
   if (v === undefined || v === null) return undefined
@@ -143,7 +154,12 @@ export const startOtlpReceiver = async (): Promise<OtlpReceiver> => {
                   kind,
                   points: points.map((p: any): ReceivedPoint =>
                     kind === "histogram"
-                      ? { attributes: attributesOf(p.attributes), count: num(p.count)!, sum: num(p.sum)!, bucketCounts: (p.bucketCounts ?? []).map(Number) }
+                      ? {
+                        attributes: attributesOf(p.attributes),
+                        count: num(p.count)!,
+                        sum: num(p.sum)!,
+                        bucketCounts: (p.bucketCounts ?? []).map(Number)
+                      }
                       : { attributes: attributesOf(p.attributes), value: num(p.asDouble ?? p.asInt)! }
                   )
                 })
@@ -152,7 +168,9 @@ export const startOtlpReceiver = async (): Promise<OtlpReceiver> => {
           }
           receiver.metricExports.push(metrics)
         }
-        res.writeHead(200, { "content-type": contentType.includes("json") ? "application/json" : "application/x-protobuf" })
+        res.writeHead(200, {
+          "content-type": contentType.includes("json") ? "application/json" : "application/x-protobuf"
+        })
         res.end(contentType.includes("json") ? "{}" : "")
       } catch (e) {
         res.writeHead(400)

@@ -31,7 +31,15 @@ export interface TestStore {
   readonly close: () => Promise<void>
 }
 
-type Ctx = { method: string; url: string; path: string; query: Record<string, string | undefined>; status: number; body: unknown; type: string }
+type Ctx = {
+  method: string
+  url: string
+  path: string
+  query: Record<string, string | undefined>
+  status: number
+  body: unknown
+  type: string
+}
 type Middleware = (ctx: Ctx, next: () => Promise<void>) => Promise<void>
 
 export const ACCESS_KEY = "S3RVER"
@@ -39,13 +47,20 @@ export const SECRET_KEY = "S3RVER"
 
 export const startStore = async (bucket = "exports"): Promise<TestStore> => {
   const directory = fs.mkdtempSync(path.join(os.tmpdir(), "s3rver-"))
-  const server = new S3rver({ port: 0, address: "127.0.0.1", silent: true, directory, configureBuckets: [{ name: bucket, configs: [] }] })
+  const server = new S3rver({
+    port: 0,
+    address: "127.0.0.1",
+    silent: true,
+    directory,
+    configureBuckets: [{ name: bucket, configs: [] }]
+  })
   const uploadsDir = (b: string) => path.join(directory, b, "._S3rver_uploads")
   const openUploads = () => {
     const dir = uploadsDir(bucket)
     if (!fs.existsSync(dir)) return []
     // An upload being initiated has its directory a moment before its key file.
-    const keyOf = (uploadId: string) => fs.existsSync(path.join(dir, uploadId, "key")) ? fs.readFileSync(path.join(dir, uploadId, "key"), "utf8") : ""
+    const keyOf = (uploadId: string) =>
+      fs.existsSync(path.join(dir, uploadId, "key")) ? fs.readFileSync(path.join(dir, uploadId, "key"), "utf8") : ""
     return fs.readdirSync(dir).map((uploadId) => ({ uploadId, key: keyOf(uploadId) }))
   }
   const store = { deny: (_method: string, _url: string) => false }
@@ -53,7 +68,8 @@ export const startStore = async (bucket = "exports"): Promise<TestStore> => {
     if (!store.deny(ctx.method, ctx.url)) return next()
     ctx.status = 403
     ctx.type = "application/xml"
-    ctx.body = `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>`
+    ctx.body =
+      `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>`
   }
   const multipart: Middleware = async (ctx, next) => {
     const [, b, ...rest] = ctx.path.split("/")
@@ -64,7 +80,11 @@ export const startStore = async (bucket = "exports"): Promise<TestStore> => {
         ListMultipartUploadsResult: {
           Bucket: b,
           IsTruncated: false,
-          Upload: openUploads().filter((u) => u.key.startsWith(prefix)).map((u) => ({ Key: u.key, UploadId: u.uploadId, Initiated: new Date().toISOString() }))
+          Upload: openUploads().filter((u) => u.key.startsWith(prefix)).map((u) => ({
+            Key: u.key,
+            UploadId: u.uploadId,
+            Initiated: new Date().toISOString()
+          }))
         }
       }
       return
@@ -82,13 +102,24 @@ export const startStore = async (bucket = "exports"): Promise<TestStore> => {
   middleware.splice(middleware.length - 1, 0, multipart)
   const address = (await server.run()) as AddressInfo
   const endpoint = `http://127.0.0.1:${address.port}`
-  const client = new S3Client({ endpoint, region: "us-east-1", forcePathStyle: true, credentials: { accessKeyId: ACCESS_KEY, secretAccessKey: SECRET_KEY } })
+  const client = new S3Client({
+    endpoint,
+    region: "us-east-1",
+    forcePathStyle: true,
+    credentials: { accessKeyId: ACCESS_KEY, secretAccessKey: SECRET_KEY }
+  })
   const none = path.join(directory, "no-aws-config")
   const keys = async (prefix = "") => {
     const out: Array<string> = []
     let ContinuationToken: string | undefined
     do {
-      const page = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ...(ContinuationToken === undefined ? {} : { ContinuationToken }) }))
+      const page = await client.send(
+        new ListObjectsV2Command({
+          Bucket: bucket,
+          Prefix: prefix,
+          ...(ContinuationToken === undefined ? {} : { ContinuationToken })
+        })
+      )
       for (const o of page.Contents ?? []) out.push(o.Key!)
       ContinuationToken = page.IsTruncated === true ? page.NextContinuationToken : undefined
     } while (ContinuationToken !== undefined)

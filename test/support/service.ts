@@ -1,12 +1,12 @@
+import { Context, Effect, Exit, Layer, Scope } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Context, Effect, Exit, Layer, Scope } from "effect"
 import { signRequest } from "../../src/domain/OAuth1.ts"
 import * as LocalService from "../../src/server/LocalService.ts"
 import { DEMO_APP } from "../../src/server/Seed.ts"
-import { defaultServiceOptions, type ServiceOptions } from "../../src/server/Server.ts"
 import { defaultSeed, noSeed } from "../../src/server/Seed.ts"
+import { defaultServiceOptions, type ServiceOptions } from "../../src/server/Server.ts"
 
 /** The catalogs of the demo seed: one the demo application reads and writes, one it may not read. */
 export const DEMO = "hrn:local:data:::demo"
@@ -53,7 +53,10 @@ export const parseCredentials = (text: string): Credentials => {
   }
 }
 
-export const requestToken = async (c: Credentials, body: Record<string, unknown> = { grantType: "client_credentials" }) => {
+export const requestToken = async (
+  c: Credentials,
+  body: Record<string, unknown> = { grantType: "client_credentials" }
+) => {
   const authorization = signRequest({
     url: c.tokenUrl,
     keyId: c.keyId,
@@ -61,10 +64,16 @@ export const requestToken = async (c: Credentials, body: Record<string, unknown>
     timestamp: Math.floor(Date.now() / 1000),
     nonce: crypto.randomUUID().replace(/-/g, "")
   })
-  return fetch(c.tokenUrl, { method: "POST", headers: { authorization, "content-type": "application/json" }, body: JSON.stringify(body) })
+  return fetch(c.tokenUrl, {
+    method: "POST",
+    headers: { authorization, "content-type": "application/json" },
+    body: JSON.stringify(body)
+  })
 }
 
-export type TestServiceOptions = Partial<Omit<ServiceOptions, "seed">> & { readonly seed?: Partial<typeof defaultSeed> | false }
+export type TestServiceOptions = Partial<Omit<ServiceOptions, "seed">> & {
+  readonly seed?: Partial<typeof defaultSeed> | false
+}
 
 /** Starts the real local service in this process on a free loopback port. */
 export const startService = async (options: TestServiceOptions = {}): Promise<TestService> => {
@@ -78,7 +87,9 @@ export const startService = async (options: TestServiceOptions = {}): Promise<Te
   const credentials = async (appId = DEMO_APP) => parseCredentials(await credentialsText(appId))
   const tokens = new Map<string, string>()
   const token = async (appId = DEMO_APP, expiresIn?: number) => {
-    const body = expiresIn === undefined ? { grantType: "client_credentials" } : { grantType: "client_credentials", expiresIn }
+    const body = expiresIn === undefined
+      ? { grantType: "client_credentials" }
+      : { grantType: "client_credentials", expiresIn }
     const res = await requestToken(await credentials(appId), body)
     if (res.status !== 200) throw new Error(`token request failed: ${res.status} ${await res.text()}`)
     return ((await res.json()) as { accessToken: string }).accessToken
@@ -113,5 +124,8 @@ export const startService = async (options: TestServiceOptions = {}): Promise<Te
 export class Service extends Context.Tag("test/Service")<Service, TestService>() {
   /** Starts the service when the layer is built and closes it when the layer's scope closes. */
   static readonly layer = (options: TestServiceOptions = {}) =>
-    Layer.scoped(Service, Effect.acquireRelease(Effect.promise(() => startService(options)), (svc) => Effect.promise(() => svc.close())))
+    Layer.scoped(
+      Service,
+      Effect.acquireRelease(Effect.promise(() => startService(options)), (svc) => Effect.promise(() => svc.close()))
+    )
 }

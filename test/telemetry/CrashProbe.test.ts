@@ -3,14 +3,14 @@
  * by test/reliability/kills.test.ts): every point is passed, as often and in the order the kill
  * tests rely on.
  */
+import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { runExport } from "../../src/export/Export.ts"
 import { makePlan } from "../../src/export/Plan.ts"
-import { CrashProbe, type CrashPoint } from "../../src/telemetry/CrashProbe.ts"
+import { type CrashPoint, CrashProbe } from "../../src/telemetry/CrashProbe.ts"
 import { type ClientLayer, clientLayerFor, runWith } from "../support/client.ts"
 import { startService, type TestService } from "../support/service.ts"
 
@@ -35,10 +35,20 @@ describe("CrashProbe", () => {
     const passed: Array<CrashPoint> = []
     const result = await runWith(
       client,
-      Effect.flatMap(makePlan({ catalog: DEMO, layer: "places", version: 0, parts: 3 }), (plan) =>
-        runExport(plan, { out, format: "both", compression: "zstd", concurrency: 4, listConcurrency: 2, force: false })).pipe(
-          Effect.provideService(CrashProbe, { reached: (point) => void passed.push(point) })
-        )
+      Effect.flatMap(
+        makePlan({ catalog: DEMO, layer: "places", version: 0, parts: 3 }),
+        (plan) =>
+          runExport(plan, {
+            out,
+            format: "both",
+            compression: "zstd",
+            concurrency: 4,
+            listConcurrency: 2,
+            force: false
+          })
+      ).pipe(
+        Effect.provideService(CrashProbe, { reached: (point) => void passed.push(point) })
+      )
     )
     if (result._tag !== "Exported") throw new Error(`expected an export, got ${result._tag}`)
     const { manifest } = result

@@ -1,15 +1,15 @@
+import { Effect, Layer, Stream } from "effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { Effect, Layer, Stream } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { BackfillJob, runBackfill, type VersionOutcome } from "../../pipelines/backfill.ts"
 import { MetadataApi } from "../../src/client/MetadataApi.ts"
 import { load } from "../../src/export/JobConfig.ts"
+import { cli, ROOT, serviceFlags } from "../support/cli.ts"
 import { clientLayerFor, runWith } from "../support/client.ts"
 import { DEMO, startService, type TestService } from "../support/service.ts"
 import { expectedRows, latestVersion, listing, manifestOf, readExport, setMinimum } from "./support.ts"
-import { cli, ROOT, serviceFlags } from "../support/cli.ts"
 
 /** `catalog-export backfill` through the real CLI against the local service (versions 0..9). */
 
@@ -30,7 +30,9 @@ const committed = (root: string) =>
 /** The exports' files and their times; the run report (`_run.json`) is each run's own. */
 const files = (root: string): Record<string, number> =>
   Object.fromEntries(
-    (fs.readdirSync(root, { recursive: true }) as Array<string>).filter((f) => f !== "_run.json").map((f) => [f, fs.statSync(path.join(root, f)).mtimeMs])
+    (fs.readdirSync(root, { recursive: true }) as Array<string>).filter((f) => f !== "_run.json").map((
+      f
+    ) => [f, fs.statSync(path.join(root, f)).mtimeMs])
   )
 
 /** Each committed version holds exactly the service's partitions of that version. */
@@ -38,12 +40,35 @@ const expectVersionsMatch = async (root: string, versions: ReadonlyArray<number>
   for (const v of versions) {
     const partitions = await listing(svc, "places", v)
     expect(await readExport(versionDir(root, v)), `version ${v}`).toEqual(expectedRows(partitions))
-    expect(manifestOf(versionDir(root, v))).toMatchObject({ version: v, mode: "full", partitions: partitions.length, deleted: 0 })
+    expect(manifestOf(versionDir(root, v))).toMatchObject({
+      version: v,
+      mode: "full",
+      partitions: partitions.length,
+      deleted: 0
+    })
   }
 }
 
-const backfill = (from: number, to: number, target: string, extra: Array<string> = []) =>
-  ["backfill", "--catalog", DEMO, "--layer", "places", "--from", String(from), "--to", String(to), "--out", target, ...flags, ...extra]
+const backfill = (
+  from: number,
+  to: number,
+  target: string,
+  extra: Array<string> = []
+) => [
+  "backfill",
+  "--catalog",
+  DEMO,
+  "--layer",
+  "places",
+  "--from",
+  String(from),
+  "--to",
+  String(to),
+  "--out",
+  target,
+  ...flags,
+  ...extra
+]
 
 beforeAll(async () => {
   svc = await startService({ seed: { partitions: 80, versions: 10 } })
@@ -62,7 +87,10 @@ describe("backfill", () => {
 
   it("killed with SIGKILL mid-range and run again, exports every version exactly once with the service's rows", async () => {
     expect(await latestVersion(svc)).toBe(9)
-    const child = spawn(process.execPath, ["src/cli/bin.mjs", ...backfill(0, 9, out, ["--quiet"])], { cwd: ROOT, stdio: "ignore" })
+    const child = spawn(process.execPath, ["src/cli/bin.mjs", ...backfill(0, 9, out, ["--quiet"])], {
+      cwd: ROOT,
+      stdio: "ignore"
+    })
     let exitedEarly = false
     child.on("exit", () => (exitedEarly = true))
     await new Promise<void>((resolve, reject) => {
@@ -89,9 +117,15 @@ describe("backfill", () => {
     expect(rerun.code, rerun.stderr).toBe(0)
     for (const v of before) expect(rerun.stdout).toContain(`version ${v}: already exported, skipped`)
     for (let v = before.length; v <= 9; v++) {
-      expect(rerun.stdout).toMatch(new RegExp(`^version ${v}: exported ${(await listing(svc, "places", v)).length} partitions`, "m"))
+      expect(rerun.stdout).toMatch(
+        new RegExp(`^version ${v}: exported ${(await listing(svc, "places", v)).length} partitions`, "m")
+      )
     }
-    expect(rerun.stdout).toContain(`${10 - before.length} exported, ${before.length} already exported, 0 unchanged, 0 without data, 0 deleted, 0 not published yet.`)
+    expect(rerun.stdout).toContain(
+      `${
+        10 - before.length
+      } exported, ${before.length} already exported, 0 unchanged, 0 without data, 0 deleted, 0 not published yet.`
+    )
     expect(committed(out)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
     // Exported once: what was committed before the kill was not written again.
     for (const v of before) expect(manifestOf(versionDir(out, v)).finishedAt).toBe(finishedAt.get(v))
@@ -104,10 +138,15 @@ describe("backfill", () => {
     const before = files(out)
     const result = await cli(backfill(0, 9, out))
     expect(result.code).toBe(0)
-    expect(result.stdout).toContain("0 exported, 10 already exported, 0 unchanged, 0 without data, 0 deleted, 0 not published yet.")
+    expect(result.stdout).toContain(
+      "0 exported, 10 already exported, 0 unchanged, 0 without data, 0 deleted, 0 not published yet."
+    )
     expect(result.stdout).not.toMatch(/: exported/)
     expect(files(out)).toEqual(before)
-    expect(JSON.parse(fs.readFileSync(path.join(out, "_run.json"), "utf8")).totals).toMatchObject({ exported: 0, alreadyExported: 10 })
+    expect(JSON.parse(fs.readFileSync(path.join(out, "_run.json"), "utf8")).totals).toMatchObject({
+      exported: 0,
+      alreadyExported: 10
+    })
   })
 
   it("reports versions below the minimum and past the latest as skipped ranges, not a crash, and exports the rest", async () => {
@@ -120,9 +159,13 @@ describe("backfill", () => {
     expect(result.code, result.stderr).toBe(0)
     const lines = result.stdout.trim().split("\n")
     expect(lines[0]).toBe("versions 0..5: deleted (below the minimum version 6), skipped")
-    expect(lines.slice(1, 5).map((l) => l.replace(/ partitions.*/, ""))).toEqual([6, 7, 8, 9].map((v) => `version ${v}: exported ${counts.get(v)}`))
+    expect(lines.slice(1, 5).map((l) => l.replace(/ partitions.*/, ""))).toEqual(
+      [6, 7, 8, 9].map((v) => `version ${v}: exported ${counts.get(v)}`)
+    )
     expect(lines[5]).toBe("versions 10..5000: not published yet (the latest version is 9), skipped")
-    expect(lines[6]).toContain("4 exported, 0 already exported, 0 unchanged, 0 without data, 6 deleted, 4991 not published yet.")
+    expect(lines[6]).toContain(
+      "4 exported, 0 already exported, 0 unchanged, 0 without data, 6 deleted, 4991 not published yet."
+    )
     expect(lines.length).toBe(7)
     expect(committed(target)).toEqual([6, 7, 8, 9])
     await expectVersionsMatch(target, [6, 9])
@@ -164,13 +207,31 @@ describe("backfill", () => {
     ).pipe(Layer.provideMerge(client))
     const target = path.join(svc.dir, "out-deleted-meanwhile")
     const outcomes: Array<VersionOutcome> = []
-    const totals = await runWith(raiseDuringListing, runBackfill(
-      { catalog: DEMO, layer: "places", from: 8, to: 9, parts: 1, export: { out: target, format: "parquet", concurrency: 4, listConcurrency: 1 } },
-      (outcome) => Effect.sync(() => outcomes.push(outcome))
-    ))
+    const totals = await runWith(
+      raiseDuringListing,
+      runBackfill(
+        {
+          catalog: DEMO,
+          layer: "places",
+          from: 8,
+          to: 9,
+          parts: 1,
+          export: { out: target, format: "parquet", concurrency: 4, listConcurrency: 1 }
+        },
+        (outcome) => Effect.sync(() => outcomes.push(outcome))
+      )
+    )
     expect(outcomes.map((o) => [o.version, o.status])).toEqual([[8, "below-minimum"], [9, "exported"]])
     expect(outcomes[0]).toMatchObject({ version: 8, through: 8, status: "below-minimum", minimum: 9 })
-    expect(totals).toEqual({ exported: 1, alreadyExported: 0, unchanged: 0, noData: 0, belowMinimum: 1, notYetPublished: 0, changeCheck: undefined })
+    expect(totals).toEqual({
+      exported: 1,
+      alreadyExported: 0,
+      unchanged: 0,
+      noData: 0,
+      belowMinimum: 1,
+      notYetPublished: 0,
+      changeCheck: undefined
+    })
     expect(committed(target)).toEqual([9])
     await expectVersionsMatch(target, [9])
   })

@@ -1,14 +1,23 @@
+import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { runExport } from "../../src/export/Export.ts"
 import { makePlan } from "../../src/export/Plan.ts"
+import { cli, ROOT, serviceFlags } from "../support/cli.ts"
 import { clientLayerFor, runWith } from "../support/client.ts"
 import { query, withDuckDB } from "../support/duckdb.ts"
 import { DEMO, startService, type TestService } from "../support/service.ts"
-import { changes, type ExportedRow, expectedRows, listing, manifestOf, publish, readExport, setMinimum } from "./support.ts"
-import { cli, ROOT, serviceFlags } from "../support/cli.ts"
+import {
+  changes,
+  expectedRows,
+  type ExportedRow,
+  listing,
+  manifestOf,
+  publish,
+  readExport,
+  setMinimum
+} from "./support.ts"
 
 /**
  * Incremental exports (`--mode changes`, `incremental: true`): a full export at 3, deltas to 5 and 7,
@@ -44,14 +53,35 @@ ORDER BY partition`
 
 const rebuild = (layerDir: string, version: number) =>
   withDuckDB((c) =>
-    query(c, `SELECT partition, partition_version, data_handle, checksum, sha1(data) AS data_sha1 FROM (${rebuildQuery(layerDir, version)})`)
+    query(
+      c,
+      `SELECT partition, partition_version, data_handle, checksum, sha1(data) AS data_sha1 FROM (${
+        rebuildQuery(layerDir, version)
+      })`
+    )
   ).then((rows) => rows.map((r) => ({ ...r, partition_version: Number(r.partition_version) }) as ExportedRow))
 
 const exportChanges = (target: string, version: number | "latest") =>
-  cli(["export", "--catalog", DEMO, "--layer", "places", "--mode", "changes", "--version", String(version), "--out", target, "--parts", "3", ...flags])
+  cli([
+    "export",
+    "--catalog",
+    DEMO,
+    "--layer",
+    "places",
+    "--mode",
+    "changes",
+    "--version",
+    String(version),
+    "--out",
+    target,
+    "--parts",
+    "3",
+    ...flags
+  ])
 
 const placesDir = (root: string) => path.join(root, "demo", "places")
-const stateOf = (root: string) => JSON.parse(fs.readFileSync(path.join(placesDir(root), "_state.json"), "utf8")) as { lastVersion: number }
+const stateOf = (root: string) =>
+  JSON.parse(fs.readFileSync(path.join(placesDir(root), "_state.json"), "utf8")) as { lastVersion: number }
 
 /** A changes export holds exactly the service's changes listing: the latest state of each changed partition, deletions as null data. */
 const expectChangesExport = async (dir: string, start: number, end: number) => {
@@ -60,7 +90,13 @@ const expectChangesExport = async (dir: string, start: number, end: number) => {
   expect(rows).toEqual(expectedRows(expected))
   for (const row of rows) expect(row.data_sha1 === null).toBe(row.data_handle === "")
   const deleted = expected.filter((p) => p.dataHandle === "").length
-  expect(manifestOf(dir)).toMatchObject({ mode: "changes", baseVersion: start, version: end, partitions: expected.length, deleted })
+  expect(manifestOf(dir)).toMatchObject({
+    mode: "changes",
+    baseVersion: start,
+    version: end,
+    partitions: expected.length,
+    deleted
+  })
   return { rows, deleted }
 }
 
@@ -76,15 +112,19 @@ beforeAll(async () => {
   deletedAt6 = at5[0]!.partition
   updatedAt6 = at5[1]!.partition
   updatedAt7 = at5[2]!.partition
-  expect(await publish(svc, [
-    { partition: "zz-temp", data: JSON.stringify({ temp: true }) },
-    { partition: deletedAt6, dataHandle: "" },
-    { partition: updatedAt6, data: JSON.stringify({ v: 6 }) }
-  ])).toBe(6)
-  expect(await publish(svc, [
-    { partition: "zz-temp", dataHandle: "" },
-    { partition: updatedAt7, data: JSON.stringify({ v: 7 }) }
-  ])).toBe(7)
+  expect(
+    await publish(svc, [
+      { partition: "zz-temp", data: JSON.stringify({ temp: true }) },
+      { partition: deletedAt6, dataHandle: "" },
+      { partition: updatedAt6, data: JSON.stringify({ v: 6 }) }
+    ])
+  ).toBe(6)
+  expect(
+    await publish(svc, [
+      { partition: "zz-temp", dataHandle: "" },
+      { partition: updatedAt7, data: JSON.stringify({ v: 7 }) }
+    ])
+  ).toBe(7)
 })
 afterAll(() => svc.close())
 
@@ -126,18 +166,29 @@ describe("incremental exports", () => {
   it("the README's DuckDB query rebuilds version 7 from the full export at 3 and its deltas: exactly a full export of 7", async () => {
     const client = await clientLayerFor(svc)
     const fullOut = path.join(svc.dir, "full")
-    await runWith(client, Effect.flatMap(makePlan({ catalog: DEMO, layer: "places", version: 7, parts: 2 }), (plan) =>
-      runExport(plan, { out: fullOut, format: "parquet", concurrency: 8, listConcurrency: 2, force: false })))
+    await runWith(
+      client,
+      Effect.flatMap(
+        makePlan({ catalog: DEMO, layer: "places", version: 7, parts: 2 }),
+        (plan) => runExport(plan, { out: fullOut, format: "parquet", concurrency: 8, listConcurrency: 2, force: false })
+      )
+    )
     const full = await readExport(path.join(placesDir(fullOut), "version=7"))
     expect(full).toEqual(expectedRows(await listing(svc, "places", 7)))
 
     // An older full export in the same tree must not bring back partitions deleted before the base.
-    await runWith(client, Effect.flatMap(makePlan({ catalog: DEMO, layer: "places", version: 1, parts: 1 }), (plan) =>
-      runExport(plan, { out, format: "parquet", concurrency: 8, listConcurrency: 1, force: false })))
+    await runWith(
+      client,
+      Effect.flatMap(
+        makePlan({ catalog: DEMO, layer: "places", version: 1, parts: 1 }),
+        (plan) => runExport(plan, { out, format: "parquet", concurrency: 8, listConcurrency: 1, force: false })
+      )
+    )
     const at7 = new Set((await listing(svc, "places", 7)).map((p) => p.partition))
     // (the seed deleted some partitions between 1 and 3 that no later delta mentions)
     const deltas = new Set((await changes(svc, "places", 3, 7)).map((p) => p.partition))
-    expect((await listing(svc, "places", 1)).filter((p) => !at7.has(p.partition) && !deltas.has(p.partition)).length).toBeGreaterThan(0)
+    expect((await listing(svc, "places", 1)).filter((p) => !at7.has(p.partition) && !deltas.has(p.partition)).length)
+      .toBeGreaterThan(0)
 
     const rebuilt = await rebuild(placesDir(out), 7)
     expect(rebuilt).toEqual(full)
@@ -148,7 +199,11 @@ describe("incremental exports", () => {
     const unfinished = path.join(placesDir(out), "version=6")
     fs.mkdirSync(unfinished)
     fs.copyFileSync(
-      path.join(placesDir(out), "version=7", fs.readdirSync(path.join(placesDir(out), "version=7")).find((f) => f.endsWith(".parquet"))!),
+      path.join(
+        placesDir(out),
+        "version=7",
+        fs.readdirSync(path.join(placesDir(out), "version=7")).find((f) => f.endsWith(".parquet"))!
+      ),
       path.join(unfinished, "part-0-0.parquet")
     )
     expect(await rebuild(placesDir(out), 6)).toEqual(expectedRows(await listing(svc, "places", 5)))
@@ -164,14 +219,28 @@ describe("incremental exports", () => {
   it("a nightly job with incremental: true exports in full first (and says so), then only the changes", async () => {
     const nightlyOut = path.join(svc.dir, "nightly")
     const config = path.join(svc.dir, "nightly.json")
-    fs.writeFileSync(config, JSON.stringify({ job: "nightly-export", out: nightlyOut, format: "parquet", incremental: true, layers: [{ catalog: DEMO, layer: "places" }] }))
+    fs.writeFileSync(
+      config,
+      JSON.stringify({
+        job: "nightly-export",
+        out: nightlyOut,
+        format: "parquet",
+        incremental: true,
+        layers: [{ catalog: DEMO, layer: "places" }]
+      })
+    )
     const first = await cli(["run", config, ...flags])
     expect(first.code, first.stderr).toBe(0)
     expect(first.stdout).toContain("no cursor (_state.json) yet: full export")
     expect(manifestOf(path.join(placesDir(nightlyOut), "version=7"))).toMatchObject({ mode: "full", version: 7 })
 
     const at7 = await listing(svc, "places", 7)
-    expect(await publish(svc, [{ partition: at7[3]!.partition, dataHandle: "" }, { partition: at7[4]!.partition, data: "{}" }])).toBe(8)
+    expect(
+      await publish(svc, [{ partition: at7[3]!.partition, dataHandle: "" }, {
+        partition: at7[4]!.partition,
+        data: "{}"
+      }])
+    ).toBe(8)
     const second = await cli(["run", config, ...flags])
     expect(second.code, second.stderr).toBe(0)
     expect(second.stdout).toMatch(/version 8 \(changes\): 2 partitions \(1 deleted\)/)
@@ -185,14 +254,21 @@ describe("incremental exports", () => {
 
   it("a cursor below the minimum version falls back to a full export and says so", async () => {
     const target = path.join(svc.dir, "stale")
-    await runWith(await clientLayerFor(svc), Effect.flatMap(makePlan({ catalog: DEMO, layer: "places", version: 2, parts: 1 }), (plan) =>
-      runExport(plan, { out: target, format: "parquet", concurrency: 8, listConcurrency: 1, force: false })))
+    await runWith(
+      await clientLayerFor(svc),
+      Effect.flatMap(
+        makePlan({ catalog: DEMO, layer: "places", version: 2, parts: 1 }),
+        (plan) => runExport(plan, { out: target, format: "parquet", concurrency: 8, listConcurrency: 1, force: false })
+      )
+    )
     expect(stateOf(target).lastVersion).toBe(2)
     // The changes after version 2 are gone once version 3 is deleted.
     expect((await setMinimum(svc, 4)).status).toBe(204)
     const result = await exportChanges(target, "latest")
     expect(result.code, result.stderr).toBe(0)
-    expect(result.stderr).toContain("the cursor (version 2) is below the minimum version 4, so its changes are gone: full export")
+    expect(result.stderr).toContain(
+      "the cursor (version 2) is below the minimum version 4, so its changes are gone: full export"
+    )
     const dir = path.join(placesDir(target), "version=8")
     expect(manifestOf(dir)).toMatchObject({ mode: "full", version: 8 })
     expect(await readExport(dir)).toEqual(expectedRows(await listing(svc, "places", 8)))

@@ -1,18 +1,18 @@
+import { Duration, Effect, Either } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { Duration, Effect, Either } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { applyRetention, planRetention, RetentionJob } from "../../pipelines/retention.ts"
-import { guard } from "../../src/retention/Guard.ts"
-import { localLocation } from "../../src/retention/ExportLocation.ts"
-import type { Policy } from "../../src/retention/Policy.ts"
 import { runExport } from "../../src/export/Export.ts"
 import { load } from "../../src/export/JobConfig.ts"
 import { makePlan } from "../../src/export/Plan.ts"
+import { localLocation } from "../../src/retention/ExportLocation.ts"
+import { guard } from "../../src/retention/Guard.ts"
+import type { Policy } from "../../src/retention/Policy.ts"
+import { cli, ROOT, serviceFlags } from "../support/cli.ts"
 import { type ClientLayer, clientLayerFor, runWith } from "../support/client.ts"
 import { DEMO, startService, type TestService } from "../support/service.ts"
 import { latestVersion, listing, manifestOf, minimumVersion, publish } from "./support.ts"
-import { cli, ROOT, serviceFlags } from "../support/cli.ts"
 
 /**
  * Retention housekeeping through the real CLI: every refusal, the export guard, dry runs, policies,
@@ -32,10 +32,19 @@ let seeded: number
 const retention = (...args: Array<string>) => cli(["retention", "--catalog", DEMO, ...args, ...flags])
 
 const exportVersion = (layer: string, version: number, target = out, changesFrom?: number) =>
-  runWith(client, Effect.flatMap(
-    makePlan({ catalog: DEMO, layer, version, parts: 1, ...(changesFrom === undefined ? {} : { mode: "changes" as const, baseVersion: changesFrom }) }),
-    (plan) => runExport(plan, { out: target, format: "parquet", concurrency: 16, listConcurrency: 1, force: false })
-  ))
+  runWith(
+    client,
+    Effect.flatMap(
+      makePlan({
+        catalog: DEMO,
+        layer,
+        version,
+        parts: 1,
+        ...(changesFrom === undefined ? {} : { mode: "changes" as const, baseVersion: changesFrom })
+      }),
+      (plan) => runExport(plan, { out: target, format: "parquet", concurrency: 16, listConcurrency: 1, force: false })
+    )
+  )
 
 interface VersionInfo {
   readonly version: number
@@ -43,7 +52,9 @@ interface VersionInfo {
 }
 
 const versionInfos = async (): Promise<Array<VersionInfo>> => {
-  const res = await svc.get(`/metadata/v1/catalogs/${DEMO}/versions?startVersion=-1&endVersion=${await latestVersion(svc)}`)
+  const res = await svc.get(
+    `/metadata/v1/catalogs/${DEMO}/versions?startVersion=-1&endVersion=${await latestVersion(svc)}`
+  )
   return ((await res.json()) as { versions: Array<VersionInfo> }).versions
 }
 const readableVersions = async () => (await versionInfos()).map((v) => v.version)
@@ -58,7 +69,9 @@ const oldestUnexported = async (target: string, layers: ReadonlyArray<string>, f
   for (const layer of layers) {
     const dir = path.join(target, "demo", layer)
     const exported = fs.existsSync(dir)
-      ? fs.readdirSync(dir).filter((d) => fs.existsSync(path.join(dir, d, "_manifest.json"))).map((d) => Number(d.slice("version=".length)))
+      ? fs.readdirSync(dir).filter((d) => fs.existsSync(path.join(dir, d, "_manifest.json"))).map((d) =>
+        Number(d.slice("version=".length))
+      )
       : []
     const states = new Map<number, string>()
     const stateAt = async (v: number) => {
@@ -82,11 +95,19 @@ const oldestUnexported = async (target: string, layers: ReadonlyArray<string>, f
 
 /** planRetention in-process: the plan, or why it was refused (without a location: no export check). */
 const plan = (policy: Policy, requireExported?: string, layers?: Array<string>) =>
-  runWith(client, planRetention({
-    catalog: DEMO,
-    policy,
-    exportCheck: requireExported === undefined ? { _tag: "Skip" } : { _tag: "RequireExported", location: localLocation(requireExported), layers }
-  }).pipe(Effect.flatMap((p) => (p.refusal === undefined ? Effect.succeed(p) : Effect.fail(p.refusal))), Effect.either))
+  runWith(
+    client,
+    planRetention({
+      catalog: DEMO,
+      policy,
+      exportCheck: requireExported === undefined
+        ? { _tag: "Skip" }
+        : { _tag: "RequireExported", location: localLocation(requireExported), layers }
+    }).pipe(
+      Effect.flatMap((p) => (p.refusal === undefined ? Effect.succeed(p) : Effect.fail(p.refusal))),
+      Effect.either
+    )
+  )
 
 const refusalOf = (stderr: string) => /version (\d+) of layer '([^']+)' has no committed export/.exec(stderr)
 
@@ -127,8 +148,12 @@ describe("retention", () => {
     expect(result.code, result.stderr).toBe(0)
     const iso = (v: number) => new Date(before.find((i) => i.version === v)!.timestamp).toISOString()
     expect(result.stdout).toContain(`Catalog ${DEMO}: minimum version 0, latest 7. Policy: keep the last 5 version(s).`)
-    expect(result.stdout).toContain(`Raising the minimum version to 3 deletes versions 0..2 (3 version(s), created ${iso(0)} to ${iso(2)}).`)
-    expect(result.stdout).toContain("This cannot be undone: deleted versions, their partition metadata and their data are removed permanently.")
+    expect(result.stdout).toContain(
+      `Raising the minimum version to 3 deletes versions 0..2 (3 version(s), created ${iso(0)} to ${iso(2)}).`
+    )
+    expect(result.stdout).toContain(
+      "This cannot be undone: deleted versions, their partition metadata and their data are removed permanently."
+    )
     expect(result.stdout).toContain("Dry run: nothing was changed.")
     expect(await minimumVersion(svc)).toBe(0)
     expect(await versionInfos()).toEqual(before)
@@ -137,7 +162,9 @@ describe("retention", () => {
   it("refuses a minimum past the latest version (the last version is never deleted) with exit 2", async () => {
     const past = await retention("--minimum", "8")
     expect(past.code).toBe(2)
-    expect(past.stderr).toContain(`Refusing to set the minimum version of ${DEMO} to 8: the latest version is 7, and the last version of a catalog can never be deleted.`)
+    expect(past.stderr).toContain(
+      `Refusing to set the minimum version of ${DEMO} to 8: the latest version is 7, and the last version of a catalog can never be deleted.`
+    )
     expect(await minimumVersion(svc)).toBe(0)
   })
 
@@ -172,9 +199,14 @@ describe("retention", () => {
   it("never moves the minimum down", async () => {
     const down = await retention("--minimum", "1", "--skip-export-check")
     expect(down.code).toBe(2)
-    expect(down.stderr).toContain(`Refusing to set the minimum version of ${DEMO} to 1: it is already 3, and the minimum version never moves down`)
+    expect(down.stderr).toContain(
+      `Refusing to set the minimum version of ${DEMO} to 1: it is already 3, and the minimum version never moves down`
+    )
     // A relative policy that asks for less than is deleted already has nothing to do.
-    expect(await plan({ _tag: "KeepLast", count: 20 })).toMatchObject({ _tag: "Right", right: { minimum: 3, target: 3, deleted: [] } })
+    expect(await plan({ _tag: "KeepLast", count: 20 })).toMatchObject({
+      _tag: "Right",
+      right: { minimum: 3, target: 3, deleted: [] }
+    })
     expect(await minimumVersion(svc)).toBe(3)
   })
 
@@ -182,12 +214,19 @@ describe("retention", () => {
     const chain = path.join(svc.dir, "chain")
     // A delta (2, 3] whose base, version 2, is not exported: the state of 3 cannot be rebuilt from it.
     await exportVersion("places", 3, chain, 2)
-    expect(manifestOf(path.join(chain, "demo", "places", "version=3"))).toMatchObject({ mode: "changes", baseVersion: 2 })
+    expect(manifestOf(path.join(chain, "demo", "places", "version=3"))).toMatchObject({
+      mode: "changes",
+      baseVersion: 2
+    })
     const broken = await plan({ _tag: "Minimum", version: 4 }, chain, ["places"])
     expect(Either.isLeft(broken) && broken.left).toMatchObject({ _tag: "RetentionRefused" })
-    expect(Either.isLeft(broken) && (broken.left as Error).message).toContain("version 3 of layer 'places' has no committed export")
+    expect(Either.isLeft(broken) && (broken.left as Error).message).toContain(
+      "version 3 of layer 'places' has no committed export"
+    )
     // With the full export of 2 (made before version 2 was deleted) the chain is whole.
-    fs.cpSync(path.join(out, "demo", "places", "version=2"), path.join(chain, "demo", "places", "version=2"), { recursive: true })
+    fs.cpSync(path.join(out, "demo", "places", "version=2"), path.join(chain, "demo", "places", "version=2"), {
+      recursive: true
+    })
     const whole = await plan({ _tag: "Minimum", version: 4 }, chain, ["places"])
     expect(Either.isRight(whole) && whole.right).toMatchObject({ minimum: 3, target: 4, deleted: [{ version: 3 }] })
     expect(await minimumVersion(svc)).toBe(3)
@@ -223,7 +262,20 @@ describe("retention", () => {
 
   it("export --raise-minimum raises the minimum after a committed export, under the same guard", async () => {
     expect(await publish(svc, [{ partition: "new-9", data: JSON.stringify({ v: 9 }) }])).toBe(9)
-    const exportPlaces = () => cli(["export", "--catalog", DEMO, "--layer", "places", "--version", "9", "--out", out, "--raise-minimum", ...flags])
+    const exportPlaces = () =>
+      cli([
+        "export",
+        "--catalog",
+        DEMO,
+        "--layer",
+        "places",
+        "--version",
+        "9",
+        "--out",
+        out,
+        "--raise-minimum",
+        ...flags
+      ])
     const refused = await exportPlaces()
     expect(refused.code).toBe(2)
     // The export itself is committed; only the raise is refused.
@@ -239,9 +291,21 @@ describe("retention", () => {
     // roads last changed at 7 too: its export at 9 holds its state at 8.
     await exportVersion("roads", 9)
     const stillTiles = await runWith(client, guard(DEMO, 9, 8, localLocation(out)).pipe(Effect.either))
-    expect(Either.isLeft(stillTiles) && (stillTiles.left as Error).message).toContain("version 8 of layer 'tiles' has no committed export")
+    expect(Either.isLeft(stillTiles) && (stillTiles.left as Error).message).toContain(
+      "version 8 of layer 'tiles' has no committed export"
+    )
     // tiles last changed at 7: its export at 9 holds its state at 8 too.
-    const tiles = await cli(["export", "--catalog", DEMO, "--layer", "tiles", "--out", out, "--raise-minimum", ...flags])
+    const tiles = await cli([
+      "export",
+      "--catalog",
+      DEMO,
+      "--layer",
+      "tiles",
+      "--out",
+      out,
+      "--raise-minimum",
+      ...flags
+    ])
     expect(tiles.code, tiles.stderr).toBe(0)
     expect(tiles.stdout).toContain(`Raised the minimum version of ${DEMO} from 8 to 9: versions 8..8 are deleted.`)
     expect(await readableVersions()).toEqual([9])
@@ -251,18 +315,28 @@ describe("retention", () => {
     expect(await publish(svc, [{ partition: "new-10", data: "{}" }])).toBe(10)
     expect(await publish(svc, [{ partition: "new-11", data: "{}" }])).toBe(11)
     const config = path.join(svc.dir, "nightly.json")
-    fs.writeFileSync(config, JSON.stringify({
-      job: "nightly-export",
-      out,
-      format: "parquet",
-      raiseMinimum: true,
-      layers: [{ catalog: DEMO, layer: "places" }, { catalog: DEMO, layer: "tiles" }, { catalog: DEMO, layer: "roads" }]
-    }))
+    fs.writeFileSync(
+      config,
+      JSON.stringify({
+        job: "nightly-export",
+        out,
+        format: "parquet",
+        raiseMinimum: true,
+        layers: [{ catalog: DEMO, layer: "places" }, { catalog: DEMO, layer: "tiles" }, {
+          catalog: DEMO,
+          layer: "roads"
+        }]
+      })
+    )
     const refused = await cli(["run", config, ...flags])
     expect(refused.code).toBe(2)
-    expect(refused.stderr).toContain(`Refusing to raise the minimum version of ${DEMO} to 11: version 10 of layer 'places' has no committed export`)
+    expect(refused.stderr).toContain(
+      `Refusing to raise the minimum version of ${DEMO} to 11: version 10 of layer 'places' has no committed export`
+    )
     expect(await oldestUnexported(out, ["places", "tiles"], 9, 11)).toEqual({ version: 10, layers: ["places"] })
-    for (const layer of ["places", "tiles"]) expect(manifestOf(path.join(out, "demo", layer, "version=11")).version).toBe(11)
+    for (const layer of ["places", "tiles"]) {
+      expect(manifestOf(path.join(out, "demo", layer, "version=11")).version).toBe(11)
+    }
     expect(await minimumVersion(svc)).toBe(9)
 
     await exportVersion("places", 10)
@@ -276,7 +350,9 @@ describe("retention", () => {
     const file = path.join(ROOT, "config", "retention.example.json")
     const job = await Effect.runPromise(load(RetentionJob, file))
     expect(job.job).toBe("retention")
-    for (let v = 12; v <= 11 + job.keepLast!; v++) expect(await publish(svc, [{ partition: `new-${v}`, data: "{}" }])).toBe(v)
+    for (let v = 12; v <= 11 + job.keepLast!; v++) {
+      expect(await publish(svc, [{ partition: `new-${v}`, data: "{}" }])).toBe(v)
+    }
     const latest = await latestVersion(svc)
     const cwd = path.join(svc.dir, "example")
     const exportsOfExample = path.resolve(cwd, job.requireExported!)
@@ -294,7 +370,11 @@ describe("retention", () => {
     const put = await svc.get(`/config/v1/catalogs/${DEMO}`, {
       method: "PUT",
       headers: { "content-type": "application/json" },
-      body: JSON.stringify({ ...config, marketplaceReady: false, layers: config.layers.map((l: any) => ({ ...l, retentionNote: `kept-${l.id}` })) })
+      body: JSON.stringify({
+        ...config,
+        marketplaceReady: false,
+        layers: config.layers.map((l: any) => ({ ...l, retentionNote: `kept-${l.id}` }))
+      })
     })
     expect(put.status).toBe(202)
 

@@ -1,8 +1,17 @@
 import { gunzipSync } from "node:zlib"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { DEMO, startService, type TestService } from "../support/service.ts"
-import { blobStatus, eventually, latestVersion, listing, type ListedPartition, minimumVersion, publish, setMinimum } from "./support.ts"
 import { sha1 } from "../support/files.ts"
+import { DEMO, startService, type TestService } from "../support/service.ts"
+import {
+  blobStatus,
+  eventually,
+  latestVersion,
+  type ListedPartition,
+  listing,
+  minimumVersion,
+  publish,
+  setMinimum
+} from "./support.ts"
 
 /**
  * The local service's catalog-version rules (data-catalog-interface.md "Catalog versions"), over
@@ -32,14 +41,20 @@ const blobDigest = async (layer: string, handle: string) => {
 /** The volatile layer as a reader sees it: listing and every blob. */
 const trafficState = async () => {
   const partitions = await listing(svc, "traffic")
-  const blobs = await Promise.all(partitions.map(async (p) => [p.partition, await blobDigest("traffic", p.dataHandle)] as const))
+  const blobs = await Promise.all(
+    partitions.map(async (p) => [p.partition, await blobDigest("traffic", p.dataHandle)] as const)
+  )
   return { partitions, blobs }
 }
 
 const catalogConfig = async () => (await (await svc.get(`/config/v1/catalogs/${DEMO}`)).json()) as Record<string, any>
 
 const putCatalog = (config: unknown) =>
-  svc.get(`/config/v1/catalogs/${DEMO}`, { method: "PUT", headers: { "content-type": "application/json" }, body: JSON.stringify(config) })
+  svc.get(`/config/v1/catalogs/${DEMO}`, {
+    method: "PUT",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(config)
+  })
 
 const readableVersions = async () => {
   const latest = await latestVersion(svc)
@@ -80,17 +95,25 @@ describe("the minimum version", () => {
     expect(await minimumVersion(svc)).toBe(2)
     for (const layer of VERSIONED) {
       for (const v of [0, 1]) {
-        expect(await body(await svc.get(`/metadata/v1/catalogs/${DEMO}/layers/${layer}/partitions?version=${v}`))).toEqual({ status: 400, body: belowMinimum(2) })
+        expect(await body(await svc.get(`/metadata/v1/catalogs/${DEMO}/layers/${layer}/partitions?version=${v}`)))
+          .toEqual({ status: 400, body: belowMinimum(2) })
       }
     }
-    expect(await body(await svc.get(`/query/v1/catalogs/${DEMO}/layers/places/partitions?version=1&partition=place-0000001`))).toEqual({ status: 400, body: belowMinimum(2) })
-    expect(await body(await svc.get(`/metadata/v1/catalogs/${DEMO}/layerVersions?version=1`))).toEqual({ status: 400, body: belowMinimum(2) })
-    expect(await body(await svc.get(`/metadata/v1/catalogs/${DEMO}/layers/places/changes?startVersion=0&endVersion=3`))).toEqual({
+    expect(
+      await body(await svc.get(`/query/v1/catalogs/${DEMO}/layers/places/partitions?version=1&partition=place-0000001`))
+    ).toEqual({ status: 400, body: belowMinimum(2) })
+    expect(await body(await svc.get(`/metadata/v1/catalogs/${DEMO}/layerVersions?version=1`))).toEqual({
       status: 400,
-      body: belowMinimum(2, "startVersion")
+      body: belowMinimum(2)
     })
+    expect(await body(await svc.get(`/metadata/v1/catalogs/${DEMO}/layers/places/changes?startVersion=0&endVersion=3`)))
+      .toEqual({
+        status: 400,
+        body: belowMinimum(2, "startVersion")
+      })
     // Changes from just below the minimum are still complete, so they are served.
-    expect((await svc.get(`/metadata/v1/catalogs/${DEMO}/layers/places/changes?startVersion=1&endVersion=3`)).status).toBe(200)
+    expect((await svc.get(`/metadata/v1/catalogs/${DEMO}/layers/places/changes?startVersion=1&endVersion=3`)).status)
+      .toBe(200)
     expect(await readableVersions()).toEqual([2, 3, 4, 5])
 
     // Versions at or above the minimum are untouched.
@@ -105,7 +128,10 @@ describe("the minimum version", () => {
       const kept = handles.filter(([, versions]) => [...versions].some((v) => v >= 2)).map(([h]) => h)
       expect(gone.length).toBeGreaterThan(0)
       expect(kept.length).toBeGreaterThan(0)
-      await eventually(async () => (await Promise.all(gone.map((h) => blobStatus(svc, layer, h)))).every((s) => s === 404), `the ${layer} blobs of versions 0..1 are collected`)
+      await eventually(
+        async () => (await Promise.all(gone.map((h) => blobStatus(svc, layer, h)))).every((s) => s === 404),
+        `the ${layer} blobs of versions 0..1 are collected`
+      )
       const checksums = new Map(before.get(layer)!.flat().map((p) => [p.dataHandle, p.checksum]))
       for (const handle of kept) expect(await blobDigest(layer, handle)).toBe(checksums.get(handle))
     }
@@ -152,9 +178,14 @@ describe("the minimum version", () => {
     expect(await blobStatus(svc, "places", "hazard-1")).toBe(200)
 
     expect((await setMinimum(svc, reuser)).status).toBe(204)
-    await eventually(async () => (await blobStatus(svc, "places", "hazard-1")) === 404, "the reused handle is collected with version 6")
+    await eventually(
+      async () => (await blobStatus(svc, "places", "hazard-1")) === 404,
+      "the reused handle is collected with version 6"
+    )
     // The surviving version still lists the partition, which now references data that does not exist.
-    expect(new Map((await listing(svc, "places", reuser)).map((p) => [p.partition, p.dataHandle])).get("hz-b")).toBe("hazard-1")
+    expect(new Map((await listing(svc, "places", reuser)).map((p) => [p.partition, p.dataHandle])).get("hz-b")).toBe(
+      "hazard-1"
+    )
     const res = await svc.get(`/blobstore/v1/catalogs/${DEMO}/layers/places/data/hazard-1`)
     expect(res.status).toBe(404)
     // A blob of version 6 that version 7 still uses unchanged survives, as does the new one.
@@ -178,7 +209,10 @@ describe("automatic version deletion", () => {
   })
 
   it("with N=3, six commits leave exactly 3 readable versions, and only versioned layers are touched", async () => {
-    const res = await putCatalog({ ...(await catalogConfig()), automaticVersionDeletion: { numberOfVersionsToKeep: 3 } })
+    const res = await putCatalog({
+      ...(await catalogConfig()),
+      automaticVersionDeletion: { numberOfVersionsToKeep: 3 }
+    })
     expect(res.status).toBe(202)
     const link = (await res.json()) as { href: string }
     const status = await svc.get(`${link.href}?flags=noRedirects`)
@@ -194,16 +228,30 @@ describe("automatic version deletion", () => {
     for (let i = 1; i <= 6; i++) {
       const handle = `auto-${i}`
       handles.push(handle)
-      const version = await publish(svc, [{ partition: "auto", data: JSON.stringify({ commit: i }), dataHandle: handle }])
+      const version = await publish(svc, [{
+        partition: "auto",
+        data: JSON.stringify({ commit: i }),
+        dataHandle: handle
+      }])
       expect(version).toBe(7 + i)
       const expected = Array.from({ length: Math.min(3, i + 1) }, (_, k) => version - Math.min(3, i + 1) + 1 + k)
-      await eventually(async () => JSON.stringify(await readableVersions()) === JSON.stringify(expected), `versions ${expected} remain after commit ${i}`)
+      await eventually(
+        async () => JSON.stringify(await readableVersions()) === JSON.stringify(expected),
+        `versions ${expected} remain after commit ${i}`
+      )
     }
     expect(await readableVersions()).toEqual([11, 12, 13])
     expect(await minimumVersion(svc)).toBe(11)
-    expect(await body(await svc.get(`/metadata/v1/catalogs/${DEMO}/layers/places/partitions?version=10`))).toEqual({ status: 400, body: belowMinimum(11) })
+    expect(await body(await svc.get(`/metadata/v1/catalogs/${DEMO}/layers/places/partitions?version=10`))).toEqual({
+      status: 400,
+      body: belowMinimum(11)
+    })
     // The blobs of the deleted versions go, those of the remaining ones stay.
-    await eventually(async () => (await Promise.all(handles.slice(0, 3).map((h) => blobStatus(svc, "places", h)))).every((s) => s === 404), "auto-1..3 are collected")
+    await eventually(
+      async () =>
+        (await Promise.all(handles.slice(0, 3).map((h) => blobStatus(svc, "places", h)))).every((s) => s === 404),
+      "auto-1..3 are collected"
+    )
     for (const handle of handles.slice(3)) expect(await blobStatus(svc, "places", handle)).toBe(200)
     // The versioned layer that did not change keeps its data; the volatile layer is untouched.
     expect(await listing(svc, "tiles", 13)).toEqual(tilesAt7)

@@ -19,7 +19,8 @@ const json = async <A>(res: Response): Promise<A> => {
 }
 
 export const latestVersion = async (svc: TestService) =>
-  (await json<{ version: number }>(await svc.get(`/metadata/v1/catalogs/${DEMO}/versions/latest?startVersion=-1`))).version
+  (await json<{ version: number }>(await svc.get(`/metadata/v1/catalogs/${DEMO}/versions/latest?startVersion=-1`)))
+    .version
 
 export const minimumVersion = async (svc: TestService) =>
   (await json<{ version: number }>(await svc.get(`/metadata/v1/catalogs/${DEMO}/versions/minimum`))).version
@@ -34,13 +35,22 @@ export const setMinimum = (svc: TestService, version: number) =>
 /** The service's own listing of a layer at a version (all of it, with checksum and size). */
 export const listing = async (svc: TestService, layer: string, version?: number): Promise<Array<ListedPartition>> => {
   const v = version === undefined ? "" : `version=${version}&`
-  const res = await svc.get(`/metadata/v1/catalogs/${DEMO}/layers/${layer}/partitions?${v}additionalFields=checksum,dataSize`)
+  const res = await svc.get(
+    `/metadata/v1/catalogs/${DEMO}/layers/${layer}/partitions?${v}additionalFields=checksum,dataSize`
+  )
   return (await json<{ partitions: Array<ListedPartition> }>(res)).partitions
 }
 
 /** The service's changes listing: the latest state in (start, end] of every partition changed there. */
-export const changes = async (svc: TestService, layer: string, start: number, end: number): Promise<Array<ListedPartition>> => {
-  const res = await svc.get(`/metadata/v1/catalogs/${DEMO}/layers/${layer}/changes?startVersion=${start}&endVersion=${end}&additionalFields=checksum`)
+export const changes = async (
+  svc: TestService,
+  layer: string,
+  start: number,
+  end: number
+): Promise<Array<ListedPartition>> => {
+  const res = await svc.get(
+    `/metadata/v1/catalogs/${DEMO}/layers/${layer}/changes?startVersion=${start}&endVersion=${end}&additionalFields=checksum`
+  )
   return (await json<{ partitions: Array<ListedPartition> }>(res)).partitions
 }
 
@@ -89,15 +99,20 @@ export const publish = async (
       body: JSON.stringify({ layerIds: [layer] })
     })
   )
-  const upload = await svc.get(`/publish/v2/catalogs/${catalog}/layers/${layer}/publications/${publication.id}/partitions`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ partitions: staged })
-  })
+  const upload = await svc.get(
+    `/publish/v2/catalogs/${catalog}/layers/${layer}/publications/${publication.id}/partitions`,
+    {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ partitions: staged })
+    }
+  )
   if (upload.status !== 204) throw new Error(`upload: ${upload.status} ${await upload.text()}`)
   const submit = await svc.get(`/publish/v2/catalogs/${catalog}/publications/${publication.id}`, { method: "PUT" })
   if (submit.status !== 204) throw new Error(`submit: ${submit.status} ${await submit.text()}`)
-  const done = await json<{ catalogVersion: number; details: { state: string } }>(await svc.get(`/publish/v2/catalogs/${catalog}/publications/${publication.id}`))
+  const done = await json<{ catalogVersion: number; details: { state: string } }>(
+    await svc.get(`/publish/v2/catalogs/${catalog}/publications/${publication.id}`)
+  )
   expect(done.details.state).toBe("succeeded")
   return done.catalogVersion
 }

@@ -28,10 +28,20 @@ export class AppsRepo extends Context.Tag("catalog-export/server/AppsRepo")<Apps
         upsert: write({
           Request: AppRow,
           execute: (app) =>
-            sql`INSERT INTO apps ${sql.insert(app)} ON CONFLICT (id) DO UPDATE SET key_id = excluded.key_id, key_secret = excluded.key_secret`
+            sql`INSERT INTO apps ${
+              sql.insert(app)
+            } ON CONFLICT (id) DO UPDATE SET key_id = excluded.key_id, key_secret = excluded.key_secret`
         }),
-        byId: findOne({ Request: Schema.String, Result: AppRow, execute: (id) => sql`SELECT * FROM apps WHERE id = ${id}` }),
-        byKeyId: findOne({ Request: Schema.String, Result: AppRow, execute: (keyId) => sql`SELECT * FROM apps WHERE key_id = ${keyId}` }),
+        byId: findOne({
+          Request: Schema.String,
+          Result: AppRow,
+          execute: (id) => sql`SELECT * FROM apps WHERE id = ${id}`
+        }),
+        byKeyId: findOne({
+          Request: Schema.String,
+          Result: AppRow,
+          execute: (keyId) => sql`SELECT * FROM apps WHERE key_id = ${keyId}`
+        }),
         insertToken: (tokenHash, appId, expiresAt) =>
           run(sql`INSERT INTO tokens (token_hash, app_id, expires_at) VALUES (${tokenHash}, ${appId}, ${expiresAt})`)
       })

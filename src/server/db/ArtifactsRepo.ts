@@ -52,11 +52,25 @@ export const artifactResource = (groupId: string, artifactId: string) => `${grou
 export class ArtifactsRepo extends Context.Tag("catalog-export/server/ArtifactsRepo")<ArtifactsRepo, {
   readonly artifact: (groupId: string, artifactId: string) => Effect.Effect<ArtifactRow | undefined>
   readonly insertArtifact: (row: ArtifactRow) => Effect.Effect<void>
-  readonly file: (groupId: string, artifactId: string, version: string, fileName: string) => Effect.Effect<ArtifactFileRow | undefined>
-  readonly fileBytes: (groupId: string, artifactId: string, version: string, fileName: string) => Effect.Effect<Uint8Array | undefined>
+  readonly file: (
+    groupId: string,
+    artifactId: string,
+    version: string,
+    fileName: string
+  ) => Effect.Effect<ArtifactFileRow | undefined>
+  readonly fileBytes: (
+    groupId: string,
+    artifactId: string,
+    version: string,
+    fileName: string
+  ) => Effect.Effect<Uint8Array | undefined>
   readonly insertFile: (row: typeof ArtifactFile.Type) => Effect.Effect<void>
   /** The first and last upload of a version of an artifact (its `created` and `updated`). */
-  readonly versionTimes: (groupId: string, artifactId: string, version: string) => Effect.Effect<{ readonly created: number | null; readonly updated: number | null }>
+  readonly versionTimes: (
+    groupId: string,
+    artifactId: string,
+    version: string
+  ) => Effect.Effect<{ readonly created: number | null; readonly updated: number | null }>
   readonly schema: (hrn: string) => Effect.Effect<SchemaRow | undefined>
   readonly insertSchema: (row: SchemaRow) => Effect.Effect<void>
   /** Schemas the application created or was granted read on, ordered by HRN. */
@@ -97,17 +111,28 @@ export class ArtifactsRepo extends Context.Tag("catalog-export/server/ArtifactsR
       const grantOf = findOne({
         Request: Schema.Struct({ resource: Schema.String, appId: Schema.String }),
         Result: GrantRow,
-        execute: ({ appId, resource }) => sql`SELECT can_read, can_write FROM artifact_grants WHERE resource = ${resource} AND app_id = ${appId}`
+        execute: ({ appId, resource }) =>
+          sql`SELECT can_read, can_write FROM artifact_grants WHERE resource = ${resource} AND app_id = ${appId}`
       })
       return ArtifactsRepo.of({
         artifact: (group_id, artifact_id) => artifact({ group_id, artifact_id }),
-        insertArtifact: write({ Request: ArtifactRow, execute: (row) => sql`INSERT INTO artifacts ${sql.insert(row)}` }),
+        insertArtifact: write({
+          Request: ArtifactRow,
+          execute: (row) => sql`INSERT INTO artifacts ${sql.insert(row)}`
+        }),
         file: (group_id, artifact_id, version, file_name) => file({ group_id, artifact_id, version, file_name }),
         fileBytes: (group_id, artifact_id, version, file_name) =>
           Effect.map(fileBytes({ group_id, artifact_id, version, file_name }), (row) => row?.bytes),
-        insertFile: write({ Request: ArtifactFile, execute: (row) => sql`INSERT INTO artifact_files ${sql.insert(row)}` }),
+        insertFile: write({
+          Request: ArtifactFile,
+          execute: (row) => sql`INSERT INTO artifact_files ${sql.insert(row)}`
+        }),
         versionTimes: (group_id, artifact_id, version) => versionTimes({ group_id, artifact_id, version }),
-        schema: findOne({ Request: Schema.String, Result: SchemaRow, execute: (hrn) => sql`SELECT * FROM schemas WHERE hrn = ${hrn}` }),
+        schema: findOne({
+          Request: Schema.String,
+          Result: SchemaRow,
+          execute: (hrn) => sql`SELECT * FROM schemas WHERE hrn = ${hrn}`
+        }),
         insertSchema: write({ Request: SchemaRow, execute: (row) => sql`INSERT INTO schemas ${sql.insert(row)}` }),
         readableSchemas: findAll({
           Request: Schema.String,
@@ -119,8 +144,12 @@ export class ArtifactsRepo extends Context.Tag("catalog-export/server/ArtifactsR
         }),
         grantOf: (resource, appId) => grantOf({ resource, appId }),
         grant: (resource, appId, read, write) =>
-          run(sql`INSERT INTO artifact_grants (resource, app_id, can_read, can_write) VALUES (${resource}, ${appId}, ${read ? 1 : 0}, ${write ? 1 : 0})
-            ON CONFLICT (resource, app_id) DO UPDATE SET can_read = excluded.can_read, can_write = excluded.can_write`)
+          run(
+            sql`INSERT INTO artifact_grants (resource, app_id, can_read, can_write) VALUES (${resource}, ${appId}, ${
+              read ? 1 : 0
+            }, ${write ? 1 : 0})
+            ON CONFLICT (resource, app_id) DO UPDATE SET can_read = excluded.can_read, can_write = excluded.can_write`
+          )
       })
     })
   )

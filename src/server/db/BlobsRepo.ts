@@ -18,7 +18,13 @@ const LayerAndHandle = Schema.Struct({ layerPk: Schema.Number, dataHandle: Schem
  */
 export class BlobsRepo extends Context.Tag("catalog-export/server/BlobsRepo")<BlobsRepo, {
   readonly blob: (layerPk: number, dataHandle: string) => Effect.Effect<BlobRow | undefined>
-  readonly putBlob: (layerPk: number, dataHandle: string, sha256: string, size: number, contentEncoding: string | null) => Effect.Effect<void>
+  readonly putBlob: (
+    layerPk: number,
+    dataHandle: string,
+    sha256: string,
+    size: number,
+    contentEncoding: string | null
+  ) => Effect.Effect<void>
   /** Many blobs in one statement (the seed's path). */
   readonly putBlobs: (
     layerPk: number,
@@ -37,7 +43,10 @@ export class BlobsRepo extends Context.Tag("catalog-export/server/BlobsRepo")<Bl
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const uses = (sha256: string) =>
-        sql<{ n: number }>`SELECT COUNT(*) AS n FROM blobs WHERE sha256 = ${sha256}`.pipe(Effect.map((rows) => rows[0]!.n), Effect.orDie)
+        sql<{ n: number }>`SELECT COUNT(*) AS n FROM blobs WHERE sha256 = ${sha256}`.pipe(
+          Effect.map((rows) => rows[0]!.n),
+          Effect.orDie
+        )
       const blob = findOne({
         Request: LayerAndHandle,
         Result: BlobRow,
@@ -61,7 +70,8 @@ export class BlobsRepo extends Context.Tag("catalog-export/server/BlobsRepo")<Bl
               owner_version: null
             })))
           }`),
-        deleteBlob: (layerPk, dataHandle) => run(sql`DELETE FROM blobs WHERE layer_pk = ${layerPk} AND data_handle = ${dataHandle}`),
+        deleteBlob: (layerPk, dataHandle) =>
+          run(sql`DELETE FROM blobs WHERE layer_pk = ${layerPk} AND data_handle = ${dataHandle}`),
         contentInUse: (sha256) => Effect.map(uses(sha256), (n) => n > 0),
         unusedContents: (digests) =>
           Effect.filter(new Set(digests), (sha256) => Effect.map(uses(sha256), (n) => n === 0)),

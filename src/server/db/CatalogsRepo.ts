@@ -53,7 +53,12 @@ export class CatalogsRepo extends Context.Tag("catalog-export/server/CatalogsRep
   readonly layers: (catalogHrn: string) => Effect.Effect<ReadonlyArray<LayerRow>>
   readonly layer: (catalogHrn: string, layerId: string) => Effect.Effect<LayerRow | undefined>
   /** Deletes a layer's data, metadata and configuration; returns the blob contents it referenced. */
-  readonly deleteLayer: (catalogHrn: string, layerPk: number, layerId: string, now: number) => Effect.Effect<ReadonlyArray<string>>
+  readonly deleteLayer: (
+    catalogHrn: string,
+    layerPk: number,
+    layerId: string,
+    now: number
+  ) => Effect.Effect<ReadonlyArray<string>>
   /** Deletes a catalog with all its layers, versions, grants and publications; returns the blob contents they referenced. */
   readonly deleteCatalog: (catalogHrn: string, now: number) => Effect.Effect<ReadonlyArray<string>>
   /** When the layer id was last deleted in the catalog (for the 60-second delete/create warning). */
@@ -72,8 +77,21 @@ export class CatalogsRepo extends Context.Tag("catalog-export/server/CatalogsRep
       const purgeLayerData = (layerPk: number) =>
         Effect.gen(function*() {
           const keys = [layerPk, -layerPk]
-          const blobs = yield* sql<{ sha256: string }>`DELETE FROM blobs WHERE ${sql.in("layer_pk", keys)} RETURNING sha256`
-          for (const table of ["partitions", "layer_versions", "publication_partitions", "features", "feature_transactions", "stream_messages", "stream_consumers", "stream_offsets"]) {
+          const blobs = yield* sql<{ sha256: string }>`DELETE FROM blobs WHERE ${
+            sql.in("layer_pk", keys)
+          } RETURNING sha256`
+          for (
+            const table of [
+              "partitions",
+              "layer_versions",
+              "publication_partitions",
+              "features",
+              "feature_transactions",
+              "stream_messages",
+              "stream_consumers",
+              "stream_offsets"
+            ]
+          ) {
             yield* sql`DELETE FROM ${sql(table)} WHERE ${sql.in("layer_pk", keys)}`
           }
           return blobs.map((b) => b.sha256)
@@ -103,7 +121,9 @@ export class CatalogsRepo extends Context.Tag("catalog-export/server/CatalogsRep
 
       const deleteCatalog = (catalogHrn: string, now: number) =>
         Effect.gen(function*() {
-          const layers = yield* sql<{ pk: number; id: string }>`SELECT pk, id FROM layers WHERE catalog_hrn = ${catalogHrn}`
+          const layers = yield* sql<
+            { pk: number; id: string }
+          >`SELECT pk, id FROM layers WHERE catalog_hrn = ${catalogHrn}`
           const contents: Array<string> = []
           for (const layer of layers) contents.push(...(yield* deleteLayer(catalogHrn, layer.pk, layer.id, now)))
           yield* sql`DELETE FROM publication_partitions WHERE publication_id IN (SELECT id FROM publications WHERE catalog_hrn = ${catalogHrn})`
@@ -119,7 +139,8 @@ export class CatalogsRepo extends Context.Tag("catalog-export/server/CatalogsRep
       const layerDeletedAt = findOne({
         Request: CatalogAndLayer,
         Result: Schema.Struct({ deleted_at: Schema.Number }),
-        execute: ({ catalogHrn, layerId }) => sql`SELECT deleted_at FROM layer_deletions WHERE catalog_hrn = ${catalogHrn} AND layer_id = ${layerId}`
+        execute: ({ catalogHrn, layerId }) =>
+          sql`SELECT deleted_at FROM layer_deletions WHERE catalog_hrn = ${catalogHrn} AND layer_id = ${layerId}`
       })
       const insertCatalog = findAll({
         Request: NewCatalog,
@@ -129,7 +150,8 @@ export class CatalogsRepo extends Context.Tag("catalog-export/server/CatalogsRep
       const grantOf = findOne({
         Request: CatalogAndApp,
         Result: Grant,
-        execute: ({ appId, catalogHrn }) => sql`SELECT can_read, can_write FROM grants WHERE catalog_hrn = ${catalogHrn} AND app_id = ${appId}`
+        execute: ({ appId, catalogHrn }) =>
+          sql`SELECT can_read, can_write FROM grants WHERE catalog_hrn = ${catalogHrn} AND app_id = ${appId}`
       })
       const insertLayer = single({
         Request: NewLayer,
@@ -139,13 +161,18 @@ export class CatalogsRepo extends Context.Tag("catalog-export/server/CatalogsRep
       const layer = findOne({
         Request: CatalogAndLayer,
         Result: LayerRow,
-        execute: ({ catalogHrn, layerId }) => sql`SELECT * FROM layers WHERE catalog_hrn = ${catalogHrn} AND id = ${layerId}`
+        execute: ({ catalogHrn, layerId }) =>
+          sql`SELECT * FROM layers WHERE catalog_hrn = ${catalogHrn} AND id = ${layerId}`
       })
 
       return CatalogsRepo.of({
         insertCatalog: (row) => Effect.map(insertCatalog(row), (inserted) => inserted.length > 0),
         updateCatalogConfig: (hrn, config) => run(sql`UPDATE catalogs SET config = ${config} WHERE hrn = ${hrn}`),
-        catalog: findOne({ Request: Schema.String, Result: CatalogRow, execute: (hrn) => sql`SELECT * FROM catalogs WHERE hrn = ${hrn}` }),
+        catalog: findOne({
+          Request: Schema.String,
+          Result: CatalogRow,
+          execute: (hrn) => sql`SELECT * FROM catalogs WHERE hrn = ${hrn}`
+        }),
         catalogById: findOne({
           Request: Schema.String,
           Result: CatalogRow,
@@ -160,14 +187,21 @@ export class CatalogsRepo extends Context.Tag("catalog-export/server/CatalogsRep
               ORDER BY c.hrn`
         }),
         grantOf: (catalogHrn, appId) => grantOf({ catalogHrn, appId }),
-        setVersions: (hrn, latest, minimum) => run(sql`UPDATE catalogs SET latest_version = ${latest}, min_version = ${minimum} WHERE hrn = ${hrn}`),
+        setVersions: (hrn, latest, minimum) =>
+          run(sql`UPDATE catalogs SET latest_version = ${latest}, min_version = ${minimum} WHERE hrn = ${hrn}`),
         insertLayer: (row) => Effect.map(insertLayer(row), (inserted) => inserted.pk),
         updateLayerConfig: (pk, config) => run(sql`UPDATE layers SET config = ${config} WHERE pk = ${pk}`),
-        layers: findAll({ Request: Schema.String, Result: LayerRow, execute: (hrn) => sql`SELECT * FROM layers WHERE catalog_hrn = ${hrn} ORDER BY pk` }),
+        layers: findAll({
+          Request: Schema.String,
+          Result: LayerRow,
+          execute: (hrn) => sql`SELECT * FROM layers WHERE catalog_hrn = ${hrn} ORDER BY pk`
+        }),
         layer: (catalogHrn, layerId) => layer({ catalogHrn, layerId }),
-        deleteLayer: (catalogHrn, layerPk, layerId, now) => Effect.orDie(deleteLayer(catalogHrn, layerPk, layerId, now)),
+        deleteLayer: (catalogHrn, layerPk, layerId, now) =>
+          Effect.orDie(deleteLayer(catalogHrn, layerPk, layerId, now)),
         deleteCatalog: (catalogHrn, now) => Effect.orDie(deleteCatalog(catalogHrn, now)),
-        layerDeletedAt: (catalogHrn, layerId) => Effect.map(layerDeletedAt({ catalogHrn, layerId }), (row) => row?.deleted_at)
+        layerDeletedAt: (catalogHrn, layerId) =>
+          Effect.map(layerDeletedAt({ catalogHrn, layerId }), (row) => row?.deleted_at)
       })
     })
   )

@@ -1,7 +1,7 @@
+import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
 import * as SqlSchema from "@effect/sql/SqlSchema"
-import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import { Effect, Layer, Option, type Schema } from "effect"
 import * as Migrations from "./Migrations.ts"
 
@@ -38,7 +38,8 @@ interface Query<IA, II, A, AI, E> {
   readonly execute: (request: II) => Effect.Effect<ReadonlyArray<unknown>, E>
 }
 
-const dying = <I, A, E>(query: (request: I) => Effect.Effect<A, E>) => (request: I): Effect.Effect<A> => Effect.orDie(query(request))
+const dying = <I, A, E>(query: (request: I) => Effect.Effect<A, E>) => (request: I): Effect.Effect<A> =>
+  Effect.orDie(query(request))
 
 /** `SqlSchema.findOne` answering `undefined` when no row matches. */
 export const findOne = <IA, II, A, AI, E>(options: Query<IA, II, A, AI, E>) => {

@@ -31,21 +31,27 @@ export class FeaturesRepo extends Context.Tag("catalog-export/server/FeaturesRep
       const featuresByIds = findAll({
         Request: Schema.Struct({ layerPk: Schema.Number, ids: Schema.Array(Schema.String) }),
         Result: FeatureRow,
-        execute: ({ ids, layerPk }) => sql`SELECT id, feature, version FROM features WHERE layer_pk = ${layerPk} AND ${sql.in("id", ids)}`
+        execute: ({ ids, layerPk }) =>
+          sql`SELECT id, feature, version FROM features WHERE layer_pk = ${layerPk} AND ${sql.in("id", ids)}`
       })
       return FeaturesRepo.of({
         features,
         featuresByIds: (layerPk, ids) => ids.length === 0 ? Effect.succeed([]) : featuresByIds({ layerPk, ids }),
         latestVersion: (layerPk) =>
-          sql<{ v: number | null }>`SELECT MAX(version) AS v FROM feature_transactions WHERE layer_pk = ${layerPk}`.pipe(
-            Effect.map((rows) => rows[0]?.v ?? 0),
-            Effect.orDie
-          ),
+          sql<{ v: number | null }>`SELECT MAX(version) AS v FROM feature_transactions WHERE layer_pk = ${layerPk}`
+            .pipe(
+              Effect.map((rows) => rows[0]?.v ?? 0),
+              Effect.orDie
+            ),
         insertTransaction: (layerPk, version, author, created) =>
-          run(sql`INSERT INTO feature_transactions (layer_pk, version, author, created) VALUES (${layerPk}, ${version}, ${author}, ${created})`),
+          run(
+            sql`INSERT INTO feature_transactions (layer_pk, version, author, created) VALUES (${layerPk}, ${version}, ${author}, ${created})`
+          ),
         put: (layerPk, id, feature, version) =>
-          run(sql`INSERT INTO features (layer_pk, id, feature, version) VALUES (${layerPk}, ${id}, ${feature}, ${version})
-            ON CONFLICT (layer_pk, id) DO UPDATE SET feature = excluded.feature, version = excluded.version`),
+          run(
+            sql`INSERT INTO features (layer_pk, id, feature, version) VALUES (${layerPk}, ${id}, ${feature}, ${version})
+            ON CONFLICT (layer_pk, id) DO UPDATE SET feature = excluded.feature, version = excluded.version`
+          ),
         remove: (layerPk, id) => run(sql`DELETE FROM features WHERE layer_pk = ${layerPk} AND id = ${id}`)
       })
     })

@@ -264,7 +264,10 @@ const initial: ReadonlyArray<string> = [
 ]
 
 const statements = (list: ReadonlyArray<string>) =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) => Effect.forEach(list, (statement) => sql.unsafe(statement), { discard: true }))
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) => Effect.forEach(list, (statement) => sql.unsafe(statement), { discard: true })
+  )
 
 /** Every migration, by `<id>_<name>`; nothing is read from disk at run time. */
 export const migrations = Migrator.fromRecord({

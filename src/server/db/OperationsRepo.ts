@@ -33,7 +33,11 @@ export class OperationsRepo extends Context.Tag("catalog-export/server/Operation
       })
       return OperationsRepo.of({
         insert: write({ Request: OperationRow, execute: (row) => sql`INSERT INTO operations ${sql.insert(row)}` }),
-        byToken: findOne({ Request: Schema.String, Result: OperationRow, execute: (token) => sql`SELECT * FROM operations WHERE token = ${token}` }),
+        byToken: findOne({
+          Request: Schema.String,
+          Result: OperationRow,
+          execute: (token) => sql`SELECT * FROM operations WHERE token = ${token}`
+        }),
         countPoll: (token) => Effect.map(countPoll(token), (row) => row.polls - 1)
       })
     })

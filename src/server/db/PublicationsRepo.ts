@@ -35,7 +35,13 @@ export class PublicationsRepo extends Context.Tag("catalog-export/server/Publica
   readonly byId: (id: string) => Effect.Effect<PublicationRow | undefined>
   /** The catalog's publications of a kind still open (initialized or submitted). */
   readonly active: (catalogHrn: string, kind: string) => Effect.Effect<ReadonlyArray<PublicationRow>>
-  readonly setState: (id: string, state: string, message: string, modified: number, catalogVersion?: number) => Effect.Effect<void>
+  readonly setState: (
+    id: string,
+    state: string,
+    message: string,
+    modified: number,
+    catalogVersion?: number
+  ) => Effect.Effect<void>
   readonly stagePartitions: (publicationId: string, staged: ReadonlyArray<StagedPartition>) => Effect.Effect<void>
   readonly deleteStaged: (publicationId: string) => Effect.Effect<void>
   /**
@@ -44,7 +50,10 @@ export class PublicationsRepo extends Context.Tag("catalog-export/server/Publica
    */
   readonly commitVersioned: (publicationId: string, version: number, now: number) => Effect.Effect<void>
   /** Volatile layers keep one row per partition, overwritten in place; returns what was written. */
-  readonly commitVolatile: (publicationId: string, now: number) => Effect.Effect<ReadonlyArray<{ readonly layer_pk: number; readonly partition: string }>>
+  readonly commitVolatile: (
+    publicationId: string,
+    now: number
+  ) => Effect.Effect<ReadonlyArray<{ readonly layer_pk: number; readonly partition: string }>>
 }>() {
   static readonly layer = Layer.effect(
     PublicationsRepo,
@@ -58,7 +67,11 @@ export class PublicationsRepo extends Context.Tag("catalog-export/server/Publica
       })
       return PublicationsRepo.of({
         insert: write({ Request: PublicationRow, execute: (row) => sql`INSERT INTO publications ${sql.insert(row)}` }),
-        byId: findOne({ Request: Schema.String, Result: PublicationRow, execute: (id) => sql`SELECT * FROM publications WHERE id = ${id}` }),
+        byId: findOne({
+          Request: Schema.String,
+          Result: PublicationRow,
+          execute: (id) => sql`SELECT * FROM publications WHERE id = ${id}`
+        }),
         active: (catalogHrn, kind) => active({ catalogHrn, kind }),
         setState: (id, state, message, modified, catalogVersion) =>
           run(
@@ -67,19 +80,22 @@ export class PublicationsRepo extends Context.Tag("catalog-export/server/Publica
               : sql`UPDATE publications SET state = ${state}, message = ${message}, modified = ${modified}, catalog_version = ${catalogVersion} WHERE id = ${id}`
           ),
         stagePartitions: (publicationId, staged) =>
-          staged.length === 0 ? Effect.void : run(sql`INSERT OR REPLACE INTO publication_partitions ${
-            sql.insert(staged.map((p) => ({
-              publication_id: publicationId,
-              layer_pk: p.layerPk,
-              partition: p.partition,
-              data_handle: p.dataHandle,
-              checksum: p.checksum,
-              data_size: p.dataSize,
-              compressed_data_size: p.compressedDataSize,
-              crc: p.crc
-            })))
-          }`),
-        deleteStaged: (publicationId) => run(sql`DELETE FROM publication_partitions WHERE publication_id = ${publicationId}`),
+          staged.length === 0 ?
+            Effect.void :
+            run(sql`INSERT OR REPLACE INTO publication_partitions ${
+              sql.insert(staged.map((p) => ({
+                publication_id: publicationId,
+                layer_pk: p.layerPk,
+                partition: p.partition,
+                data_handle: p.dataHandle,
+                checksum: p.checksum,
+                data_size: p.dataSize,
+                compressed_data_size: p.compressedDataSize,
+                crc: p.crc
+              })))
+            }`),
+        deleteStaged: (publicationId) =>
+          run(sql`DELETE FROM publication_partitions WHERE publication_id = ${publicationId}`),
         commitVersioned: (publicationId, version, now) =>
           Effect.gen(function*() {
             yield* sql`UPDATE partitions SET vto = ${version}
@@ -97,7 +113,9 @@ export class PublicationsRepo extends Context.Tag("catalog-export/server/Publica
             yield* sql`INSERT OR REPLACE INTO version_partition_counts (catalog_hrn, version, layer_id, count)
               SELECT l.catalog_hrn, ${version}, l.id, COALESCE(
                 CASE WHEN l.pk IN (SELECT layer_pk FROM publication_partitions WHERE publication_id = ${publicationId}) THEN NULL ELSE
-                  (SELECT c.count FROM version_partition_counts c WHERE c.catalog_hrn = l.catalog_hrn AND c.version = ${version - 1} AND c.layer_id = l.id) END,
+                  (SELECT c.count FROM version_partition_counts c WHERE c.catalog_hrn = l.catalog_hrn AND c.version = ${
+              version - 1
+            } AND c.layer_id = l.id) END,
                 (SELECT COUNT(*) FROM partitions p WHERE p.layer_pk = l.pk AND p.vto IS NULL AND p.data_handle <> ''))
               FROM layers l
               WHERE l.layer_type = 'versioned' AND l.catalog_hrn = (SELECT catalog_hrn FROM publications WHERE id = ${publicationId})`
@@ -110,7 +128,9 @@ export class PublicationsRepo extends Context.Tag("catalog-export/server/Publica
               FROM publication_partitions WHERE publication_id = ${publicationId} AND true
               ON CONFLICT (layer_pk, partition, vfrom) DO UPDATE SET data_handle = excluded.data_handle, checksum = excluded.checksum,
                 data_size = excluded.data_size, compressed_data_size = excluded.compressed_data_size, crc = excluded.crc, modified = excluded.modified`
-            return yield* sql<{ layer_pk: number; partition: string }>`DELETE FROM publication_partitions WHERE publication_id = ${publicationId}
+            return yield* sql<
+              { layer_pk: number; partition: string }
+            >`DELETE FROM publication_partitions WHERE publication_id = ${publicationId}
               RETURNING layer_pk, partition`
           }).pipe(Effect.orDie)
       })

@@ -34,12 +34,20 @@ const ConsumerGroup = Schema.Struct({ layerPk: Schema.Number, appId: Schema.Stri
 export class StreamsRepo extends Context.Tag("catalog-export/server/StreamsRepo")<StreamsRepo, {
   /** Appends messages at the next offsets of the layer (in the caller's transaction). */
   readonly appendMessages: (layerPk: number, messages: ReadonlyArray<NewStreamMessage>) => Effect.Effect<void>
-  readonly messagesFrom: (layerPk: number, offset: number, limit: number) => Effect.Effect<ReadonlyArray<StreamMessageRow>>
+  readonly messagesFrom: (
+    layerPk: number,
+    offset: number,
+    limit: number
+  ) => Effect.Effect<ReadonlyArray<StreamMessageRow>>
   /** The lowest offset kept and the next offset to be written. */
   readonly messageBounds: (layerPk: number) => Effect.Effect<{ readonly low: number; readonly next: number }>
   readonly insertConsumer: (row: StreamConsumerRow) => Effect.Effect<void>
   readonly consumer: (id: string) => Effect.Effect<StreamConsumerRow | undefined>
-  readonly latestConsumer: (layerPk: number, appId: string, mode: string) => Effect.Effect<StreamConsumerRow | undefined>
+  readonly latestConsumer: (
+    layerPk: number,
+    appId: string,
+    mode: string
+  ) => Effect.Effect<StreamConsumerRow | undefined>
   readonly setConsumerPosition: (id: string, position: number) => Effect.Effect<void>
   readonly deleteConsumer: (id: string) => Effect.Effect<void>
   /** The next offset the consumer group reads, when it committed one. */
@@ -73,7 +81,9 @@ export class StreamsRepo extends Context.Tag("catalog-export/server/StreamsRepo"
       return StreamsRepo.of({
         appendMessages: (layerPk, messages) =>
           messages.length === 0 ? Effect.void : Effect.gen(function*() {
-            const rows = yield* sql<{ next: number }>`SELECT COALESCE(MAX(offset) + 1, 0) AS next FROM stream_messages WHERE layer_pk = ${layerPk}`
+            const rows = yield* sql<
+              { next: number }
+            >`SELECT COALESCE(MAX(offset) + 1, 0) AS next FROM stream_messages WHERE layer_pk = ${layerPk}`
             const next = rows[0]!.next
             yield* sql`INSERT INTO stream_messages ${
               sql.insert(messages.map((m, i) => ({
@@ -88,20 +98,36 @@ export class StreamsRepo extends Context.Tag("catalog-export/server/StreamsRepo"
           }).pipe(Effect.orDie),
         messagesFrom: (layerPk, offset, limit) => messagesFrom({ layerPk, offset, limit }),
         messageBounds: (layerPk) =>
-          sql<{ low: number | null; high: number | null }>`SELECT MIN(offset) AS low, MAX(offset) AS high FROM stream_messages WHERE layer_pk = ${layerPk}`
+          sql<
+            { low: number | null; high: number | null }
+          >`SELECT MIN(offset) AS low, MAX(offset) AS high FROM stream_messages WHERE layer_pk = ${layerPk}`
             .pipe(
-              Effect.map(([row]) => ({ low: row?.low ?? 0, next: row?.high === null || row?.high === undefined ? 0 : row.high + 1 })),
+              Effect.map(([row]) => ({
+                low: row?.low ?? 0,
+                next: row?.high === null || row?.high === undefined ? 0 : row.high + 1
+              })),
               Effect.orDie
             ),
-        insertConsumer: write({ Request: StreamConsumerRow, execute: (row) => sql`INSERT INTO stream_consumers ${sql.insert(row)}` }),
-        consumer: findOne({ Request: Schema.String, Result: StreamConsumerRow, execute: (id) => sql`SELECT * FROM stream_consumers WHERE id = ${id}` }),
+        insertConsumer: write({
+          Request: StreamConsumerRow,
+          execute: (row) => sql`INSERT INTO stream_consumers ${sql.insert(row)}`
+        }),
+        consumer: findOne({
+          Request: Schema.String,
+          Result: StreamConsumerRow,
+          execute: (id) => sql`SELECT * FROM stream_consumers WHERE id = ${id}`
+        }),
         latestConsumer: (layerPk, appId, mode) => latestConsumer({ layerPk, appId, mode }),
-        setConsumerPosition: (id, position) => run(sql`UPDATE stream_consumers SET position = ${position} WHERE id = ${id}`),
+        setConsumerPosition: (id, position) =>
+          run(sql`UPDATE stream_consumers SET position = ${position} WHERE id = ${id}`),
         deleteConsumer: (id) => run(sql`DELETE FROM stream_consumers WHERE id = ${id}`),
-        committedOffset: (layerPk, appId, groupId) => Effect.map(committedOffset({ layerPk, appId, groupId }), (row) => row?.next_offset),
+        committedOffset: (layerPk, appId, groupId) =>
+          Effect.map(committedOffset({ layerPk, appId, groupId }), (row) => row?.next_offset),
         commitOffset: (layerPk, appId, groupId, nextOffset) =>
-          run(sql`INSERT INTO stream_offsets (layer_pk, app_id, group_id, next_offset) VALUES (${layerPk}, ${appId}, ${groupId}, ${nextOffset})
-            ON CONFLICT (layer_pk, app_id, group_id) DO UPDATE SET next_offset = excluded.next_offset`)
+          run(
+            sql`INSERT INTO stream_offsets (layer_pk, app_id, group_id, next_offset) VALUES (${layerPk}, ${appId}, ${groupId}, ${nextOffset})
+            ON CONFLICT (layer_pk, app_id, group_id) DO UPDATE SET next_offset = excluded.next_offset`
+          )
       })
     })
   )

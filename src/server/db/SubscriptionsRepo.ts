@@ -50,7 +50,13 @@ export class SubscriptionsRepo extends Context.Tag("catalog-export/server/Subscr
   readonly markDeleted: (hrn: string, deleteToken: string, now: string) => Effect.Effect<void>
   readonly disable: (hrn: string, message: string, now: string) => Effect.Effect<void>
   readonly idempotencyKey: (appId: string, operation: string, key: string) => Effect.Effect<IdempotencyRow | undefined>
-  readonly rememberIdempotencyKey: (appId: string, operation: string, key: string, request: string, subscriptionHrn: string) => Effect.Effect<void>
+  readonly rememberIdempotencyKey: (
+    appId: string,
+    operation: string,
+    key: string,
+    request: string,
+    subscriptionHrn: string
+  ) => Effect.Effect<void>
 }>() {
   static readonly layer = Layer.effect(
     SubscriptionsRepo,
@@ -64,7 +70,14 @@ export class SubscriptionsRepo extends Context.Tag("catalog-export/server/Subscr
             ORDER BY rowid LIMIT ${limit}`
       })
       const activeDuplicate = findOne({
-        Request: SubscriptionRow.pick("owner_app", "source_catalog", "source_layer", "destination_catalog", "destination_layer", "type"),
+        Request: SubscriptionRow.pick(
+          "owner_app",
+          "source_catalog",
+          "source_layer",
+          "destination_catalog",
+          "destination_layer",
+          "type"
+        ),
         Result: SubscriptionRow,
         execute: (s) =>
           sql`SELECT rowid AS seq, * FROM subscriptions WHERE state = 'active' AND owner_app = ${s.owner_app}
@@ -84,7 +97,10 @@ export class SubscriptionsRepo extends Context.Tag("catalog-export/server/Subscr
           sql`SELECT request, subscription_hrn FROM idempotency_keys WHERE app_id = ${appId} AND operation = ${operation} AND key = ${key}`
       })
       return SubscriptionsRepo.of({
-        insert: write({ Request: NewSubscription, execute: (row) => sql`INSERT INTO subscriptions ${sql.insert(row)}` }),
+        insert: write({
+          Request: NewSubscription,
+          execute: (row) => sql`INSERT INTO subscriptions ${sql.insert(row)}`
+        }),
         byHrn: findOne({
           Request: Schema.String,
           Result: SubscriptionRow,
@@ -93,15 +109,21 @@ export class SubscriptionsRepo extends Context.Tag("catalog-export/server/Subscr
         byToken: findOne({
           Request: Schema.String,
           Result: SubscriptionRow,
-          execute: (token) => sql`SELECT rowid AS seq, * FROM subscriptions WHERE create_token = ${token} OR delete_token = ${token}`
+          execute: (token) =>
+            sql`SELECT rowid AS seq, * FROM subscriptions WHERE create_token = ${token} OR delete_token = ${token}`
         }),
         ownedBy: (appId, afterSeq, limit) => ownedBy({ appId, afterSeq, limit }),
         activeDuplicate: (owner_app, source_catalog, source_layer, destination_catalog, destination_layer, type) =>
           activeDuplicate({ owner_app, source_catalog, source_layer, destination_catalog, destination_layer, type }),
         activeOn: (catalogHrn, layerId) => activeOn({ catalogHrn, layerId }),
         markDeleted: (hrn, deleteToken, now) =>
-          run(sql`UPDATE subscriptions SET state = 'deleted', delete_token = ${deleteToken}, updated = ${now} WHERE hrn = ${hrn}`),
-        disable: (hrn, message, now) => run(sql`UPDATE subscriptions SET state = 'disabled', message = ${message}, updated = ${now} WHERE hrn = ${hrn}`),
+          run(
+            sql`UPDATE subscriptions SET state = 'deleted', delete_token = ${deleteToken}, updated = ${now} WHERE hrn = ${hrn}`
+          ),
+        disable: (hrn, message, now) =>
+          run(
+            sql`UPDATE subscriptions SET state = 'disabled', message = ${message}, updated = ${now} WHERE hrn = ${hrn}`
+          ),
         idempotencyKey: (appId, operation, key) => idempotencyKey({ appId, operation, key }),
         rememberIdempotencyKey: (appId, operation, key, request, subscriptionHrn) =>
           run(sql`INSERT INTO idempotency_keys (app_id, operation, key, request, subscription_hrn, created)

@@ -20,7 +20,11 @@ const LayerVersion = Schema.Struct({ layer: Schema.String, version: Schema.Numbe
 export class VersionsRepo extends Context.Tag("catalog-export/server/VersionsRepo")<VersionsRepo, {
   readonly insertVersion: (hrn: string, version: number, timestamp: number, dependencies: string) => Effect.Effect<void>
   /** Versions in `(fromExclusive, toInclusive]`, in order. */
-  readonly versions: (hrn: string, fromExclusive: number, toInclusive: number) => Effect.Effect<ReadonlyArray<VersionRow>>
+  readonly versions: (
+    hrn: string,
+    fromExclusive: number,
+    toInclusive: number
+  ) => Effect.Effect<ReadonlyArray<VersionRow>>
   readonly versionsIn: (hrn: string, list: ReadonlyArray<number>) => Effect.Effect<ReadonlyArray<VersionRow>>
   /** Per layer of the catalog, the last version at or below `version` in which it changed. */
   readonly layerVersionsAt: (hrn: string, version: number) => Effect.Effect<ReadonlyArray<typeof LayerVersion.Type>>
@@ -37,7 +41,11 @@ export class VersionsRepo extends Context.Tag("catalog-export/server/VersionsRep
    * Makes the partitions `ids` of replica `to` what they are in replica `from` (volatile
    * replication); returns the data handles they now refer to.
    */
-  readonly copyPartitions: (from: number, to: number, ids: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<string>>
+  readonly copyPartitions: (
+    from: number,
+    to: number,
+    ids: ReadonlyArray<string>
+  ) => Effect.Effect<ReadonlyArray<string>>
 }>() {
   static readonly layer = Layer.effect(
     VersionsRepo,
@@ -106,7 +114,9 @@ export class VersionsRepo extends Context.Tag("catalog-export/server/VersionsRep
 
       return VersionsRepo.of({
         insertVersion: (hrn, version, timestamp, dependencies) =>
-          run(sql`INSERT INTO versions (catalog_hrn, version, timestamp, dependencies) VALUES (${hrn}, ${version}, ${timestamp}, ${dependencies})`),
+          run(
+            sql`INSERT INTO versions (catalog_hrn, version, timestamp, dependencies) VALUES (${hrn}, ${version}, ${timestamp}, ${dependencies})`
+          ),
         versions: (hrn, fromExclusive, toInclusive) => versions({ hrn, fromExclusive, toInclusive }),
         versionsIn: (hrn, list) => versionsIn({ hrn, list }),
         layerVersionsAt: (hrn, version) => layerVersionsAt({ hrn, version }),

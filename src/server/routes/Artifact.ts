@@ -16,11 +16,11 @@ import {
   schemaInfo
 } from "../Artifacts.ts"
 import { Caller, withCaller } from "../Auth.ts"
+import { ArtifactsRepo } from "../db/ArtifactsRepo.ts"
 import { badRequest, dataError, json } from "../Reply.ts"
 import * as RequestBody from "../RequestBody.ts"
 import * as SearchParams from "../SearchParams.ts"
 import { originOf } from "../Views.ts"
-import { ArtifactsRepo } from "../db/ArtifactsRepo.ts"
 
 /** The artifact API v1 (a platform API in lookup): schemas and the artifact files behind their variants. */
 
@@ -28,13 +28,14 @@ const BASE = "/artifact/v1"
 const DEFAULT_PAGE = 100
 const MAX_PAGE = 1000
 
-
 const param = (name: string) => Effect.map(HttpRouter.params, (params) => decodeSegment(params[name]))
 
 const fileParams = Effect.gen(function*() {
   const artifact = yield* parseHrn(yield* param("artifactHrn"), "artifact")
   const fileName = yield* param("fileName")
-  if (!FILE_NAME.test(fileName)) return yield* badRequest("fileName", `invalid file name '${fileName}': use 1-255 characters of [A-Za-z0-9_.+-]`)
+  if (!FILE_NAME.test(fileName)) {
+    return yield* badRequest("fileName", `invalid file name '${fileName}': use 1-255 characters of [A-Za-z0-9_.+-]`)
+  }
   return { artifact, fileName }
 })
 
@@ -53,12 +54,19 @@ const putSchema = Effect.gen(function*() {
 })
 
 const ListSchemasParams = Schema.Struct({
-  limit: Schema.optionalWith(SearchParams.IntegerParam.pipe(Schema.between(1, MAX_PAGE)), { default: () => DEFAULT_PAGE }),
-  from: Schema.optionalWith(SearchParams.IntegerParam.pipe(Schema.nonNegative()), { default: () => 0 }),
-  order: Schema.optionalWith(SearchParams.Param.pipe(Schema.compose(Schema.Uppercase), Schema.compose(Schema.Literal("ASC", "DESC"))), {
-    default: () => "ASC" as const
+  limit: Schema.optionalWith(SearchParams.IntegerParam.pipe(Schema.between(1, MAX_PAGE)), {
+    default: () => DEFAULT_PAGE
   }),
-  sort: Schema.optionalWith(SearchParams.Param.pipe(Schema.compose(Schema.Literal("hrn", "name", "created"))), { default: () => "hrn" as const })
+  from: Schema.optionalWith(SearchParams.IntegerParam.pipe(Schema.nonNegative()), { default: () => 0 }),
+  order: Schema.optionalWith(
+    SearchParams.Param.pipe(Schema.compose(Schema.Uppercase), Schema.compose(Schema.Literal("ASC", "DESC"))),
+    {
+      default: () => "ASC" as const
+    }
+  ),
+  sort: Schema.optionalWith(SearchParams.Param.pipe(Schema.compose(Schema.Literal("hrn", "name", "created"))), {
+    default: () => "hrn" as const
+  })
 })
 
 const LIST_SCHEMAS_ERRORS: Readonly<Record<string, string>> = {
@@ -71,14 +79,26 @@ const LIST_SCHEMAS_ERRORS: Readonly<Record<string, string>> = {
 const listSchemas = Effect.gen(function*() {
   const { appId } = yield* Caller
   const request = yield* HttpServerRequest.HttpServerRequest
-  const { from, limit, order, sort } = yield* SearchParams.decode(ListSchemasParams, (name) => badRequest(name, LIST_SCHEMAS_ERRORS[name] ?? "invalid parameter"))
+  const { from, limit, order, sort } = yield* SearchParams.decode(
+    ListSchemasParams,
+    (name) => badRequest(name, LIST_SCHEMAS_ERRORS[name] ?? "invalid parameter")
+  )
   const rows = [...(yield* (yield* ArtifactsRepo).readableSchemas(appId))]
-  const key = (r: (typeof rows)[number]) => (sort === "created" ? String(r.created).padStart(16, "0") : sort === "name" ? r.name : r.hrn)
-  rows.sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : a.hrn < b.hrn ? -1 : 1) * (order === "ASC" ? 1 : -1))
+  const key = (
+    r: (typeof rows)[number]
+  ) => (sort === "created" ? String(r.created).padStart(16, "0") : sort === "name" ? r.name : r.hrn)
+  rows.sort((a, b) =>
+    (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : a.hrn < b.hrn ? -1 : 1) * (order === "ASC" ? 1 : -1)
+  )
   const page = rows.slice(from, from + limit)
   const nextFrom = from + page.length
   const next = nextFrom < rows.length
-    ? `${originOf(request.headers)}${BASE}/schema?${new URLSearchParams({ limit: String(limit), from: String(nextFrom), order, sort })}`
+    ? `${originOf(request.headers)}${BASE}/schema?${new URLSearchParams({
+      limit: String(limit),
+      from: String(nextFrom),
+      order,
+      sort
+    })}`
     : undefined
   return json(200, {
     items: page.map(schemaInfo),
@@ -97,9 +117,19 @@ const updatePermission = Effect.gen(function*() {
   const { appId } = yield* Caller
   const hrn = formatCoordinates(yield* parseHrn(yield* param("schemaHrn"), "schema"), "schema")
   const row = yield* schemaFor(hrn, appId)
-  if (row.owner_app !== appId) return yield* dataError(403, "Forbidden", [{ name: "schemaHrn", error: `only the application that created ${hrn} may share it` }])
+  if (row.owner_app !== appId) {
+    return yield* dataError(403, "Forbidden", [{
+      name: "schemaHrn",
+      error: `only the application that created ${hrn} may share it`
+    }])
+  }
   const request = yield* RequestBody.decodeJson(PermissionRequest)
-  if (request.principal.type !== "App") return yield* badRequest("principal", "the local service knows applications only: use principal.type \"App\" with the application id as token")
+  if (request.principal.type !== "App") {
+    return yield* badRequest(
+      "principal",
+      "the local service knows applications only: use principal.type \"App\" with the application id as token"
+    )
+  }
   const permitted = request.permitted ?? true
   const read = permitted && request.permissions.length > 0
   yield* grantSchema(row, request.principal.token, read, permitted && request.permissions.includes("MODIFY"))
@@ -120,7 +150,9 @@ const getFile = Effect.gen(function*() {
   const { appId } = yield* Caller
   const { artifact, fileName } = yield* fileParams
   const bytes = yield* readArtifactFile(artifact, fileName, appId)
-  return HttpServerResponse.uint8Array(bytes, { contentType: fileName.endsWith(".zip") ? "application/zip" : "application/octet-stream" })
+  return HttpServerResponse.uint8Array(bytes, {
+    contentType: fileName.endsWith(".zip") ? "application/zip" : "application/octet-stream"
+  })
 })
 
 const putFile = Effect.gen(function*() {

@@ -1,13 +1,15 @@
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { createHash } from "node:crypto"
 import { Effect } from "effect"
-import { type Addressed, decodeSegment, layerAccess, routeLayer, ServedRegion, servedIn } from "../Access.ts"
+import { createHash } from "node:crypto"
+import { type Addressed, decodeSegment, layerAccess, routeLayer, servedIn, ServedRegion } from "../Access.ts"
 import { Caller, withCaller } from "../Auth.ts"
 import { BlobFiles, type BlobFilesShape } from "../BlobFiles.ts"
+import { BlobsRepo } from "../db/BlobsRepo.ts"
+import type { CatalogRow, LayerRow } from "../db/CatalogsRepo.ts"
 import { DATA_HANDLE } from "../Publishing.ts"
-import { type ReadsShape, Reads } from "../Reads.ts"
+import { Reads, type ReadsShape } from "../Reads.ts"
 import { versionedWritesBlockedBy, versionedWritesRefused } from "../Regions.ts"
 import { Replicas } from "../Replicas.ts"
 import {
@@ -24,8 +26,6 @@ import {
 } from "../Reply.ts"
 import * as RequestBody from "../RequestBody.ts"
 import { contentEncodingOf, layerConfigOf } from "../Views.ts"
-import { BlobsRepo } from "../db/BlobsRepo.ts"
-import type { CatalogRow, LayerRow } from "../db/CatalogsRepo.ts"
 
 /** Versioned and index layers keep immutable blobs; volatile layers overwrite (the volatile-blob API). */
 const isVolatile = (layer: LayerRow) => layer.layer_type === "volatile"
@@ -39,7 +39,10 @@ const blobRangeNotSatisfiable = (size: number, raw: string) =>
   rangeNotSatisfiable(`cannot serve '${raw}' of a ${size}-byte blob`, { "content-range": `bytes */${size}` })
 
 /** A single byte range (`bytes=a-b`, `bytes=a-`, `bytes=-n`), clipped to the blob; undefined for none. */
-const parseRange = (raw: string | undefined, size: number): Result<{ readonly start: number; readonly end: number } | undefined> => {
+const parseRange = (
+  raw: string | undefined,
+  size: number
+): Result<{ readonly start: number; readonly end: number } | undefined> => {
   if (raw === undefined) return undefined
   const m = /^bytes=(\d*)-(\d*)$/.exec(raw.trim())
   if (!m || (m[1] === "" && m[2] === "")) return blobRangeNotSatisfiable(size, raw)
@@ -85,7 +88,9 @@ const readBlob = (
   const handle = handleOf(rawHandle)
   if (handle instanceof Reply) return handle
   const blob = reads.blobLocation(layer.pk, handle)
-  if (blob === undefined || blob.pack === null) return notFound("dataHandle", `no blob with data handle '${handle}' in layer '${layer.id}'`)
+  if (blob === undefined || blob.pack === null) {
+    return notFound("dataHandle", `no blob with data handle '${handle}' in layer '${layer.id}'`)
+  }
   const bytes = files.readAt({ pack: blob.pack, offset: blob.offset!, length: blob.length! })
   const etag = `"${blob.sha256}"`
   const headers: Record<string, string> = { "content-type": contentTypeOf(layer), etag, "accept-ranges": "bytes" }
@@ -114,7 +119,9 @@ export const blobRead = (
 ): Result<PlainResponse> =>
   reads.consistent(() => {
     const access = layerAccess(reads, params.catalog, params.layer, appId, "read", at)
-    return access instanceof Reply ? access : readBlob(reads, files, access.layer, params.handle, withBody, url, headers)
+    return access instanceof Reply
+      ? access
+      : readBlob(reads, files, access.layer, params.handle, withBody, url, headers)
   })
 
 const read = (withBody: boolean) =>
@@ -123,9 +130,15 @@ const read = (withBody: boolean) =>
     const params = yield* HttpRouter.params
     const request = yield* HttpServerRequest.HttpServerRequest
     const files = yield* BlobFiles
-    const decoded = { catalog: decodeSegment(params.catalog), layer: decodeSegment(params.layer), handle: decodeSegment(params.handle) }
+    const decoded = {
+      catalog: decodeSegment(params.catalog),
+      layer: decodeSegment(params.layer),
+      handle: decodeSegment(params.handle)
+    }
     const at = { region: (yield* ServedRegion).region, down: (yield* Replicas).down }
-    return toServerResponse(yield* orFail(blobRead(yield* Reads, files, appId, decoded, at, withBody, request.url, request.headers)))
+    return toServerResponse(
+      yield* orFail(blobRead(yield* Reads, files, appId, decoded, at, withBody, request.url, request.headers))
+    )
   })
 
 /** After a volatile blob changed in one region: the other region of a multi-region catalog gets it later. */
@@ -147,15 +160,24 @@ const write = Effect.gen(function*() {
   const config = layerConfigOf(layer)
   const contentType = request.headers["content-type"]
   if (config.contentType && contentType?.split(";")[0]?.trim() !== config.contentType) {
-    return yield* badRequest("Content-Type", `Content-Type must be the layer's content type '${config.contentType}', got '${contentType ?? ""}'`)
+    return yield* badRequest(
+      "Content-Type",
+      `Content-Type must be the layer's content type '${config.contentType}', got '${contentType ?? ""}'`
+    )
   }
   const encoding = request.headers["content-encoding"]
   if (encoding !== undefined && encoding !== (contentEncodingOf(layer) ?? "identity")) {
-    return yield* badRequest("Content-Encoding", `Content-Encoding must match the layer's content encoding '${contentEncodingOf(layer) ?? "identity"}'`)
+    return yield* badRequest(
+      "Content-Encoding",
+      `Content-Encoding must match the layer's content encoding '${contentEncodingOf(layer) ?? "identity"}'`
+    )
   }
   const existing = yield* blobs.blob(layer.pk, handle)
   if (existing !== undefined && !isVolatile(layer)) {
-    return yield* conflict("dataHandle", `data handle '${handle}' already exists; blobs are immutable, upload under a new handle`)
+    return yield* conflict(
+      "dataHandle",
+      `data handle '${handle}' already exists; blobs are immutable, upload under a new handle`
+    )
   }
   const bytes = yield* RequestBody.bytes
   const digest = /^(MD5|SHA1|SHA256):([0-9a-f]+)$/i.exec(request.headers["x-here-digest"]?.trim() ?? "")
@@ -175,7 +197,9 @@ const remove = Effect.gen(function*() {
   const blobs = yield* BlobsRepo
   const existing = yield* blobs.blob(layer.pk, handle)
   if (existing === undefined) {
-    return isVolatile(layer) ? yield* notFound("dataHandle", `no blob with data handle '${handle}'`) : HttpServerResponse.empty({ status: 202 })
+    return isVolatile(layer)
+      ? yield* notFound("dataHandle", `no blob with data handle '${handle}'`)
+      : HttpServerResponse.empty({ status: 202 })
   }
   yield* blobs.deleteBlob(layer.pk, handle)
   if (!(yield* blobs.contentInUse(existing.sha256))) yield* (yield* BlobFiles).remove(existing.sha256)

@@ -5,14 +5,14 @@ import { configCatalogFor, decodeSegment } from "../Access.ts"
 import { Caller, withCaller } from "../Auth.ts"
 import { BlobFiles } from "../BlobFiles.ts"
 import { checkCatalog, storedCatalogConfig, storedLayerConfig } from "../CatalogConfig.ts"
+import { BlobsRepo } from "../db/BlobsRepo.ts"
+import { CatalogsRepo } from "../db/CatalogsRepo.ts"
+import { transaction } from "../db/Database.ts"
 import { deleteWarnings, recreateWarnings, withWarnings } from "../Operations.ts"
 import { checkLayerTypes, replicationOfCreate } from "../Regions.ts"
 import { catalogForbidden, conflict, notFound } from "../Reply.ts"
 import * as RequestBody from "../RequestBody.ts"
 import { accepted } from "./Config.ts"
-import { BlobsRepo } from "../db/BlobsRepo.ts"
-import { CatalogsRepo } from "../db/CatalogsRepo.ts"
-import { transaction } from "../db/Database.ts"
 
 /** Config API v1 writes the export does not use: create a catalog, delete a catalog, delete a layer. */
 
@@ -44,7 +44,10 @@ const create = Effect.gen(function*() {
   yield* checkLayerTypes(replication, layers)
   const hrn = catalogHrn(LOCAL_PARTITION, body.id)
   if ((yield* catalogs.catalogById(body.id)) !== undefined || (yield* catalogs.catalog(hrn)) !== undefined) {
-    return yield* conflict("id", `a catalog with the id '${body.id}' already exists; catalog ids are unique across the platform`)
+    return yield* conflict(
+      "id",
+      `a catalog with the id '${body.id}' already exists; catalog ids are unique across the platform`
+    )
   }
   const { region: _region, ...rest } = body
   const config = {
@@ -57,13 +60,23 @@ const create = Effect.gen(function*() {
   const created = new Date().toISOString()
   yield* transaction(Effect.gen(function*() {
     // Two creations of the same id racing: the second finds the first's row.
-    if (!(yield* catalogs.insertCatalog({ hrn, id: body.id, owner_app: appId, config: JSON.stringify(config), created }))) {
+    if (
+      !(yield* catalogs.insertCatalog({ hrn, id: body.id, owner_app: appId, config: JSON.stringify(config), created }))
+    ) {
       return yield* conflict("id", `a catalog with the id '${body.id}' already exists or is being created`)
     }
     for (const layer of layers) {
       const stored = storedLayerConfig(layer)
-      if (layer.layerType === "interactivemap" && stored.contentType === undefined) stored.contentType = INTERACTIVE_MAP_CONTENT_TYPE
-      yield* catalogs.insertLayer({ catalog_hrn: hrn, id: layer.id, layer_type: layer.layerType, config: JSON.stringify(stored), created })
+      if (layer.layerType === "interactivemap" && stored.contentType === undefined) {
+        stored.contentType = INTERACTIVE_MAP_CONTENT_TYPE
+      }
+      yield* catalogs.insertLayer({
+        catalog_hrn: hrn,
+        id: layer.id,
+        layer_type: layer.layerType,
+        config: JSON.stringify(stored),
+        created
+      })
     }
   }))
   const warnings = yield* recreateWarnings(hrn, layers.map((l) => l.id))

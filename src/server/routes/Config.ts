@@ -1,19 +1,19 @@
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import { randomBytes } from "node:crypto"
 import { Effect, Schema } from "effect"
+import { randomBytes } from "node:crypto"
 import { configCatalogFor, decodeSegment } from "../Access.ts"
 import { Caller, withCaller } from "../Auth.ts"
 import { checkCatalog, storedCatalogConfig, storedLayerConfig } from "../CatalogConfig.ts"
+import { CatalogsRepo } from "../db/CatalogsRepo.ts"
+import { transaction } from "../db/Database.ts"
+import { type OperationRow, OperationsRepo } from "../db/OperationsRepo.ts"
 import { operationProgress, recreateWarnings, withWarnings } from "../Operations.ts"
 import { checkUpdate } from "../Regions.ts"
 import { badRequest, json, notFound } from "../Reply.ts"
 import * as RequestBody from "../RequestBody.ts"
 import * as SearchParams from "../SearchParams.ts"
 import { catalogView, originOf } from "../Views.ts"
-import { CatalogsRepo } from "../db/CatalogsRepo.ts"
-import { transaction } from "../db/Database.ts"
-import { type OperationRow, OperationsRepo } from "../db/OperationsRepo.ts"
 
 interface PageContext {
   readonly offset: number
@@ -49,8 +49,11 @@ const listPage = (context: PageContext | undefined, verbose: boolean) =>
           title: (JSON.parse(catalog.config) as { name?: string }).name ?? catalog.id,
           type: "urn:olp-types:catalog"
         }))
-    const link = (at: number) => `${origin}/config/v1/catalogs/context/${encodeContext({ offset: at, limit: context!.limit, verbose })}`
-    const next = context !== undefined && offset + context.limit < all.length ? { next: link(offset + context.limit) } : {}
+    const link = (at: number) =>
+      `${origin}/config/v1/catalogs/context/${encodeContext({ offset: at, limit: context!.limit, verbose })}`
+    const next = context !== undefined && offset + context.limit < all.length
+      ? { next: link(offset + context.limit) }
+      : {}
     const previous = context !== undefined && offset > 0 ? { previous: link(Math.max(0, offset - context.limit)) } : {}
     return json(200, { results: { items, ...next, ...previous }, ...(verbose ? { verbose: true } : {}) })
   })
@@ -61,7 +64,10 @@ const ListParams = Schema.Struct({
 })
 
 const list = Effect.gen(function*() {
-  const params = yield* SearchParams.decode(ListParams, () => badRequest("limit", "limit must be an integer of at least 1"))
+  const params = yield* SearchParams.decode(
+    ListParams,
+    () => badRequest("limit", "limit must be an integer of at least 1")
+  )
   const verbose = params.verbose === "true"
   if (params.limit === undefined) return yield* listPage(undefined, verbose)
   return yield* listPage({ offset: 0, limit: params.limit, verbose }, verbose)
@@ -84,12 +90,22 @@ const get = Effect.gen(function*() {
 // --- writes and their status links -------------------------------------------------------------
 
 /** Answers an accepted change with a status link; the change itself may finish later. */
-export const accepted = (kind: OperationRow["kind"], catalogHrn: string, title: string, state: OperationRow["state"] = "success") =>
+export const accepted = (
+  kind: OperationRow["kind"],
+  catalogHrn: string,
+  title: string,
+  state: OperationRow["state"] = "success"
+) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const token = randomBytes(16).toString("hex")
     yield* (yield* OperationsRepo).insert({ token, kind, catalog_hrn: catalogHrn, title, state, created: Date.now() })
-    return json(202, { href: `${originOf(request.headers)}/config/v1/status/${token}`, configToken: token, title, type: "urn:olp-types:status" })
+    return json(202, {
+      href: `${originOf(request.headers)}/config/v1/status/${token}`,
+      configToken: token,
+      title,
+      type: "urn:olp-types:status"
+    })
   })
 
 const jsonBody = Effect.map(RequestBody.json, (body) => body as Record<string, any>)
@@ -100,11 +116,18 @@ const update = Effect.gen(function*() {
   const catalog = yield* configCatalogFor(decodeSegment(params.catalog), "write")
   const body = yield* jsonBody
   yield* checkCatalog(body)
-  if (body.id !== catalog.id) return yield* badRequest("id", `the body's id '${body.id}' is not the catalog's id '${catalog.id}'`)
+  if (body.id !== catalog.id) {
+    return yield* badRequest("id", `the body's id '${body.id}' is not the catalog's id '${catalog.id}'`)
+  }
   const catalogs = yield* CatalogsRepo
   const previous = JSON.parse(catalog.config) as Record<string, any>
-  if (body.replication !== undefined && JSON.stringify(body.replication) !== JSON.stringify(previous.replication ?? {})) {
-    return yield* badRequest("replication", "the region and replication of a catalog are chosen at creation and cannot be changed; delete and recreate the catalog")
+  if (
+    body.replication !== undefined && JSON.stringify(body.replication) !== JSON.stringify(previous.replication ?? {})
+  ) {
+    return yield* badRequest(
+      "replication",
+      "the region and replication of a catalog are chosen at creation and cannot be changed; delete and recreate the catalog"
+    )
   }
   const existing = new Map((yield* catalogs.layers(catalog.hrn)).map((l) => [l.id, l]))
   yield* checkUpdate(body, previous)
@@ -112,22 +135,39 @@ const update = Effect.gen(function*() {
     const current = existing.get(layer.id)
     if (current === undefined) continue
     const scheme = layer.partitioning?.scheme ?? layer.partitioningScheme ?? "generic"
-    if (current.layer_type !== layer.layerType) return yield* badRequest("layerType", `layer '${layer.id}' is ${current.layer_type}; a layer's type cannot be changed`)
+    if (current.layer_type !== layer.layerType) {
+      return yield* badRequest(
+        "layerType",
+        `layer '${layer.id}' is ${current.layer_type}; a layer's type cannot be changed`
+      )
+    }
     if ((JSON.parse(current.config).partitioning?.scheme ?? "generic") !== scheme) {
       return yield* badRequest("partitioning", `the partitioning of layer '${layer.id}' cannot be changed`)
     }
   }
   const created = new Date().toISOString()
   yield* transaction(Effect.gen(function*() {
-    yield* catalogs.updateCatalogConfig(catalog.hrn, JSON.stringify(storedCatalogConfig({ replication: previous.replication, ...body }, previous)))
+    yield* catalogs.updateCatalogConfig(
+      catalog.hrn,
+      JSON.stringify(storedCatalogConfig({ replication: previous.replication, ...body }, previous))
+    )
     for (const layer of (body.layers ?? []) as Array<Record<string, any>>) {
       const current = existing.get(layer.id)
       const config = JSON.stringify(storedLayerConfig(layer))
-      if (current === undefined) yield* catalogs.insertLayer({ catalog_hrn: catalog.hrn, id: layer.id, layer_type: layer.layerType, config, created })
-      else yield* catalogs.updateLayerConfig(current.pk, config)
+      if (current === undefined) {
+        yield* catalogs.insertLayer({
+          catalog_hrn: catalog.hrn,
+          id: layer.id,
+          layer_type: layer.layerType,
+          config,
+          created
+        })
+      } else yield* catalogs.updateLayerConfig(current.pk, config)
     }
   }))
-  const added = ((body.layers ?? []) as Array<Record<string, any>>).map((l) => l.id as string).filter((id) => !existing.has(id))
+  const added = ((body.layers ?? []) as Array<Record<string, any>>).map((l) => l.id as string).filter((id) =>
+    !existing.has(id)
+  )
   const warnings = yield* recreateWarnings(catalog.hrn, added)
   return withWarnings(warnings)(yield* accepted("update", catalog.hrn, "Catalog Update"))
 })
@@ -146,7 +186,10 @@ const StatusParams = Schema.Struct({ flags: Schema.optional(SearchParams.Param) 
 const status = Effect.gen(function*() {
   const request = yield* HttpServerRequest.HttpServerRequest
   const params = yield* HttpRouter.params
-  const search = yield* SearchParams.decode(StatusParams, () => badRequest("flags", "flags must be a comma-separated list"))
+  const search = yield* SearchParams.decode(
+    StatusParams,
+    () => badRequest("flags", "flags must be a comma-separated list")
+  )
   const operation = yield* (yield* OperationsRepo).byToken(decodeSegment(params.token))
   if (operation === undefined) return yield* notFound("token", "unknown status token")
   const progress = yield* operationProgress(operation)

@@ -3,12 +3,12 @@ import { Effect } from "effect"
 import { type Feature, featureCollection } from "../../domain/Notification.ts"
 import { decodeSegment, routeLayer } from "../Access.ts"
 import { Caller, withCaller } from "../Auth.ts"
-import { deliver } from "../Notifications.ts"
-import { badRequest, conflict, json, notFound } from "../Reply.ts"
-import * as RequestBody from "../RequestBody.ts"
 import type { LayerRow } from "../db/CatalogsRepo.ts"
 import { transaction } from "../db/Database.ts"
 import { FeaturesRepo } from "../db/FeaturesRepo.ts"
+import { deliver } from "../Notifications.ts"
+import { badRequest, conflict, json, notFound } from "../Reply.ts"
+import * as RequestBody from "../RequestBody.ts"
 
 /**
  * The local service's own feature API for interactive map layers (the platform's interactive API is
@@ -28,7 +28,10 @@ const interactiveLayer = (permission: "read" | "write") =>
   Effect.gen(function*() {
     const { catalog, layer } = yield* routeLayer(permission)
     if (layer.layer_type !== "interactivemap") {
-      return yield* badRequest("layer", `layer '${layer.id}' is a ${layer.layer_type} layer; the feature API serves interactive map layers`)
+      return yield* badRequest(
+        "layer",
+        `layer '${layer.id}' is a ${layer.layer_type} layer; the feature API serves interactive map layers`
+      )
     }
     return { catalog, layer }
   })
@@ -50,46 +53,72 @@ const getOne = Effect.gen(function*() {
 /** A GeoJSON feature as stored: `type`, a string `id`, `geometry` (or null) and `properties` (or null), plus any other members. */
 const checkFeature = (value: unknown, at: string, needsId: boolean) =>
   Effect.gen(function*() {
-    if (typeof value !== "object" || value === null || Array.isArray(value)) return yield* badRequest(at, "a GeoJSON Feature object is required")
+    if (typeof value !== "object" || value === null || Array.isArray(value)) {
+      return yield* badRequest(at, "a GeoJSON Feature object is required")
+    }
     const f = value as Json
-    if (f.type !== "Feature") return yield* badRequest(`${at}.type`, `type must be "Feature"`)
-    if (f.geometry !== undefined && f.geometry !== null && (typeof f.geometry !== "object" || typeof f.geometry.type !== "string")) {
+    if (f.type !== "Feature") {
+      return yield* badRequest(`${at}.type`, `type must be "Feature"`)
+    }
+    if (
+      f.geometry !== undefined && f.geometry !== null &&
+      (typeof f.geometry !== "object" || typeof f.geometry.type !== "string")
+    ) {
       return yield* badRequest(`${at}.geometry`, "geometry must be a GeoJSON geometry object or null")
     }
-    if (f.properties !== undefined && f.properties !== null && (typeof f.properties !== "object" || Array.isArray(f.properties))) {
+    if (
+      f.properties !== undefined && f.properties !== null &&
+      (typeof f.properties !== "object" || Array.isArray(f.properties))
+    ) {
       return yield* badRequest(`${at}.properties`, "properties must be an object or null")
     }
     let id = f.id
     if (id === undefined && !needsId) id = crypto.randomUUID()
     if (typeof id === "number" && Number.isFinite(id)) id = String(id)
-    if (typeof id !== "string" || id === "" || id.length > 500) return yield* badRequest(`${at}.id`, "a feature id (a non-empty string or a number) is required")
-    return { ...f, type: "Feature", id, geometry: f.geometry ?? null, properties: f.properties ?? null } as Feature & { id: string }
+    if (typeof id !== "string" || id === "" || id.length > 500) {
+      return yield* badRequest(`${at}.id`, "a feature id (a non-empty string or a number) is required")
+    }
+    return { ...f, type: "Feature", id, geometry: f.geometry ?? null, properties: f.properties ?? null } as Feature & {
+      id: string
+    }
   })
 
 const arrayField = (body: Json, name: string) =>
-  body[name] === undefined ? Effect.succeed([] as Array<unknown>) : Array.isArray(body[name]) ? Effect.succeed(body[name] as Array<unknown>) : badRequest(name, `${name} must be an array`)
+  body[name] === undefined
+    ? Effect.succeed([] as Array<unknown>)
+    : Array.isArray(body[name])
+    ? Effect.succeed(body[name] as Array<unknown>)
+    : badRequest(name, `${name} must be an array`)
 
 const featureTransaction = Effect.gen(function*() {
   const { catalog, layer } = yield* interactiveLayer("write")
   const { appId } = yield* Caller
   const body = (yield* RequestBody.json) as Json
-  if (typeof body !== "object" || body === null || Array.isArray(body)) return yield* badRequest("body", "a JSON object {insert, update, delete} is required")
+  if (typeof body !== "object" || body === null || Array.isArray(body)) {
+    return yield* badRequest("body", "a JSON object {insert, update, delete} is required")
+  }
   const insertRaw = yield* arrayField(body, "insert")
   const updateRaw = yield* arrayField(body, "update")
   const deleteRaw = yield* arrayField(body, "delete")
   const total = insertRaw.length + updateRaw.length + deleteRaw.length
-  if (total === 0) return yield* badRequest("body", "a transaction needs at least one feature to insert, update or delete")
+  if (total === 0) {
+    return yield* badRequest("body", "a transaction needs at least one feature to insert, update or delete")
+  }
   if (total > MAX_CHANGES) return yield* badRequest("body", `at most ${MAX_CHANGES} changes per transaction`)
   const inserts = yield* Effect.forEach(insertRaw, (f, i) => checkFeature(f, `insert[${i}]`, false))
   const updates = yield* Effect.forEach(updateRaw, (f, i) => checkFeature(f, `update[${i}]`, true))
   const deletes: Array<string> = []
   for (const [i, id] of deleteRaw.entries()) {
-    if ((typeof id !== "string" || id === "") && typeof id !== "number") return yield* badRequest(`delete[${i}]`, "delete lists feature ids (strings or numbers)")
+    if ((typeof id !== "string" || id === "") && typeof id !== "number") {
+      return yield* badRequest(`delete[${i}]`, "delete lists feature ids (strings or numbers)")
+    }
     deletes.push(String(id))
   }
   const ids = [...inserts.map((f) => f.id), ...updates.map((f) => f.id), ...deletes]
   const twice = ids.find((id, i) => ids.indexOf(id) !== i)
-  if (twice !== undefined) return yield* badRequest("body", `feature '${twice}' appears more than once in the transaction`)
+  if (twice !== undefined) {
+    return yield* badRequest("body", `feature '${twice}' appears more than once in the transaction`)
+  }
   return yield* commit(catalog.hrn, layer, appId, inserts, updates, deletes)
 })
 
@@ -105,20 +134,46 @@ const commit = (
     const features = yield* FeaturesRepo
     const result = yield* transaction(Effect.gen(function*() {
       const existing = new Map(
-        (yield* features.featuresByIds(layer.pk, [...inserts.map((f) => f.id), ...updates.map((f) => f.id), ...deletes])).map((r) => [r.id, r])
+        (yield* features.featuresByIds(layer.pk, [
+          ...inserts.map((f) => f.id),
+          ...updates.map((f) => f.id),
+          ...deletes
+        ])).map((r) => [r.id, r])
       )
       const taken = inserts.find((f) => existing.has(f.id))
-      if (taken !== undefined) return yield* conflict("insert", `feature '${taken.id}' already exists; update it instead`)
+      if (taken !== undefined) {
+        return yield* conflict("insert", `feature '${taken.id}' already exists; update it instead`)
+      }
       const missing = [...updates.map((f) => f.id), ...deletes].find((id) => !existing.has(id))
-      if (missing !== undefined) return yield* notFound("featureId", `layer '${layer.id}' has no feature '${missing}' to update or delete`)
+      if (missing !== undefined) {
+        return yield* notFound("featureId", `layer '${layer.id}' has no feature '${missing}' to update or delete`)
+      }
       const version = (yield* features.latestVersion(layer.pk)) + 1
       const createdAt = Date.now()
       yield* features.insertTransaction(layer.pk, version, author, createdAt)
-      for (const f of [...inserts, ...updates]) yield* features.put(layer.pk, f.id, JSON.stringify(f), version)
+      for (const f of [...inserts, ...updates]) {
+        yield* features.put(layer.pk, f.id, JSON.stringify(f), version)
+      }
       for (const id of deletes) yield* features.remove(layer.pk, id)
       const deleted = deletes.map((id) => JSON.parse(existing.get(id)!.feature) as Feature)
-      yield* deliver({ catalogHrn, layerId: layer.id, version, author, createdAt, inserted: inserts, updated: updates, deleted })
-      return { version, author, createdAt, inserted: inserts.map((f) => f.id), updated: updates.map((f) => f.id), deleted: deletes }
+      yield* deliver({
+        catalogHrn,
+        layerId: layer.id,
+        version,
+        author,
+        createdAt,
+        inserted: inserts,
+        updated: updates,
+        deleted
+      })
+      return {
+        version,
+        author,
+        createdAt,
+        inserted: inserts.map((f) => f.id),
+        updated: updates.map((f) => f.id),
+        deleted: deletes
+      }
     }))
     return json(200, result)
   })

@@ -1,14 +1,14 @@
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import { createHash, randomUUID } from "node:crypto"
 import { Effect } from "effect"
+import { createHash, randomUUID } from "node:crypto"
 import { routeLayer, servedIn } from "../Access.ts"
 import { withCaller } from "../Auth.ts"
+import { transaction } from "../db/Database.ts"
+import { StreamsRepo } from "../db/StreamsRepo.ts"
 import { Replicas } from "../Replicas.ts"
 import { badRequest, json } from "../Reply.ts"
 import * as RequestBody from "../RequestBody.ts"
-import { transaction } from "../db/Database.ts"
-import { StreamsRepo } from "../db/StreamsRepo.ts"
 
 /**
  * Ingest API v1, its generic endpoint: `POST /layers/{layerId}` with one message as the body writes it
@@ -21,7 +21,10 @@ import { StreamsRepo } from "../db/StreamsRepo.ts"
 const ingest = Effect.gen(function*() {
   const { catalog, layer } = yield* routeLayer("write")
   if (layer.layer_type !== "stream") {
-    return yield* badRequest("layer", `Layer '${layer.id}' is a ${layer.layer_type} layer; the ingest API writes stream layers.`)
+    return yield* badRequest(
+      "layer",
+      `Layer '${layer.id}' is a ${layer.layer_type} layer; the ingest API writes stream layers.`
+    )
   }
   const request = yield* HttpServerRequest.HttpServerRequest
   const data = yield* RequestBody.bytes
@@ -40,4 +43,6 @@ const ingest = Effect.gen(function*() {
   return json(200, { TraceID: traceId })
 })
 
-export const routes = HttpRouter.empty.pipe(HttpRouter.post("/ingest/v1/catalogs/:catalog/layers/:layer", withCaller(ingest)))
+export const routes = HttpRouter.empty.pipe(
+  HttpRouter.post("/ingest/v1/catalogs/:catalog/layers/:layer", withCaller(ingest))
+)

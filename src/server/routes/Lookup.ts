@@ -5,11 +5,11 @@ import * as Hrn from "../../domain/Hrn.ts"
 import type { ApiEntry } from "../../domain/Lookup.ts"
 import { decodeSegment, mayAccess } from "../Access.ts"
 import { Caller, withCaller } from "../Auth.ts"
+import { CatalogsRepo } from "../db/CatalogsRepo.ts"
 import { lookupRegion, placementOf, regionPrefix } from "../Regions.ts"
 import { badRequest, dataError, json, notFound } from "../Reply.ts"
 import * as SearchParams from "../SearchParams.ts"
 import { originOf } from "../Views.ts"
-import { CatalogsRepo } from "../db/CatalogsRepo.ts"
 
 const CACHE = { "cache-control": "max-age=3600" }
 
@@ -54,7 +54,12 @@ const resource = Effect.gen(function*() {
   const params = yield* HttpRouter.params
   const raw = decodeSegment(params.hrn)
   const parsed = Hrn.parseCatalog(Hrn.toCatalogHrn(raw))
-  if (Either.isLeft(parsed)) return yield* dataError(400, "Bad Request", [{ name: "hrn", error: "Request contains hrn with unknown structure of resource" }])
+  if (Either.isLeft(parsed)) {
+    return yield* dataError(400, "Bad Request", [{
+      name: "hrn",
+      error: "Request contains hrn with unknown structure of resource"
+    }])
+  }
   const hrn = Hrn.format(parsed.right)
   const catalog = yield* (yield* CatalogsRepo).catalog(hrn)
   const { appId } = yield* Caller
@@ -62,7 +67,10 @@ const resource = Effect.gen(function*() {
     return yield* notFound("hrn", `Resource not found: ${hrn}`)
   }
   const origin = originOf(request.headers)
-  const { region: regionParam } = yield* SearchParams.decode(ResourceParams, () => badRequest("region", "region must be a region id"))
+  const { region: regionParam } = yield* SearchParams.decode(
+    ResourceParams,
+    () => badRequest("region", "region must be a region id")
+  )
   const asked = yield* lookupRegion(regionParam)
   const placement = placementOf(JSON.parse(catalog.config))
   if (asked !== undefined && asked !== placement.primary && asked !== placement.secondary) {
@@ -74,7 +82,9 @@ const resource = Effect.gen(function*() {
   const region = asked ?? (placement.secondary === undefined ? undefined : placement.primary)
   const apis = region === undefined
     ? resourceApis(origin, hrn)
-    : resourceApis(`${origin}${regionPrefix(region)}`, hrn).map((e) => (e.api === "config" ? entry("config", "v1", `${origin}/config/v1`) : e))
+    : resourceApis(`${origin}${regionPrefix(region)}`, hrn).map((
+      e
+    ) => (e.api === "config" ? entry("config", "v1", `${origin}/config/v1`) : e))
   const entries = yield* pick(apis, params.api, params.version)
   return json(200, entries, CACHE)
 })

@@ -5,16 +5,16 @@ import { Effect, Schema } from "effect"
 import { ADDITIONAL_FIELDS, type AdditionalField } from "../../domain/Partition.ts"
 import { routeCatalog, routeLayer, servedIn } from "../Access.ts"
 import { withCaller } from "../Auth.ts"
+import type { CatalogRow, LayerRow } from "../db/CatalogsRepo.ts"
+import { type VersionRow, VersionsRepo } from "../db/VersionsRepo.ts"
 import * as Listing from "../Listing.ts"
-import { type ReadsShape, Reads, type Selection } from "../Reads.ts"
+import { Reads, type ReadsShape, type Selection } from "../Reads.ts"
 import { versionedWritesBlockedBy, versionedWritesRefused } from "../Regions.ts"
 import { Replicas } from "../Replicas.ts"
 import { badRequest, json, notFound, orFail, rangeNotSatisfiable, Reply, type Result } from "../Reply.ts"
 import * as RequestBody from "../RequestBody.ts"
 import { Collector, raiseMinimum } from "../Versions.ts"
 import { originOf } from "../Views.ts"
-import type { CatalogRow, LayerRow } from "../db/CatalogsRepo.ts"
-import { type VersionRow, VersionsRepo } from "../db/VersionsRepo.ts"
 
 const MAX_VERSIONS_PER_CALL = 1000
 const MAX_PARTS = 10_000
@@ -49,10 +49,15 @@ const requiredInteger = (params: Params, name: string) => orFail(requiredInteger
 
 const fieldsOf = (params: Params): Result<ReadonlyArray<AdditionalField>> => {
   const raw = params.additionalFields
-  const values = (typeof raw === "string" ? [raw] : raw ?? []).flatMap((v) => v.split(",")).map((v) => v.trim()).filter((v) => v !== "")
+  const values = (typeof raw === "string" ? [raw] : raw ?? []).flatMap((v) => v.split(",")).map((v) => v.trim()).filter(
+    (v) => v !== ""
+  )
   for (const v of values) {
     if (!(ADDITIONAL_FIELDS as ReadonlyArray<string>).includes(v)) {
-      return badRequest("additionalFields", `unknown additional field '${v}' (allowed: ${ADDITIONAL_FIELDS.join(", ")})`)
+      return badRequest(
+        "additionalFields",
+        `unknown additional field '${v}' (allowed: ${ADDITIONAL_FIELDS.join(", ")})`
+      )
     }
   }
   return [...new Set(values)] as ReadonlyArray<AdditionalField>
@@ -73,7 +78,8 @@ const versionProblem = (catalog: CatalogRow, version: number, name: string): Rep
     ? badRequest(name, `Invalid version: minimum version for this catalog is ${catalog.min_version}`)
     : undefined
 
-export const checkVersion = (catalog: CatalogRow, version: number, name = "version") => orFail(versionProblem(catalog, version, name))
+export const checkVersion = (catalog: CatalogRow, version: number, name = "version") =>
+  orFail(versionProblem(catalog, version, name))
 
 // --- parts ------------------------------------------------------------------------------------
 
@@ -101,7 +107,9 @@ const parts = Effect.gen(function*() {
   const { layer } = yield* routeLayer("read")
   const params = yield* HttpServerRequest.ParsedSearchParams
   const requested = yield* requiredInteger(params, "numRequestedParts")
-  if (requested < 1 || requested > MAX_PARTS) return yield* badRequest("numRequestedParts", `numRequestedParts must be within 1..${MAX_PARTS}`)
+  if (requested < 1 || requested > MAX_PARTS) {
+    return yield* badRequest("numRequestedParts", `numRequestedParts must be within 1..${MAX_PARTS}`)
+  }
   const versions = yield* VersionsRepo
   const total = yield* versions.countCurrentPartitions(layer.pk)
   const count = Math.max(1, Math.min(requested, total))
@@ -129,7 +137,10 @@ const selectionOf = (kind: ListingKind, catalog: CatalogRow, layer: LayerRow, pa
       return versionProblem(catalog, version, "version") ?? { _tag: "AtVersion", version }
     }
     if (layer.layer_type === "volatile") return { _tag: "Volatile" }
-    return badRequest("layer", `Layer '${layer.id}' is a ${layer.layer_type} layer; partitions are listed for versioned and volatile layers only.`)
+    return badRequest(
+      "layer",
+      `Layer '${layer.id}' is a ${layer.layer_type} layer; partitions are listed for versioned and volatile layers only.`
+    )
   }
   if (layer.layer_type === "versioned") {
     const missing = noVersions(catalog)
@@ -152,10 +163,19 @@ const selectionOf = (kind: ListingKind, catalog: CatalogRow, layer: LayerRow, pa
     if (since instanceof Reply) return since
     return { _tag: "VolatileSince", sinceTime: since ?? 0 }
   }
-  return badRequest("layer", `Layer '${layer.id}' is a ${layer.layer_type} layer; changes are listed for versioned and volatile layers only.`)
+  return badRequest(
+    "layer",
+    `Layer '${layer.id}' is a ${layer.layer_type} layer; changes are listed for versioned and volatile layers only.`
+  )
 }
 
-const listingRequestOf = (layer: LayerRow, selection: Selection, params: Params, url: string, headers: Headers): Result<Listing.ListingRequest> => {
+const listingRequestOf = (
+  layer: LayerRow,
+  selection: Selection,
+  params: Params,
+  url: string,
+  headers: Headers
+): Result<Listing.ListingRequest> => {
   const fields = fieldsOf(params)
   if (fields instanceof Reply) return fields
   const partId = one(params, "part")
@@ -231,7 +251,10 @@ const listingRoute = (kind: ListingKind) =>
     const params = yield* HttpServerRequest.ParsedSearchParams
     const request = yield* HttpServerRequest.HttpServerRequest
     const response = yield* orFail(listing(yield* Reads, kind, catalog, layer, params, request.url, request.headers))
-    return HttpServerResponse.stream(Listing.toStream(response.chunks), { status: response.status, headers: response.headers })
+    return HttpServerResponse.stream(Listing.toStream(response.chunks), {
+      status: response.status,
+      headers: response.headers
+    })
   })
 
 // --- versions ---------------------------------------------------------------------------------
@@ -254,7 +277,9 @@ const versions = Effect.gen(function*() {
   const listed = params.version
   if (listed !== undefined) {
     const numbers = (typeof listed === "string" ? [listed] : listed).flatMap((v) => v.split(","))
-    if (numbers.length > MAX_VERSIONS_PER_CALL) return yield* badRequest("version", `at most ${MAX_VERSIONS_PER_CALL} versions per call`)
+    if (numbers.length > MAX_VERSIONS_PER_CALL) {
+      return yield* badRequest("version", `at most ${MAX_VERSIONS_PER_CALL} versions per call`)
+    }
     const parsed: Array<number> = []
     for (const n of numbers) {
       if (!/^-?\d+$/.test(n)) return yield* badRequest("version", `version must be an integer, got '${n}'`)
@@ -265,10 +290,15 @@ const versions = Effect.gen(function*() {
   }
   const start = (yield* integerParam(params, "startVersion")) ?? -1
   const end = (yield* integerParam(params, "endVersion")) ?? catalog.latest_version
-  if (end > catalog.latest_version) return yield* badRequest("endVersion", `Invalid version: latest known version is ${catalog.latest_version}`)
+  if (end > catalog.latest_version) {
+    return yield* badRequest("endVersion", `Invalid version: latest known version is ${catalog.latest_version}`)
+  }
   if (end < start) return yield* badRequest("endVersion", `endVersion ${end} is lower than startVersion ${start}`)
   if (end - start > MAX_VERSIONS_PER_CALL) {
-    return yield* badRequest("endVersion", `at most ${MAX_VERSIONS_PER_CALL} versions per call; narrow startVersion..endVersion`)
+    return yield* badRequest(
+      "endVersion",
+      `at most ${MAX_VERSIONS_PER_CALL} versions per call; narrow startVersion..endVersion`
+    )
   }
   const rows = yield* versions.versions(catalog.hrn, Math.max(start, catalog.min_version - 1), end)
   return json(200, { versions: rows.map(versionInfo) })
@@ -293,7 +323,10 @@ const setMinimum = Effect.gen(function*() {
   // Deleting versions is a write to versioned data: both regions of a multi-region catalog must be up.
   const blockedBy = versionedWritesBlockedBy((yield* servedIn(catalog)).placement, (yield* Replicas).down)
   if (blockedBy !== undefined) return yield* versionedWritesRefused(blockedBy)
-  const { version } = yield* RequestBody.decodeJson(SetMinimum, () => badRequest("version", "a body {\"version\": <integer>} is required"))
+  const { version } = yield* RequestBody.decodeJson(
+    SetMinimum,
+    () => badRequest("version", "a body {\"version\": <integer>} is required")
+  )
   if (yield* raiseMinimum(catalog.hrn, version)) yield* (yield* Collector).start(catalog.hrn)
   return HttpServerResponse.empty({ status: 204 })
 })

@@ -5,22 +5,23 @@ import { Effect, Schema } from "effect"
 import { PublishPartitions } from "../../domain/Publish.ts"
 import { decodeSegment, layerOf, routeCatalog, servedIn } from "../Access.ts"
 import { Caller, withCaller } from "../Auth.ts"
+import type { CatalogRow } from "../db/CatalogsRepo.ts"
+import { PublicationsRepo } from "../db/PublicationsRepo.ts"
 import { initPublication, publicationOf, publicationView, stagePartitions, submitPublication } from "../Publishing.ts"
 import { versionedWritesBlockedBy, versionedWritesRefused } from "../Regions.ts"
 import { Replicas } from "../Replicas.ts"
 import { badRequest, conflict, json } from "../Reply.ts"
 import * as RequestBody from "../RequestBody.ts"
 import { originOf } from "../Views.ts"
-import type { CatalogRow } from "../db/CatalogsRepo.ts"
-import { PublicationsRepo } from "../db/PublicationsRepo.ts"
 
 const MAX_PARTITIONS_PER_REQUEST = 10_000
 
 const InitBody = Schema.Struct({
   layerIds: Schema.Array(Schema.String),
-  versionDependencies: Schema.optional(Schema.Array(Schema.Struct({ hrn: Schema.String, version: Schema.Number, direct: Schema.Boolean })))
+  versionDependencies: Schema.optional(
+    Schema.Array(Schema.Struct({ hrn: Schema.String, version: Schema.Number, direct: Schema.Boolean }))
+  )
 })
-
 
 /** A versioned publication of a multi-region catalog is refused while either region is down (rule 8). */
 const checkWritable = (catalog: CatalogRow, kind: string) =>
@@ -78,7 +79,10 @@ const submit = Effect.gen(function*() {
 const cancel = Effect.gen(function*() {
   const { publication } = yield* routePublication
   if (publication.state !== "initialized") {
-    return yield* conflict("publication", `publication ${publication.id} is ${publication.state}; only an initialized publication can be cancelled`)
+    return yield* conflict(
+      "publication",
+      `publication ${publication.id} is ${publication.state}; only an initialized publication can be cancelled`
+    )
   }
   const publications = yield* PublicationsRepo
   yield* publications.setState(publication.id, "cancelled", "Publication was cancelled", Date.now())
@@ -93,7 +97,10 @@ const upload = Effect.gen(function*() {
   yield* checkWritable(catalog, publication.kind)
   const { partitions } = yield* RequestBody.decodeJson(PublishPartitions)
   if (partitions.length > MAX_PARTITIONS_PER_REQUEST) {
-    return yield* badRequest("partitions", `at most ${MAX_PARTITIONS_PER_REQUEST} partitions per request; send several requests`)
+    return yield* badRequest(
+      "partitions",
+      `at most ${MAX_PARTITIONS_PER_REQUEST} partitions per request; send several requests`
+    )
   }
   yield* stagePartitions(publication, layer, partitions)
   return HttpServerResponse.empty({ status: 204 })

@@ -12,11 +12,17 @@ import { additionalFields, checkVersion } from "./Metadata.ts"
 const MAX_IDS = 100
 
 /** `partition` may be repeated or, as the TS SDK's changes-by-id sends it, comma-joined. */
-const PartitionIds = Schema.transform(Schema.Union(Schema.String, Schema.Array(Schema.String)), Schema.Array(Schema.String), {
-  strict: true,
-  decode: (raw) => [...new Set((typeof raw === "string" ? [raw] : raw).flatMap((v) => v.split(",")).filter((v) => v !== ""))],
-  encode: (ids) => ids
-})
+const PartitionIds = Schema.transform(
+  Schema.Union(Schema.String, Schema.Array(Schema.String)),
+  Schema.Array(Schema.String),
+  {
+    strict: true,
+    decode: (
+      raw
+    ) => [...new Set((typeof raw === "string" ? [raw] : raw).flatMap((v) => v.split(",")).filter((v) => v !== ""))],
+    encode: (ids) => ids
+  }
+)
 
 /** The query API reads a version that is not an integer as if it were absent. */
 const Version = Schema.transform(SearchParams.Param, Schema.UndefinedOr(Schema.Number), {
@@ -59,7 +65,10 @@ const byIds = (changes: boolean) =>
         selection = { _tag: "AtVersion", version }
       }
     } else {
-      return yield* badRequest("layer", `Layer '${layer.id}' is a ${layer.layer_type} layer; the query API serves versioned and volatile layers.`)
+      return yield* badRequest(
+        "layer",
+        `Layer '${layer.id}' is a ${layer.layer_type} layer; the query API serves versioned and volatile layers.`
+      )
     }
     const encode = partitionEncoder(layer.id, fields, layer.layer_type === "volatile" ? -1 : null)
     const partitions = (yield* Reads).partitionsByIds(layer.pk, selection, ids).map((row) => JSON.parse(encode(row)))

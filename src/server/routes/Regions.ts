@@ -20,12 +20,17 @@ const list = Effect.flatMap(Replicas, (replicas) => Effect.map(replicas.status, 
 const set = Effect.gen(function*() {
   const { region } = yield* HttpRouter.params
   if (!(SELECTABLE_REGIONS as ReadonlyArray<string | undefined>).includes(region)) {
-    return yield* notFound("region", `no region ${JSON.stringify(region)}; the regions are ${SELECTABLE_REGIONS.join(" and ")}`)
+    return yield* notFound(
+      "region",
+      `no region ${JSON.stringify(region)}; the regions are ${SELECTABLE_REGIONS.join(" and ")}`
+    )
   }
   const request = yield* HttpServerRequest.HttpServerRequest
   const body = (yield* request.json.pipe(Effect.orElseSucceed(() => undefined))) as { state?: unknown } | undefined
   const state = body?.state
-  if (state !== "up" && state !== "down") return yield* badRequest("state", "send {\"state\": \"down\"} or {\"state\": \"up\"}")
+  if (state !== "up" && state !== "down") {
+    return yield* badRequest("state", "send {\"state\": \"down\"} or {\"state\": \"up\"}")
+  }
   return json(200, yield* (yield* Replicas).setState(region!, state))
 })
 
