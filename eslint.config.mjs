@@ -23,6 +23,9 @@ export default tseslint.config(
         varsIgnorePattern: "^_",
         caughtErrors: "none"
       }],
+      // Per-module imports (effect/Effect, not the effect barrel), as in Effect's own packages: the
+      // barrel would tie every Effect module any command uses into the chunk every command loads.
+      "@effect/no-import-from-barrel-package": ["error", { packageNames: ["effect"] }],
       "eqeqeq": ["error", "smart"],
       "no-self-compare": "error",
       "object-shorthand": "error",

@@ -1,4 +1,6 @@
-import { Effect, Option, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import { ConfigApi } from "../src/client/ConfigApi.ts"
 import { ApiError } from "../src/client/Errors.ts"
 import { MetadataApi } from "../src/client/MetadataApi.ts"

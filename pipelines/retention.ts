@@ -1,4 +1,7 @@
-import { Effect, Schedule, Schema, Stream } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 import { ConfigApi } from "../src/client/ConfigApi.ts"
 import { MetadataApi } from "../src/client/MetadataApi.ts"
 import { DurationString } from "../src/domain/DurationString.ts"

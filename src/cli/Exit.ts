@@ -1,5 +1,6 @@
 import * as ValidationError from "@effect/cli/ValidationError"
-import { Effect, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 
 /** Bad flags or values that the parser itself cannot see (ranges, combinations). */
 export class UsageError extends Schema.TaggedError<UsageError>()("UsageError", { message: Schema.String }) {}

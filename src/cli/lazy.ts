@@ -1,4 +1,4 @@
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 
 /**
  * The local service (SQLite, the HTTP server, the demo seed), loaded only by the commands that run

@@ -1,4 +1,7 @@
-import { Console, Effect, Either, Option } from "effect"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
 import { type NightlyJob, runNightly } from "../../pipelines/nightly-export.ts"
 import { writeSettingsOf } from "../export/JobConfig.ts"
 import { clientFor, connectionOf, type GlobalOptions, lookupUrlFor, retryPolicyOf } from "./common.ts"

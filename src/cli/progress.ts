@@ -1,5 +1,9 @@
 import * as Options from "@effect/cli/Options"
-import { Duration, Effect, Layer, Option, Schedule } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
 import { Progress, type ProgressStyle, type Snapshot, type Tracked } from "../export/Progress.ts"
 import { durationOption, type GlobalOptions } from "./common.ts"
 

@@ -1,7 +1,9 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
-import { Console, Effect, Option } from "effect"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import { ApiClient } from "../client/ApiClient.ts"
 import { ApiError } from "../client/Errors.ts"
 import {

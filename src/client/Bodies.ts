@@ -1,6 +1,7 @@
 import type * as HttpClientError from "@effect/platform/HttpClientError"
 import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
-import { Effect, Stream } from "effect"
+import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
 import { transportError } from "./ErrorMapping.ts"
 import type { TransportError } from "./Errors.ts"
 

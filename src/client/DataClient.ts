@@ -1,4 +1,4 @@
-import { Layer } from "effect"
+import * as Layer from "effect/Layer"
 import { AdminApi } from "./AdminApi.ts"
 import { ApiClient } from "./ApiClient.ts"
 import { ArtifactApi } from "./ArtifactApi.ts"

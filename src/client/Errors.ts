@@ -1,4 +1,4 @@
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /**
  * Failures of the Data API client. Every message names what failed and, where the user can act,

@@ -1,6 +1,9 @@
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import type * as HttpClient from "@effect/platform/HttpClient"
-import { Context, Duration, Effect, Layer } from "effect"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import { Agent, type Dispatcher, EnvHttpProxyAgent } from "undici"
 import { TOOL } from "../domain/Tool.ts"
 

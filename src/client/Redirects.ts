@@ -1,7 +1,7 @@
 import * as Headers from "@effect/platform/Headers"
 import * as HttpBody from "@effect/platform/HttpBody"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { requestUrl } from "./ErrorMapping.ts"
 import { ApiError, redactUrl } from "./Errors.ts"
 

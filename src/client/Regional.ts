@@ -1,4 +1,5 @@
-import { Effect, Layer } from "effect"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import { BlobApi, VolatileBlobApi } from "./BlobApi.ts"
 import { Lookup } from "./Lookup.ts"
 import { MetadataApi } from "./MetadataApi.ts"

@@ -1,17 +1,15 @@
-import {
-  Channel,
-  Chunk,
-  Context,
-  Duration,
-  Effect,
-  FiberRef,
-  Layer,
-  Random,
-  Schedule,
-  ScheduleDecision,
-  ScheduleInterval,
-  Stream
-} from "effect"
+import * as Channel from "effect/Channel"
+import * as Chunk from "effect/Chunk"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
+import * as Layer from "effect/Layer"
+import * as Random from "effect/Random"
+import * as Schedule from "effect/Schedule"
+import * as ScheduleDecision from "effect/ScheduleDecision"
+import * as ScheduleInterval from "effect/ScheduleInterval"
+import * as Stream from "effect/Stream"
 import * as Metrics from "../telemetry/Metrics.ts"
 import { describeFailure, type HttpFailure } from "./ErrorMapping.ts"
 import { ApiError, RegionUnavailable, RetryBudgetExhausted, TransportError } from "./Errors.ts"

@@ -1,5 +1,7 @@
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
-import { Context, Effect, Layer } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import { type StreamMessage, StreamMessages, type StreamOffset, StreamSubscription } from "../domain/Stream.ts"
 import { ApiClient, joinUrl, segment } from "./ApiClient.ts"
 import { Lookup, type LookupFailure } from "./Lookup.ts"

@@ -1,5 +1,9 @@
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
-import { Context, Duration, Effect, Layer, Schema } from "effect"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import { randomUUID } from "node:crypto"
 import {
   Subscription,

@@ -1,4 +1,4 @@
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import type { UndecodableFields } from "./Shared.ts"
 
 /** Bad decode settings for the layer (exit code 2). */

@@ -1,4 +1,4 @@
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { type DecodeOptions, type Decoder, decoderOf, type LayerContent } from "./Decoder.ts"
 import { DecodeSetupError } from "./Errors.ts"
 

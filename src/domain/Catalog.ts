@@ -1,4 +1,4 @@
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /** Layer types the platform knows. Requests use versioned/volatile/stream; responses add the rest. */
 export const LayerType = Schema.Literal("versioned", "volatile", "stream", "index", "objectstore", "interactivemap")

@@ -1,4 +1,7 @@
-import { Duration, Option, ParseResult, Schema } from "effect"
+import * as Duration from "effect/Duration"
+import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
 
 const UNIT =
   /^(\d+(?:\.\d+)?)\s*(ms|millis|milliseconds?|s|secs?|seconds?|m|mins?|minutes?|h|hrs?|hours?|d|days?|w|weeks?)$/i

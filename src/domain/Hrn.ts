@@ -1,4 +1,5 @@
-import { Data, Either } from "effect"
+import * as Data from "effect/Data"
+import * as Either from "effect/Either"
 
 /**
  * HERE Resource Name: `hrn:<partition>:<service>:<region>:<account>:<resource>`.

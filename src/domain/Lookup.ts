@@ -1,4 +1,4 @@
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /** One entry of a lookup response: `{api, version, baseURL, parameters}`. */
 export const ApiEntry = Schema.Struct({

@@ -1,4 +1,4 @@
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /** Partition ids: the platform's character set, at most 500 characters. Nothing that could name a path. */
 export const PARTITION_ID = /^[A-Za-z0-9_\-.:]{1,500}$/

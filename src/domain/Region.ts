@@ -1,4 +1,4 @@
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /**
  * Storage regions of a catalog. The interface names a US West and an EU West region; the config API

@@ -1,4 +1,4 @@
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /** Stream API v2: a consumer subscription and the messages it reads. */
 

@@ -1,4 +1,4 @@
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /** Notification subscriptions on interactive map layers (config API `/subscriptions`). */
 

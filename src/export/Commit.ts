@@ -1,4 +1,5 @@
-import { Effect, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import { TOOL } from "../domain/Tool.ts"
 import type { Destination } from "../sinks/Destination.ts"
 import { CrashProbe } from "../telemetry/CrashProbe.ts"

@@ -1,4 +1,4 @@
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import { ArtifactApi, type ArtifactFailure } from "../client/ArtifactApi.ts"

@@ -1,4 +1,4 @@
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /** The layer exists but is of a type the export cannot read (stream, index, objectstore, interactive map). */
 export class LayerNotExportable extends Schema.TaggedError<LayerNotExportable>()("LayerNotExportable", {

@@ -1,4 +1,5 @@
-import { Effect, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import { ConfigApi } from "../client/ConfigApi.ts"
 import { RegionUnavailable } from "../client/Errors.ts"
 import { inRegion } from "../client/Regional.ts"

@@ -1,4 +1,5 @@
-import { Effect, Runtime } from "effect"
+import * as Effect from "effect/Effect"
+import * as Runtime from "effect/Runtime"
 import * as crypto from "node:crypto"
 import { gunzipSync } from "node:zlib"
 import { BlobApi, type BlobFailure, VolatileBlobApi } from "../client/BlobApi.ts"

@@ -1,4 +1,5 @@
-import { Effect, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import { destination } from "../sinks/Destination.ts"
 import { readState } from "./Manifest.ts"
 import { makePlan, type Plan, versionBounds } from "./Plan.ts"

@@ -1,4 +1,5 @@
-import { Effect, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import { decodeModes, onDecodeErrors } from "../decode/Shared.ts"
 import { OutputFormat } from "../sinks/WrittenFile.ts"
 import type { DecodeRequest } from "./Decoding.ts"

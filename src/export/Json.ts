@@ -1,4 +1,7 @@
-import { Effect, Option, ParseResult, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
 import type { ParseOptions } from "effect/SchemaAST"
 import * as fs from "node:fs/promises"
 import type { Destination } from "../sinks/Destination.ts"

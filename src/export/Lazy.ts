@@ -1,4 +1,4 @@
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { ExportOptions } from "./Export.ts"
 import type { Plan } from "./Plan.ts"
 import type { Counters } from "./Progress.ts"

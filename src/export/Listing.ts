@@ -1,4 +1,5 @@
-import { Effect, Stream } from "effect"
+import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
 import { MetadataApi } from "../client/MetadataApi.ts"
 import type { AdditionalField } from "../domain/Partition.ts"
 import type { Plan } from "./Plan.ts"

@@ -1,4 +1,6 @@
-import { Effect, Option, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import type { Destination } from "../sinks/Destination.ts"
 import { WrittenFile } from "../sinks/WrittenFile.ts"
 import { OutputConflict } from "./Errors.ts"

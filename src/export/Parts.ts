@@ -1,4 +1,4 @@
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { Destination } from "../sinks/Destination.ts"
 import type { EncoderError, EncoderWorkload } from "../sinks/Encoder.ts"
 import * as RollingWriter from "../sinks/RollingWriter.ts"

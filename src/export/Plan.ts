@@ -1,4 +1,5 @@
-import { Effect, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import { ConfigApi } from "../client/ConfigApi.ts"
 import { ApiError } from "../client/Errors.ts"
 import { MetadataApi } from "../client/MetadataApi.ts"

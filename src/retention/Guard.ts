@@ -1,4 +1,5 @@
-import { Effect, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import { ConfigApi } from "../client/ConfigApi.ts"
 import { MetadataApi } from "../client/MetadataApi.ts"
 import { MANIFEST, Manifest } from "../export/Manifest.ts"

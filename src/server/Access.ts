@@ -1,5 +1,6 @@
 import * as HttpRouter from "@effect/platform/HttpRouter"
-import { Context, Effect } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
 import { DEFAULT_REGION } from "../domain/Region.ts"
 import { Caller } from "./Auth.ts"
 import { type CatalogRow, CatalogsRepo, type LayerRow } from "./db/CatalogsRepo.ts"

@@ -1,5 +1,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Context, Effect, Layer } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"

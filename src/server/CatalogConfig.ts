@@ -1,4 +1,4 @@
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { badRequest } from "./Reply.ts"
 import { MAX_VERSIONS_TO_KEEP } from "./Versions.ts"
 

@@ -1,4 +1,4 @@
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { buildBundle, mainMessageOf, readBundle } from "../decode/Bundle.ts"
 import { formatCoordinates, SCHEMA_BUNDLE_VARIANT, variantUrl } from "../domain/Artifact.ts"
 import * as HereTile from "../domain/HereTile.ts"

@@ -1,5 +1,6 @@
 import type * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Effect, Runtime } from "effect"
+import * as Effect from "effect/Effect"
+import * as Runtime from "effect/Runtime"
 import * as QueryString from "find-my-way-ts/QueryString"
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http"
 import { SELECTABLE_REGIONS } from "../domain/Region.ts"

@@ -1,4 +1,6 @@
-import { Effect, Option, Stream } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
 import type { AdditionalField } from "../domain/Partition.ts"
 import { P, type PartitionRow, type ReadsShape, type Selection } from "./Reads.ts"
 

@@ -1,5 +1,7 @@
 import * as HttpServer from "@effect/platform/HttpServer"
-import { Effect, Layer, type Scope } from "effect"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as Scope from "effect/Scope"
 import * as fs from "node:fs"
 import { AppsRepo } from "./db/AppsRepo.ts"
 import { DEMO_APP } from "./Seed.ts"

@@ -1,5 +1,5 @@
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { CatalogsRepo } from "./db/CatalogsRepo.ts"
 import { type OperationRow, OperationsRepo } from "./db/OperationsRepo.ts"
 import { json } from "./Reply.ts"

@@ -1,4 +1,4 @@
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { createHash } from "node:crypto"
 import { PARTITION_ID } from "../domain/Publish.ts"
 import { BlobFiles } from "./BlobFiles.ts"

@@ -1,6 +1,8 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import Database from "better-sqlite3"
-import { Context, Effect, Layer } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import type { BlobRow } from "./db/BlobsRepo.ts"
 import type { CatalogRow } from "./db/CatalogsRepo.ts"
 

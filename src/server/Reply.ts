@@ -1,5 +1,7 @@
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Data, Effect, Predicate } from "effect"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Predicate from "effect/Predicate"
 import { accountError, dataApiError, type DetailEntry, gatewayError } from "../domain/ErrorBody.ts"
 
 /** A finished error response. Handlers fail with it; the router turns it into the response. */

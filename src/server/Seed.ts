@@ -1,4 +1,4 @@
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { createHash, randomBytes } from "node:crypto"
 import { gzipSync } from "node:zlib"
 import * as HereTile from "../domain/HereTile.ts"

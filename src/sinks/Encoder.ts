@@ -1,4 +1,6 @@
-import { Context, Effect, Layer } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import { Worker } from "node:worker_threads"
 import { DecodeError } from "../decode/Errors.ts"
 import { UndecodableBlob, type UndecodableFields } from "../decode/Shared.ts"

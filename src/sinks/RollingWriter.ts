@@ -1,4 +1,5 @@
-import { Effect, type Scope } from "effect"
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type { DecodeCounts, DecodeSettings } from "../decode/Decoder.ts"

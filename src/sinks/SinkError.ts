@@ -1,4 +1,4 @@
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import { describeSinkFailure, SINK_FAILURE_REASONS } from "./SinkFailure.ts"
 
 export const SinkErrorReason = Schema.Literal(...SINK_FAILURE_REASONS)

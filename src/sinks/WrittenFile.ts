@@ -1,4 +1,4 @@
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /**
  * The data files the sinks write, as manifests and checkpoints record them. The writers on the

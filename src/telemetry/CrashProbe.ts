@@ -1,4 +1,8 @@
-import { Config, Context, Effect, Layer, Option } from "effect"
+import * as Config from "effect/Config"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 
 /**
  * Crash points: the stages of an export where a process may die, which the kill tests

@@ -1,4 +1,10 @@
-import { Effect, Metric, MetricBoundaries, MetricKey, MetricLabel, MetricState, Schedule } from "effect"
+import * as Effect from "effect/Effect"
+import * as Metric from "effect/Metric"
+import * as MetricBoundaries from "effect/MetricBoundaries"
+import * as MetricKey from "effect/MetricKey"
+import * as MetricLabel from "effect/MetricLabel"
+import * as MetricState from "effect/MetricState"
+import * as Schedule from "effect/Schedule"
 
 /**
  * The metrics of a run, in Effect's metric registry, which the OTLP exporter (Otlp.ts) sends when

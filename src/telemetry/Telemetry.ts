@@ -1,4 +1,5 @@
-import { Effect, Layer } from "effect"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 
 /**
  * OpenTelemetry export, configured by the standard variables (OTEL_EXPORTER_OTLP_ENDPOINT and the

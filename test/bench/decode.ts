@@ -8,7 +8,7 @@
  */
 import { createFileRegistry, fromBinary } from "@bufbuild/protobuf"
 import { FileDescriptorSetSchema } from "@bufbuild/protobuf/wkt"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { unzipSync } from "fflate"
 import * as fs from "node:fs"
 import * as os from "node:os"

@@ -11,7 +11,10 @@
  * Every Parquet file is read back by DuckDB (row count and total data bytes) after the timing.
  */
 import { tableFromIPC } from "apache-arrow"
-import { Effect, Exit, Layer, Scope } from "effect"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Scope from "effect/Scope"
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"

@@ -1,5 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Exit, TestClock } from "effect"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as TestClock from "effect/TestClock"
 import { ApiNotFound, CatalogNotFound } from "../../src/client/Errors.ts"
 import { Lookup } from "../../src/client/Lookup.ts"
 import { CATALOG, CATALOG_ID, withPlatform } from "./support.ts"

@@ -1,5 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Effect, Fiber, TestClock } from "effect"
+import * as Chunk from "effect/Chunk"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as TestClock from "effect/TestClock"
 import { ApiError, RegionUnavailable, RetryBudgetExhausted, TransportError } from "../../src/client/Errors.ts"
 import {
   gaveUp,

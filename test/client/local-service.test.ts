@@ -2,7 +2,10 @@
  * Every call of the Data API client against the real local service (real HTTP, SQLite, pack files),
  * with expected values taken from the service through plain HTTP, not through the client.
  */
-import { Chunk, Effect, Layer, Stream } from "effect"
+import * as Chunk from "effect/Chunk"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Stream from "effect/Stream"
 import { createHash } from "node:crypto"
 import { gunzipSync } from "node:zlib"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"

@@ -4,7 +4,7 @@
  * parsed by the test's own reader) and apache-arrow.
  */
 import { tableFromIPC } from "apache-arrow"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"

@@ -1,5 +1,5 @@
 import { tableFromIPC } from "apache-arrow"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"

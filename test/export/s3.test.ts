@@ -4,7 +4,8 @@
  * checked by DuckDB against what the service holds.
  */
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import type { ChildProcess } from "node:child_process"
 import * as path from "node:path"
 import { Encoder } from "../../src/sinks/Encoder.ts"

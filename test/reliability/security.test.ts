@@ -4,7 +4,8 @@
  * caller was not granted; request bodies are limited; path tricks in partition ids and data handles
  * reach neither outside the service's blob directory nor outside the export's output directory.
  */
-import { Chunk, Effect } from "effect"
+import * as Chunk from "effect/Chunk"
+import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import { createRequire } from "node:module"

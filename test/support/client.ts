@@ -1,4 +1,5 @@
-import { Effect, Layer } from "effect"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as DataClient from "../../src/client/DataClient.ts"
 import { Encoder } from "../../src/sinks/Encoder.ts"
 import { Service, type TestService } from "./service.ts"

@@ -1,4 +1,5 @@
-import { Effect, Stream } from "effect"
+import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
 import * as v8 from "node:v8"
 import * as vm from "node:vm"
 import { MetadataApi } from "../../src/client/MetadataApi.ts"

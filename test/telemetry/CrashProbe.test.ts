@@ -3,7 +3,7 @@
  * by test/reliability/kills.test.ts): every point is passed, as often and in the order the kill
  * tests rely on.
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"

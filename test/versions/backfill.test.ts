@@ -1,4 +1,6 @@
-import { Effect, Layer, Stream } from "effect"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Stream from "effect/Stream"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"

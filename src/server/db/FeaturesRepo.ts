@@ -1,5 +1,8 @@
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Context, Effect, Layer, Schema } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import { findAll, run } from "./Database.ts"
 
 export const FeatureRow = Schema.Struct({

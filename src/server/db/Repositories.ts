@@ -1,4 +1,4 @@
-import { Layer } from "effect"
+import * as Layer from "effect/Layer"
 import { AppsRepo } from "./AppsRepo.ts"
 import { ArtifactsRepo } from "./ArtifactsRepo.ts"
 import { BlobsRepo } from "./BlobsRepo.ts"

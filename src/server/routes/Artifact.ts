@@ -1,7 +1,8 @@
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Effect, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import { CreateSchemaRequest, FILE_NAME, formatCoordinates, isArtifactId, isGroupId } from "../../domain/Artifact.ts"
 import { decodeSegment } from "../Access.ts"
 import {

@@ -1,7 +1,7 @@
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { createHash } from "node:crypto"
 import { type Addressed, decodeSegment, layerAccess, routeLayer, servedIn, ServedRegion } from "../Access.ts"
 import { Caller, withCaller } from "../Auth.ts"

@@ -1,5 +1,5 @@
 import * as HttpRouter from "@effect/platform/HttpRouter"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { catalogHrn } from "../../domain/Hrn.ts"
 import { configCatalogFor, decodeSegment } from "../Access.ts"
 import { Caller, withCaller } from "../Auth.ts"

@@ -1,5 +1,5 @@
 import * as HttpRouter from "@effect/platform/HttpRouter"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { type Feature, featureCollection } from "../../domain/Notification.ts"
 import { decodeSegment, routeLayer } from "../Access.ts"
 import { Caller, withCaller } from "../Auth.ts"

@@ -1,6 +1,6 @@
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { createHash, randomUUID } from "node:crypto"
 import { routeLayer, servedIn } from "../Access.ts"
 import { withCaller } from "../Auth.ts"

@@ -1,6 +1,7 @@
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import { Effect, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import { routeLayer } from "../Access.ts"
 import { withCaller } from "../Auth.ts"
 import { partitionEncoder } from "../Listing.ts"

@@ -1,6 +1,6 @@
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { LOCAL_REGIONS_PATH, SELECTABLE_REGIONS } from "../../domain/Region.ts"
 import { withCaller } from "../Auth.ts"
 import { Replicas } from "../Replicas.ts"
