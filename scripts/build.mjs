@@ -41,6 +41,14 @@ const writeAtomic = (file, contents) => {
   renameSync(temp, file)
 }
 
+/** `undici` (ours and @effect/platform-node's) bundled as the part of it the CLI uses: undici-slim.cjs. */
+const slimUndici = {
+  name: "slim-undici",
+  setup(build) {
+    build.onResolve({ filter: /^undici$/ }, () => ({ path: join(root, "scripts", "undici-slim.cjs") }))
+  }
+}
+
 /**
  * `clean`: dist/ holds exactly this build (npm run build, prepare, pack). Otherwise (a checkout
  * rebuilding itself while other runs may be loading the previous bundle) chunks are added beside
@@ -77,7 +85,8 @@ export const build = async ({ clean = false } = {}) => {
     legalComments: "none",
     minifyWhitespace: true,
     minifySyntax: true,
-    logLevel: "error"
+    logLevel: "error",
+    plugins: [slimUndici]
   })
   if (clean) rmSync(join(root, "dist"), { recursive: true, force: true })
   const files = [...result.outputFiles].sort((a, b) => (a.path === entry ? 1 : b.path === entry ? -1 : 0))
