@@ -11,12 +11,12 @@ import {
   type GlobalOptions,
   globalOptions,
   integerOption,
-  loggerLayer,
   retryPolicyOf,
   summaryJson
 } from "./common.ts"
 import { unfinishedWhenInterrupted, UsageError } from "./Exit.ts"
 import { checkOutputDir, checkWriteSettings, positive, writeOptions } from "./export.ts"
+import { loggerLayer } from "./Logging.ts"
 import { type ProgressFlags, progressLayer } from "./progress.ts"
 import { reportDocument, writeRunReport } from "./summary.ts"
 import { describeDecode } from "./summary.ts"

@@ -30,13 +30,13 @@ import {
   clientLayer,
   connectionOf,
   globalOptions,
-  loggerLayer,
   lookupUrlFor,
   retryOptions,
   retryPolicyOf,
   summaryJson
 } from "./common.ts"
 import { ExitCode, exitCodeOf, exitMeaning, JobFailed, sentenceOf } from "./Exit.ts"
+import { loggerLayer } from "./Logging.ts"
 
 /**
  * `catalog-export check`: the pre-flight of a job config (or of a catalog and layers), one line per

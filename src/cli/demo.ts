@@ -10,8 +10,9 @@ import demoJob from "../../config/demo.json" with { type: "json" }
 import { NightlyJob } from "../../pipelines/nightly-export.ts"
 import { decode, load } from "../export/JobConfig.ts"
 import { fromCause } from "../sinks/SinkError.ts"
-import { globalOptions, loggerLayer } from "./common.ts"
+import { globalOptions } from "./common.ts"
 import { loadServer } from "./lazy.ts"
+import { loggerLayer } from "./Logging.ts"
 import { runNightlyJob } from "./nightly.ts"
 
 /**

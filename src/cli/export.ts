@@ -19,13 +19,13 @@ import {
   connectionOf,
   globalOptions,
   integerOption,
-  loggerLayer,
   noFailover,
   retryOptions,
   retryPolicyOf,
   summaryJson
 } from "./common.ts"
 import { unfinishedWhenInterrupted, UsageError } from "./Exit.ts"
+import { loggerLayer } from "./Logging.ts"
 import { progressLayer, progressOptions } from "./progress.ts"
 import { describeRaised, outcomeJson, outcomeLines, reportDocument, reportTable, writeRunReport } from "./summary.ts"
 

@@ -1,6 +1,7 @@
 import * as Command from "@effect/cli/Command"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import * as Arr from "effect/Array"
 import * as Cause from "effect/Cause"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
@@ -10,43 +11,20 @@ import { TOOL } from "../domain/Tool.ts"
 import { Encoder } from "../sinks/Encoder.ts"
 import { CrashProbe } from "../telemetry/CrashProbe.ts"
 import * as Telemetry from "../telemetry/Telemetry.ts"
-import { adminCommands } from "./admin.ts"
-import { backfillCommand } from "./backfill.ts"
-import { checkCommand } from "./check.ts"
-import { defaultLoggerLayer, plainWhenPiped } from "./common.ts"
-import { demoCommand } from "./demo.ts"
+import { commandsFor, type TopLevelCommand } from "./commands.ts"
 import { ExitCode, exitCodeOf, interruption, sentenceOf } from "./Exit.ts"
-import { exportCommand } from "./export.ts"
-import { inspectCommands } from "./inspect.ts"
-import { publishCommand } from "./publish.ts"
-import { regionsCommand } from "./regions.ts"
-import { retentionCommand } from "./retention.ts"
-import { runCommand } from "./run.ts"
-import { schemasCommand } from "./schemas.ts"
-import { serve } from "./serve.ts"
-import { commitCommand, planCommand } from "./shards.ts"
+import { defaultLoggerLayer, plainWhenPiped } from "./Logging.ts"
 
-const root = Command.make("catalog-export").pipe(
+const subcommands = await commandsFor(process.argv.slice(2))
+
+const base = Command.make("catalog-export").pipe(
   Command.withDescription(
     "Export data catalogs to Parquet and Arrow, and run a local catalog service to develop against."
-  ),
-  Command.withSubcommands([
-    serve,
-    exportCommand,
-    planCommand,
-    commitCommand,
-    backfillCommand,
-    retentionCommand,
-    runCommand,
-    checkCommand,
-    demoCommand,
-    ...inspectCommands,
-    ...adminCommands,
-    publishCommand,
-    schemasCommand,
-    regionsCommand
-  ])
+  )
 )
+const root: TopLevelCommand = Arr.isNonEmptyReadonlyArray(subcommands)
+  ? Command.withSubcommands(base, subcommands)
+  : base
 
 const cli = Command.run(root, { name: TOOL.name, version: TOOL.version })
 

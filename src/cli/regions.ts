@@ -13,8 +13,9 @@ import {
   RegionsStatus as RegionsStatusSchema,
   SELECTABLE_REGIONS
 } from "../domain/Region.ts"
-import { clientFor, type GlobalOptions, globalOptions, loggerLayer } from "./common.ts"
+import { clientFor, type GlobalOptions, globalOptions } from "./common.ts"
 import { UsageError } from "./Exit.ts"
+import { loggerLayer } from "./Logging.ts"
 
 /**
  * `regions down|up|status`: take a region of the local catalog service down and bring it back while it

@@ -20,10 +20,10 @@ import {
   connectionOf,
   durationOption,
   type GlobalOptions,
-  globalOptions,
-  loggerLayer
+  globalOptions
 } from "./common.ts"
 import { UsageError } from "./Exit.ts"
+import { loggerLayer } from "./Logging.ts"
 
 const date = (ms: number) => new Date(ms).toISOString()
 

@@ -20,13 +20,13 @@ import {
   type GlobalOptions,
   globalOptions,
   integerOption,
-  loggerLayer,
   retryOptions,
   retryPolicyOf,
   summaryJson
 } from "./common.ts"
 import { unfinishedWhenInterrupted, UsageError } from "./Exit.ts"
 import { checkOutputDir, positive, versionArg } from "./export.ts"
+import { loggerLayer } from "./Logging.ts"
 import { type ProgressFlags, progressLayer } from "./progress.ts"
 import { describeRaised, describeResult } from "./summary.ts"
 
