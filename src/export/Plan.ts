@@ -1,4 +1,5 @@
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Schema from "effect/Schema"
 import { ConfigApi } from "../client/ConfigApi.ts"
 import { ApiError } from "../client/Errors.ts"
@@ -83,14 +84,16 @@ export const exportDir = (plan: Pick<Plan, "catalogId" | "layerId" | "layerType"
 export const versionBounds = (catalog: string) =>
   Effect.gen(function*() {
     const metadata = yield* MetadataApi
-    const latest = yield* metadata.latestVersion(catalog).pipe(
-      Effect.catchIf(
-        (e) => e instanceof ApiError && e.status === 404,
-        () => new NotFound({ what: "version", message: `Catalog ${catalog} has no versions yet; publish data first.` })
-      )
-    )
-    const minimum = yield* metadata.minimumVersion(catalog)
-    return { latest, minimum }
+    return yield* Effect.all({
+      latest: metadata.latestVersion(catalog).pipe(
+        Effect.catchIf(
+          (e) => e instanceof ApiError && e.status === 404,
+          () =>
+            new NotFound({ what: "version", message: `Catalog ${catalog} has no versions yet; publish data first.` })
+        )
+      ),
+      minimum: metadata.minimumVersion(catalog)
+    }, { concurrency: 2 })
   })
 
 export const checkVersion = (catalog: string, version: number, bounds: { latest: number; minimum: number }) =>
@@ -118,6 +121,9 @@ export const makePlan = Effect.fn("Plan.make")(function*(request: PlanRequest) {
   if (!Hrn.isLayerId(request.layer)) return yield* new InvalidLayerId({ layerId: request.layer })
   const config = yield* ConfigApi
   const metadata = yield* MetadataApi
+  // The versions are asked for while the configuration is (round trips less before the listing); the
+  // configuration's answer and its errors still come first.
+  const bounds = Fiber.join(yield* Effect.fork(versionBounds(hrn)))
   const catalog = yield* config.getCatalog(hrn)
   const layer = catalog.layers.find((l) => l.id === request.layer)
   if (layer === undefined) {
@@ -134,10 +140,10 @@ export const makePlan = Effect.fn("Plan.make")(function*(request: PlanRequest) {
   const mode = request.mode ?? "full"
   // A volatile snapshot records the catalog's latest version for reference; a catalog may have none.
   const version = layerType === "volatile"
-    ? yield* Effect.map(versionBounds(hrn), (b) => b.latest).pipe(Effect.catchTag("NotFound", () => Effect.succeed(-1)))
+    ? yield* Effect.map(bounds, (b) => b.latest).pipe(Effect.catchTag("NotFound", () => Effect.succeed(-1)))
     : request.version === "latest"
-    ? (yield* versionBounds(hrn)).latest
-    : yield* checkVersion(hrn, request.version, yield* versionBounds(hrn))
+    ? (yield* bounds).latest
+    : yield* checkVersion(hrn, request.version, yield* bounds)
   const now = new Date()
   const parts = layerType === "volatile" || request.parts <= 1
     ? []
