@@ -143,7 +143,9 @@ describe("large listings", () => {
     // strings and row objects on the heap, or as encoded chunks in array buffers (off the heap).
     expect(settledGrowth).toBeLessThan(bytes / 10)
     expect(settledBufferGrowth).toBeLessThan(bytes / 4)
-    expect(pausedGrowth).toBeLessThan(bytes / 10)
+    // While the client waits, what both ends hold in flight (socket and stream buffers, read ahead by
+    // the client) measured 1-5 MB; a server that buffered the rest would hold over 20 MB.
+    expect(pausedGrowth).toBeLessThan(bytes / 4)
     // Without collections the peak also holds garbage from both ends of the connection (both run in
     // this process); it still stays below the document size.
     expect(growth).toBeLessThan(bytes)
