@@ -84,16 +84,15 @@ export const exportDir = (plan: Pick<Plan, "catalogId" | "layerId" | "layerType"
 export const versionBounds = (catalog: string) =>
   Effect.gen(function*() {
     const metadata = yield* MetadataApi
-    return yield* Effect.all({
-      latest: metadata.latestVersion(catalog).pipe(
-        Effect.catchIf(
-          (e) => e instanceof ApiError && e.status === 404,
-          () =>
-            new NotFound({ what: "version", message: `Catalog ${catalog} has no versions yet; publish data first.` })
-        )
-      ),
-      minimum: metadata.minimumVersion(catalog)
-    }, { concurrency: 2 })
+    // Both at once (a round trip less before the listing); the latest version's answer comes first.
+    const minimum = yield* Effect.fork(metadata.minimumVersion(catalog))
+    const latest = yield* metadata.latestVersion(catalog).pipe(
+      Effect.catchIf(
+        (e) => e instanceof ApiError && e.status === 404,
+        () => new NotFound({ what: "version", message: `Catalog ${catalog} has no versions yet; publish data first.` })
+      )
+    )
+    return { latest, minimum: yield* Fiber.join(minimum) }
   })
 
 export const checkVersion = (catalog: string, version: number, bounds: { latest: number; minimum: number }) =>
@@ -121,9 +120,6 @@ export const makePlan = Effect.fn("Plan.make")(function*(request: PlanRequest) {
   if (!Hrn.isLayerId(request.layer)) return yield* new InvalidLayerId({ layerId: request.layer })
   const config = yield* ConfigApi
   const metadata = yield* MetadataApi
-  // The versions are asked for while the configuration is (round trips less before the listing); the
-  // configuration's answer and its errors still come first.
-  const bounds = Fiber.join(yield* Effect.fork(versionBounds(hrn)))
   const catalog = yield* config.getCatalog(hrn)
   const layer = catalog.layers.find((l) => l.id === request.layer)
   if (layer === undefined) {
@@ -140,10 +136,10 @@ export const makePlan = Effect.fn("Plan.make")(function*(request: PlanRequest) {
   const mode = request.mode ?? "full"
   // A volatile snapshot records the catalog's latest version for reference; a catalog may have none.
   const version = layerType === "volatile"
-    ? yield* Effect.map(bounds, (b) => b.latest).pipe(Effect.catchTag("NotFound", () => Effect.succeed(-1)))
+    ? yield* Effect.map(versionBounds(hrn), (b) => b.latest).pipe(Effect.catchTag("NotFound", () => Effect.succeed(-1)))
     : request.version === "latest"
-    ? (yield* bounds).latest
-    : yield* checkVersion(hrn, request.version, yield* bounds)
+    ? (yield* versionBounds(hrn)).latest
+    : yield* checkVersion(hrn, request.version, yield* versionBounds(hrn))
   const now = new Date()
   const parts = layerType === "volatile" || request.parts <= 1
     ? []
