@@ -403,12 +403,20 @@ const main = async () => {
         "--out",
         out
       ])
+      // What Node itself takes to start and exit on this machine at this moment: the floor.
+      const bare = median(
+        Array.from({ length: 5 }, () => {
+          const started = performance.now()
+          execFileSync(process.execPath, ["-e", "0"])
+          return (performance.now() - started) / 1000
+        })
+      )
       say(`### 7. Start-up (median of 5)`)
       say()
       say(
         `catalog-export --version: ${fmt(version, 2)} s; export --dry-run: ${fmt(dryRun, 2)} s (target <= 0.4 s: ${
           verdict(version <= 0.4 && dryRun <= 0.4)
-        })`
+        }); node -e 0 on this machine: ${fmt(bare, 2)} s`
       )
       say()
     })
