@@ -20,6 +20,7 @@ const inputs = () => [
   join(root, "pipelines"),
   join(root, "config", "demo.json"),
   join(root, "package.json"),
+  join(root, "scripts", "undici-slim.cjs"),
   fileURLToPath(import.meta.url)
 ]
 
