@@ -12,7 +12,15 @@ import { cli } from "../support/cli.ts"
 import { readParquet } from "../support/duckdb.ts"
 import { cleanups, filesBelow, readJson } from "../support/files.ts"
 import { DEMO, startService } from "../support/service.ts"
-import { expectMatchesService, handleOf, isBlobRequest, isListing, serviceState, startProxy } from "./support.ts"
+import {
+  expectMatchesService,
+  exportPlaces,
+  handleOf,
+  isBlobRequest,
+  isListing,
+  serviceState,
+  startProxy
+} from "./support.ts"
 
 const { cleanup, tempDir } = cleanups()
 
@@ -128,26 +136,7 @@ describe("a listing connection cut in the middle", () => {
       return { kind: "cut", afterBytes: at - from }
     }
     const out = tempDir("reliability-cut-out-")
-    const run = await cli([
-      "export",
-      "--catalog",
-      DEMO,
-      "--layer",
-      "places",
-      "--version",
-      "0",
-      "--out",
-      out,
-      "--format",
-      "parquet",
-      "--parts",
-      "1",
-      "--lookup-url",
-      proxy.lookupUrl,
-      "--credentials",
-      await svc.credentialsFile(),
-      "--quiet"
-    ])
+    const run = await exportPlaces(svc, proxy, out)
     expect(run.code, run.stderr).toBe(0)
 
     const listings = proxy.log.filter(isListing)
@@ -182,30 +171,7 @@ describe("tokens that expire mid-export", () => {
     const proxy = await startProxy(svc.url)
     cleanup.push(() => proxy.close())
     const out = tempDir("reliability-token-out-")
-    const run = await cli([
-      "export",
-      "--catalog",
-      DEMO,
-      "--layer",
-      "places",
-      "--version",
-      "0",
-      "--out",
-      out,
-      "--format",
-      "parquet",
-      "--parts",
-      "2",
-      "--concurrency",
-      "2",
-      "--list-concurrency",
-      "1",
-      "--lookup-url",
-      proxy.lookupUrl,
-      "--credentials",
-      await svc.credentialsFile(),
-      "--quiet"
-    ])
+    const run = await exportPlaces(svc, proxy, out, ["--parts", "2", "--concurrency", "2", "--list-concurrency", "1"])
     expect(run.code, run.stderr).toBe(0)
     const data = proxy.log.filter((e) => e.authorization !== undefined)
     const tokens = new Set(data.map((e) => e.authorization))
@@ -250,26 +216,7 @@ describe("tokens that expire mid-export", () => {
       }
     }
     const out = tempDir("reliability-token2-out-")
-    const run = await cli([
-      "export",
-      "--catalog",
-      DEMO,
-      "--layer",
-      "places",
-      "--version",
-      "0",
-      "--out",
-      out,
-      "--format",
-      "parquet",
-      "--parts",
-      "1",
-      "--lookup-url",
-      proxy.lookupUrl,
-      "--credentials",
-      await svc.credentialsFile(),
-      "--quiet"
-    ])
+    const run = await exportPlaces(svc, proxy, out)
     expect(run.code, run.stderr).toBe(0)
     const attempts = proxy.log.filter((e) => e.path === target)
     // A 401 could only be a refresh racing the clock on a loaded machine (then retried at once with a new token).

@@ -23,6 +23,7 @@ import { DEMO, RESTRICTED, startService, type TestService } from "../support/ser
 import {
   authorizedGetter,
   expectMatchesService,
+  exportPlaces,
   handleOf,
   isBlobRequest,
   serviceState,
@@ -328,26 +329,7 @@ describe("redirects", () => {
         : { kind: "forward" }
     }
     const out = tempDir("reliability-redirect-")
-    const run = await cli([
-      "export",
-      "--catalog",
-      DEMO,
-      "--layer",
-      "places",
-      "--version",
-      "0",
-      "--out",
-      out,
-      "--format",
-      "parquet",
-      "--parts",
-      "1",
-      "--lookup-url",
-      proxy.lookupUrl,
-      "--credentials",
-      await svc.credentialsFile(),
-      "--quiet"
-    ])
+    const run = await exportPlaces(svc, proxy, out)
     expect(run.code, run.stderr).toBe(0)
     expectMatchesService(
       await readParquet(path.join(out, "demo", "places", "version=0")),

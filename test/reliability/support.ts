@@ -7,9 +7,37 @@ import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import { gunzipSync } from "node:zlib"
 import { expect } from "vitest"
+import { cli } from "../support/cli.ts"
 import type { ReadRow } from "../support/duckdb.ts"
 import { sha1 } from "../support/files.ts"
 import { DEMO, type TestService } from "../support/service.ts"
+
+/** `export` of the demo's places layer (version 0, Parquet) through `via`, e.g. a proxy in front of `svc`. */
+export const exportPlaces = async (
+  svc: TestService,
+  via: { readonly lookupUrl: string },
+  out: string,
+  flags: ReadonlyArray<string> = ["--parts", "1"]
+) =>
+  cli([
+    "export",
+    "--catalog",
+    DEMO,
+    "--layer",
+    "places",
+    "--version",
+    "0",
+    "--out",
+    out,
+    "--format",
+    "parquet",
+    ...flags,
+    "--lookup-url",
+    via.lookupUrl,
+    "--credentials",
+    await svc.credentialsFile(),
+    "--quiet"
+  ])
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
