@@ -6,18 +6,15 @@
 
 const Dispatcher = require("undici/lib/dispatcher/dispatcher")
 const api = require("undici/lib/api")
-const { getGlobalDispatcher, setGlobalDispatcher } = require("undici/lib/global")
+const { getGlobalDispatcher } = require("undici/lib/global")
 
 // undici's index.js does the same: request(), stream() and the rest are methods of every dispatcher.
 Object.assign(Dispatcher.prototype, api)
 
+// What src/client/HttpOptions.ts and @effect/platform-node (NodeHttpClient, NodeClusterSocket) use.
 module.exports = {
   Dispatcher,
   Agent: require("undici/lib/dispatcher/agent"),
-  Pool: require("undici/lib/dispatcher/pool"),
-  ProxyAgent: require("undici/lib/dispatcher/proxy-agent"),
   EnvHttpProxyAgent: require("undici/lib/dispatcher/env-http-proxy-agent"),
-  errors: require("undici/lib/core/errors"),
-  getGlobalDispatcher,
-  setGlobalDispatcher
+  getGlobalDispatcher
 }
