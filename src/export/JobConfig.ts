@@ -46,7 +46,7 @@ export const defaults = {
   concurrency: 32,
   listConcurrency: 4,
   parts: 4,
-  /** Raw bytes unless asked: the columns of existing exports never change under their users (README "Decoding"). */
+  /** Raw bytes unless asked: the columns of existing exports never change under their users (docs/decoding.md). */
   decode: "none",
   onDecodeError: "fail"
 } as const
