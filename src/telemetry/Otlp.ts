@@ -8,7 +8,23 @@ import * as Layer from "effect/Layer"
 import { HttpOptions, makeAgent } from "../client/HttpOptions.ts"
 import { TOOL } from "../domain/Tool.ts"
 import * as Metrics from "./Metrics.ts"
-import type { OtlpSettings, SignalSettings } from "./Telemetry.ts"
+
+/** What the exporters send where (Telemetry.fromEnv reads it from the standard variables). */
+export interface SignalSettings {
+  /** Where this signal's payloads are POSTed (…/v1/traces, …/v1/metrics). */
+  readonly url: string
+  readonly protocol: "protobuf" | "json"
+  readonly headers: Readonly<Record<string, string>>
+  readonly exportIntervalMs: number
+}
+
+export interface OtlpSettings {
+  readonly serviceName: string
+  readonly traces: SignalSettings | undefined
+  readonly metrics: SignalSettings | undefined
+  /** How long the last export may take when the process ends. */
+  readonly shutdownTimeoutMs: number
+}
 
 /**
  * The OTLP/HTTP exporters of @effect/opentelemetry (no OpenTelemetry SDK): Effect's spans and its
