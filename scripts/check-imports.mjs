@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Checks the import rules of src/README.md ("Which modules may import which"): each area of src/
 // and pipelines/ imports only the areas listed for it, and nothing the encoder thread loads
-// (src/sinks/EncoderWorker.ts and what it imports) imports Effect at run time.
+// (src/encoder/EncoderWorker.ts and what it imports) imports Effect at run time.
 // Usage: node scripts/check-imports.mjs   (exit 1 and one line per violation when a rule is broken)
 import { existsSync, readdirSync, readFileSync } from "node:fs"
 import { dirname, join, normalize, relative } from "node:path"
@@ -15,10 +15,11 @@ const allowed = {
   "src/net": [],
   "src/telemetry": ["src/domain", "src/net"],
   "src/client": ["src/domain", "src/net", "src/telemetry"],
+  "src/sinks": ["src/domain"],
   "src/decode": ["src/domain", "src/sinks"],
-  "src/sinks": ["src/domain", "src/decode", "src/telemetry"],
+  "src/encoder": ["src/domain", "src/sinks", "src/decode", "src/telemetry"],
   "src/server": ["src/domain", "src/decode"],
-  "src/export": ["src/domain", "src/client", "src/sinks", "src/decode", "src/telemetry"],
+  "src/export": ["src/domain", "src/client", "src/sinks", "src/decode", "src/encoder", "src/telemetry"],
   "src/retention": ["src/domain", "src/client", "src/export", "src/sinks"],
   pipelines: ["src/domain", "src/client", "src/export", "src/retention", "src/sinks", "src/telemetry"],
   "src/cli": ["*"]
@@ -85,7 +86,7 @@ const walk = (file) => {
     }
   }
 }
-walk(join(root, "src", "sinks", "EncoderWorker.ts"))
+walk(join(root, "src", "encoder", "EncoderWorker.ts"))
 
 for (const v of violations) console.log(v)
 console.log(`${violations.length} violation(s); ${seen.size} modules on the encoder thread.`)
