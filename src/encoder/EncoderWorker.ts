@@ -8,9 +8,9 @@ import { chooseWriters, type Completed } from "./Writers.ts"
 
 /** The encoder thread: the open writers, driven by Encoder.ts's requests in order. */
 const files = new OpenFiles()
-/** Per writer: uploads in flight are behind (object stores)... */
+/** Per writer: uploads in flight are behind (object stores). */
 const backlogs = new Map<number, () => Promise<void> | undefined>()
-/** ...and, for decoding writers, what they decoded so far. */
+/** Per decoding writer: what it decoded so far. */
 const decoded = new Map<number, () => DecodeCounts>()
 
 const handle = async (request: EncoderRequest): Promise<unknown> => {
