@@ -60,10 +60,10 @@ export const build = async ({ clean = false } = {}) => {
   const pkg = JSON.parse(readFileSync(join(root, "package.json"), "utf8"))
   const result = await esbuild({
     absWorkingDir: root,
-    // The encoder thread of exports (src/sinks/Encoder.ts) loads its own bundle beside the CLI's.
+    // The encoder thread of exports (src/encoder/Encoder.ts) loads its own bundle beside the CLI's.
     entryPoints: {
       "catalog-export": join(root, "src", "cli", "main.ts"),
-      "encoder-worker": join(root, "src", "sinks", "EncoderWorker.ts")
+      "encoder-worker": join(root, "src", "encoder", "EncoderWorker.ts")
     },
     outdir: join(root, "dist"),
     // Flat: Encoder.ts finds the encoder bundle next to whichever chunk holds it (import.meta.url).

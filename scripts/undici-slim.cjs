@@ -11,7 +11,7 @@ const { getGlobalDispatcher } = require("undici/lib/global")
 // undici's index.js does the same: request(), stream() and the rest are methods of every dispatcher.
 Object.assign(Dispatcher.prototype, api)
 
-// What src/client/HttpOptions.ts and @effect/platform-node (NodeHttpClient, NodeClusterSocket) use.
+// What src/net/Agent.ts and @effect/platform-node (NodeHttpClient, NodeClusterSocket) use.
 module.exports = {
   Dispatcher,
   Agent: require("undici/lib/dispatcher/agent"),

@@ -1,6 +1,6 @@
 import type * as Command from "@effect/cli/Command"
 import type * as NodeContext from "@effect/platform-node/NodeContext"
-import type { Encoder } from "../sinks/Encoder.ts"
+import type { Encoder } from "../encoder/Encoder.ts"
 import type { CrashProbe } from "../telemetry/CrashProbe.ts"
 
 /** What main.ts provides to every command. */

@@ -1,3 +1,5 @@
+import { RejectedRow } from "../sinks/SinkFailure.ts"
+
 /**
  * What the CLI, the export and the encoder thread share about decoding without loading a decoder
  * (protobuf.js and friends are loaded by decoding exports only). Plain code: the encoder thread loads
@@ -23,7 +25,7 @@ export const isProtobufContentType = (contentType: string | undefined) => PROTOB
 
 /**
  * A blob that does not decode as its layer's content, thrown by the decoder with `--on-decode-error
- * fail`; Encoder.ts turns it into a DecodeError.
+ * fail`: a row the decoding writer rejects (sinks' RejectedRow); the encoder turns it into a DecodeError.
  */
 
 export interface UndecodableFields {
@@ -33,7 +35,7 @@ export interface UndecodableFields {
   readonly reason: string
 }
 
-export class UndecodableBlob extends Error implements UndecodableFields {
+export class UndecodableBlob extends RejectedRow implements UndecodableFields {
   override readonly name = "UndecodableBlob"
 
   constructor(

@@ -1,19 +1,18 @@
 import * as path from "node:path"
-import type { DecodeCounts, DecodeSettings } from "../decode/Decoder.ts"
-import { UndecodableBlob } from "../decode/Shared.ts"
 import { type ByteOutput, FileOutput, type Landing } from "./FileOutput.ts"
 import type { FormatWriter, FormatWriterOptions } from "./FormatWriter.ts"
 import { isObjectStore, joinKey, parseStoreUrl, s3Client } from "./ObjectStore.ts"
 import { parquetCodec, type ParquetCompression } from "./ParquetCodecs.ts"
 import { type RowBatch, rowBytes } from "./RowBatch.ts"
-import { describeSinkFailure, SinkFailure } from "./SinkFailure.ts"
+import { describeSinkFailure, RejectedRow, SinkFailure } from "./SinkFailure.ts"
 import type { FileFormat, RecordedFile } from "./WrittenFile.ts"
 
 /**
  * The files of one writer, synchronously: rolling `part-<shard>-<seq>.<ext>` files per format, each up
  * to maxFileBytes, written as `.partial` files in a local directory or streamed as multipart uploads
- * into an object store (`dir` an `s3://` URL). Runs on the encoder thread (Encoder.ts); RollingWriter
- * is its Effect face.
+ * into an object store (`dir` an `s3://` URL), by the format writers it is given (`Writers`: these
+ * plain ones, or decode's decoding writers). Runs where the encoder runs (src/encoder: inline or on
+ * its thread), which chooses the writers; RollingWriter is its Effect face.
  */
 
 export interface Settings {
@@ -27,8 +26,6 @@ export interface Settings {
   readonly maxFileBytes: number
   readonly rowGroupBytes: number
   readonly createdBy: string
-  /** Decode the blobs into columns (`--decode`); absent: the raw columns. */
-  readonly decode?: DecodeSettings | undefined
 }
 
 /** Makes the output of the file `name` (relative to `dir`). */
@@ -50,24 +47,12 @@ export const loadBacklog = async (dir: string): Promise<() => Promise<void> | un
 /** Makes the writer of one file of a format. */
 export type WriterFactory = (options: FormatWriterOptions, compression: ParquetCompression) => FormatWriter
 
-/** The file writers of one writer (Files). */
-export interface Writers {
-  readonly factories: { -readonly [F in FileFormat]?: WriterFactory }
-  /** Decoding writers: what decoding did so far. */
-  readonly decoded?: () => DecodeCounts
-}
+/** The file writer of each format of one Files. */
+export type Writers = { -readonly [F in FileFormat]?: WriterFactory }
 
-/**
- * The writers of the settings' formats, each loaded only when asked for (apache-arrow alone costs
- * 200 ms to load); decoding writers (and the decoders) only for decoding exports.
- */
-export const loadWriters = async (settings: Pick<Settings, "formats" | "decode">): Promise<Writers> => {
-  const { formats, decode } = settings
-  if (decode !== undefined) {
-    const { decodingWriters } = await import("../decode/DecodingWriter.ts")
-    return decodingWriters(formats, decode)
-  }
-  const factories: Writers["factories"] = {}
+/** The plain writers of these formats (raw columns), each loaded only when asked for (apache-arrow alone costs 200 ms to load). */
+export const loadWriters = async (formats: ReadonlyArray<FileFormat>): Promise<Writers> => {
+  const factories: Writers = {}
   if (formats.includes("parquet")) {
     const { ParquetFileWriter } = await import("./ParquetFileWriter.ts")
     factories.parquet = (options, compression) =>
@@ -77,7 +62,7 @@ export const loadWriters = async (settings: Pick<Settings, "formats" | "decode">
     const { ArrowFileWriter } = await import("./ArrowFileWriter.ts")
     factories.arrow = (options) => new ArrowFileWriter(options)
   }
-  return { factories }
+  return factories
 }
 
 /** A finished file, durable where it went, and what makes it visible under its final name (RollingWriter publishes it). */
@@ -88,12 +73,6 @@ export interface CompletedFile extends RecordedFile {
 /** A file whose footer is written, its output still settling (uploads finishing). */
 interface ClosedFile extends RecordedFile {
   readonly output: ByteOutput
-}
-
-/** The files of a completed writer, and what decoding did to its rows. */
-export interface Completed {
-  readonly files: ReadonlyArray<CompletedFile>
-  readonly decoded?: DecodeCounts | undefined
 }
 
 class FileRoller {
@@ -185,17 +164,15 @@ class FileRoller {
  */
 export class Files {
   private readonly rollers: ReadonlyArray<FileRoller>
-  private failure: SinkFailure | UndecodableBlob | undefined
+  private failure: SinkFailure | RejectedRow | undefined
 
   /**
    * Creates the first file of each format at once (so a directory that cannot take files fails here,
-   * and an interrupted writer leaves its `.partial` files). `writers` from `loadWriters(settings)`,
-   * `outputs` from `loadOutputs(settings.dir)`.
+   * and an interrupted writer leaves its `.partial` files). `writers` has one for each of the
+   * settings' formats, `outputs` from `loadOutputs(settings.dir)`.
    */
-  constructor(settings: Settings, private readonly writers: Writers, outputs: OutputFactory) {
-    this.rollers = settings.formats.map((format) =>
-      new FileRoller(format, settings, writers.factories[format]!, outputs)
-    )
+  constructor(settings: Settings, writers: Writers, outputs: OutputFactory) {
+    this.rollers = settings.formats.map((format) => new FileRoller(format, settings, writers[format]!, outputs))
     for (const roller of this.rollers) this.attempt(roller, "create", () => roller.start())
   }
 
@@ -217,10 +194,9 @@ export class Files {
 
   /**
    * Writes what is buffered and the footers, then waits until every file is durable where it went
-   * (flushed to disk under its `.partial` name, or every part uploaded); none is visible yet. With
-   * what decoding did to the rows.
+   * (flushed to disk under its `.partial` name, or every part uploaded); none is visible yet.
    */
-  async complete(): Promise<Completed> {
+  async complete(): Promise<ReadonlyArray<CompletedFile>> {
     const closed: Array<ClosedFile> = []
     for (const roller of this.rollers) closed.push(...this.attempt(roller, "complete", () => roller.completeAll()))
     const files: Array<CompletedFile> = []
@@ -237,7 +213,7 @@ export class Files {
         throw this.failure = new SinkFailure(path, reason, message)
       }
     }
-    return { files, decoded: this.writers.decoded?.() }
+    return files
   }
 
   /** Closes the files as they are (they stay `.partial`). Never throws. */
@@ -250,8 +226,8 @@ export class Files {
     try {
       return run()
     } catch (cause) {
-      // A blob that does not decode (--on-decode-error fail) is no failure of the files.
-      if (cause instanceof UndecodableBlob) throw this.failure = cause
+      // A row the writer rejects (a blob that does not decode, --on-decode-error fail) is no failure of the files.
+      if (cause instanceof RejectedRow) throw this.failure = cause
       const { path, reason, message } = describeSinkFailure(roller.activePath, doing, cause)
       throw this.failure = new SinkFailure(path, reason, message)
     }
@@ -284,7 +260,7 @@ export class OpenFiles {
     if (buffered > budget) fullest!.flushGroups()
   }
 
-  async complete(id: number): Promise<Completed> {
+  async complete(id: number): Promise<ReadonlyArray<CompletedFile>> {
     const completed = await this.of(id).complete()
     this.files.delete(id)
     return completed

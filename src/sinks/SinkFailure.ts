@@ -40,6 +40,13 @@ export class SinkFailure extends Error implements SinkFailureFields {
   }
 }
 
+/**
+ * Thrown by a writer for a row whose content it cannot write (a decoding writer's blob that does not
+ * decode, with `--on-decode-error fail`): the row's fault, not the file's, so Files passes it on as it
+ * is, not as a SinkFailure, and the encoder reports it as its writer defines.
+ */
+export class RejectedRow extends Error {}
+
 const errnoCode = (cause: unknown): string | undefined =>
   typeof cause === "object" && cause !== null && "code" in cause && typeof cause.code === "string"
     ? cause.code

@@ -5,16 +5,32 @@ import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { HttpOptions, makeAgent } from "../client/HttpOptions.ts"
 import { TOOL } from "../domain/Tool.ts"
+import { defaultAgentOptions, makeAgent } from "../net/Agent.ts"
 import * as Metrics from "./Metrics.ts"
-import type { OtlpSettings, SignalSettings } from "./Telemetry.ts"
+
+/** What the exporters send where (Telemetry.fromEnv reads it from the standard variables). */
+export interface SignalSettings {
+  /** Where this signal's payloads are POSTed (…/v1/traces, …/v1/metrics). */
+  readonly url: string
+  readonly protocol: "protobuf" | "json"
+  readonly headers: Readonly<Record<string, string>>
+  readonly exportIntervalMs: number
+}
+
+export interface OtlpSettings {
+  readonly serviceName: string
+  readonly traces: SignalSettings | undefined
+  readonly metrics: SignalSettings | undefined
+  /** How long the last export may take when the process ends. */
+  readonly shutdownTimeoutMs: number
+}
 
 /**
  * The OTLP/HTTP exporters of @effect/opentelemetry (no OpenTelemetry SDK): Effect's spans and its
  * metric registry, batched and POSTed in the background, flushed when the run ends. Loaded only when
  * telemetry is configured (Telemetry.ts). Requests go through the same agent as the client's (so
- * HTTPS_PROXY and NO_PROXY apply), untraced.
+ * HTTPS_PROXY and NO_PROXY apply: net/Agent.ts), untraced.
  */
 export const layer = (settings: OtlpSettings): Layer.Layer<never> => {
   const resource = { serviceName: settings.serviceName, serviceVersion: TOOL.version }
@@ -53,7 +69,7 @@ const httpClient = NodeHttpClient.layerUndiciWithoutDispatcher.pipe(
     Layer.scoped(
       NodeHttpClient.Dispatcher,
       Effect.acquireRelease(
-        Effect.sync(() => makeAgent({ ...HttpOptions.defaults, concurrency: 2 })),
+        Effect.sync(() => makeAgent({ ...defaultAgentOptions, concurrency: 2 })),
         ({ agent }) => Effect.promise(() => agent.destroy())
       ).pipe(Effect.map(({ dispatcher }) => dispatcher))
     )

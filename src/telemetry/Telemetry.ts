@@ -1,5 +1,6 @@
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import type { OtlpSettings, SignalSettings } from "./Otlp.ts"
 
 /**
  * OpenTelemetry export, configured by the standard variables (OTEL_EXPORTER_OTLP_ENDPOINT and the
@@ -8,22 +9,6 @@ import * as Layer from "effect/Layer"
  */
 
 export type Signal = "traces" | "metrics"
-
-export interface SignalSettings {
-  /** Where this signal's payloads are POSTed (…/v1/traces, …/v1/metrics). */
-  readonly url: string
-  readonly protocol: "protobuf" | "json"
-  readonly headers: Readonly<Record<string, string>>
-  readonly exportIntervalMs: number
-}
-
-export interface OtlpSettings {
-  readonly serviceName: string
-  readonly traces: SignalSettings | undefined
-  readonly metrics: SignalSettings | undefined
-  /** How long the last export may take when the process ends. */
-  readonly shutdownTimeoutMs: number
-}
 
 type Env = Readonly<Record<string, string | undefined>>
 

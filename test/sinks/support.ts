@@ -5,8 +5,8 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { afterEach } from "vitest"
 import * as HereTile from "../../src/domain/HereTile.ts"
-import { Encoder } from "../../src/sinks/Encoder.ts"
-import * as RollingWriter from "../../src/sinks/RollingWriter.ts"
+import { Encoder } from "../../src/encoder/Encoder.ts"
+import * as RollingWriter from "../../src/encoder/RollingWriter.ts"
 import { batchOf } from "../../src/sinks/RowBatch.ts"
 
 export const metadata = {

@@ -1,7 +1,7 @@
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as DataClient from "../../src/client/DataClient.ts"
-import { Encoder } from "../../src/sinks/Encoder.ts"
+import { Encoder } from "../../src/encoder/Encoder.ts"
 import { Service, type TestService } from "./service.ts"
 
 /** What the product's commands run with: the Data API client and the encoder thread of the export. */

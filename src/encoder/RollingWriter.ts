@@ -3,18 +3,17 @@ import type * as Scope from "effect/Scope"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import type { DecodeCounts, DecodeSettings } from "../decode/Decoder.ts"
+import { publish } from "../sinks/Destination.ts"
+import { isObjectStore } from "../sinks/ObjectStore.ts"
+import { defaultParquetCompression, type ParquetCompression, parquetCompressions } from "../sinks/ParquetCodecs.ts"
+import type { RowBatch } from "../sinks/RowBatch.ts"
+import { fromCause, SinkError } from "../sinks/SinkError.ts"
+import type { OutputFormat, RecordedFile } from "../sinks/WrittenFile.ts"
 import { CrashProbe } from "../telemetry/CrashProbe.ts"
-import { publish } from "./Destination.ts"
 import { Encoder, type EncoderError, type EncoderWorkload } from "./Encoder.ts"
-import type { Settings } from "./Files.ts"
-import { isObjectStore } from "./ObjectStore.ts"
-import { defaultParquetCompression, type ParquetCompression, parquetCompressions } from "./ParquetCodecs.ts"
-import type { RowBatch } from "./RowBatch.ts"
-import { fromCause, SinkError } from "./SinkError.ts"
+import type { Settings } from "./Writers.ts"
 
-import type { OutputFormat, RecordedFile } from "./WrittenFile.ts"
-
-export type { OutputFormat } from "./WrittenFile.ts"
+export type { OutputFormat } from "../sinks/WrittenFile.ts"
 
 export interface Options {
   /** A local directory, or an object-store URL (`s3://bucket/prefix`) */

@@ -1,25 +1,30 @@
 import { parentPort } from "node:worker_threads"
+import type { DecodeCounts } from "../decode/Decoder.ts"
 import { UndecodableBlob } from "../decode/Shared.ts"
+import { loadBacklog, loadOutputs, OpenFiles } from "../sinks/Files.ts"
+import { describeSinkFailure } from "../sinks/SinkFailure.ts"
 import type { EncoderReply, EncoderRequest } from "./Encoder.ts"
-import { loadBacklog, loadOutputs, loadWriters, OpenFiles } from "./Files.ts"
-import { describeSinkFailure } from "./SinkFailure.ts"
+import { chooseWriters, type Completed } from "./Writers.ts"
 
 /** The encoder thread: the open writers, driven by Encoder.ts's requests in order. */
 const files = new OpenFiles()
 /** Per writer: uploads in flight are behind (object stores). */
 const backlogs = new Map<number, () => Promise<void> | undefined>()
+/** Per decoding writer: what it decoded so far. */
+const decoded = new Map<number, () => DecodeCounts>()
 
 const handle = async (request: EncoderRequest): Promise<unknown> => {
   switch (request.op) {
     case "open": {
       const { settings } = request
       const [writers, outputs, backlog] = await Promise.all([
-        loadWriters(settings),
+        chooseWriters(settings),
         loadOutputs(settings.dir),
         loadBacklog(settings.dir)
       ])
       backlogs.set(request.id, backlog)
-      return files.open(request.id, settings, writers, outputs)
+      if (writers.decoded !== undefined) decoded.set(request.id, writers.decoded)
+      return files.open(request.id, settings, writers.factories, outputs)
     }
     case "add": {
       files.add(request.id, request.batch)
@@ -27,11 +32,15 @@ const handle = async (request: EncoderRequest): Promise<unknown> => {
       await backlogs.get(request.id)?.()
       return
     }
-    case "complete":
+    case "complete": {
+      const decodedSoFar = decoded.get(request.id)
       backlogs.delete(request.id)
-      return files.complete(request.id)
+      decoded.delete(request.id)
+      return { files: await files.complete(request.id), decoded: decodedSoFar?.() } satisfies Completed
+    }
     case "abandon":
       backlogs.delete(request.id)
+      decoded.delete(request.id)
       return files.abandon(request.id)
   }
 }

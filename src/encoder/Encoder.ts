@@ -4,10 +4,11 @@ import * as Layer from "effect/Layer"
 import { Worker } from "node:worker_threads"
 import { DecodeError } from "../decode/Errors.ts"
 import { UndecodableBlob, type UndecodableFields } from "../decode/Shared.ts"
-import type { Completed, OpenFiles, Settings } from "./Files.ts"
-import type { RowBatch } from "./RowBatch.ts"
-import { fromCause, SinkError } from "./SinkError.ts"
-import type { SinkFailureFields } from "./SinkFailure.ts"
+import type { OpenFiles } from "../sinks/Files.ts"
+import type { RowBatch } from "../sinks/RowBatch.ts"
+import { fromCause, SinkError } from "../sinks/SinkError.ts"
+import type { SinkFailureFields } from "../sinks/SinkFailure.ts"
+import type { Completed, Settings } from "./Writers.ts"
 
 /**
  * Where rows become file bytes: Parquet/Arrow encoding, compression and the blocking writes. Either on
@@ -69,16 +70,18 @@ const inlineEncoder = (): EncoderShape => {
       Effect.gen(function*() {
         const id = nextId++
         // Loaded here, not imported: every command provides the encoder, few write files (zstd is native).
-        const { loadBacklog, loadOutputs, loadWriters, OpenFiles } = yield* Effect.promise(() => import("./Files.ts"))
+        const [{ loadBacklog, loadOutputs, OpenFiles }, { chooseWriters }] = yield* Effect.promise(() =>
+          Promise.all([import("../sinks/Files.ts"), import("./Writers.ts")])
+        )
         const files = opened ??= new OpenFiles()
         const [writers, outputs, backlog] = yield* Effect.tryPromise({
-          try: () => Promise.all([loadWriters(settings), loadOutputs(settings.dir), loadBacklog(settings.dir)]),
+          try: () => Promise.all([chooseWriters(settings), loadOutputs(settings.dir), loadBacklog(settings.dir)]),
           catch: (cause) => fromCause(settings.dir, "create", cause)
         })
         const failure = (operation: string) => (cause: unknown): EncoderError =>
           cause instanceof UndecodableBlob ? DecodeError.of(cause) : fromCause(settings.dir, operation, cause)
         const run = <A>(f: () => A) => Effect.try({ try: f, catch: failure("write") })
-        yield* run(() => files.open(id, settings, writers, outputs))
+        yield* run(() => files.open(id, settings, writers.factories, outputs))
         // Local files: nothing to wait for. Uploads behind: wait before taking more rows.
         const waitForUploads = Effect.suspend(() => {
           const behind = backlog()
@@ -86,7 +89,10 @@ const inlineEncoder = (): EncoderShape => {
         })
         return {
           add: (batch) => Effect.zipRight(run(() => files.add(id, batch)), waitForUploads),
-          complete: Effect.tryPromise({ try: () => files.complete(id), catch: failure("complete") }),
+          complete: Effect.tryPromise({
+            try: async (): Promise<Completed> => ({ files: await files.complete(id), decoded: writers.decoded?.() }),
+            catch: failure("complete")
+          }),
           abandon: Effect.sync(() => files.abandon(id))
         } satisfies EncoderSession
       })
@@ -119,7 +125,7 @@ const threadEncoder = Effect.gen(function*() {
   } satisfies EncoderShape
 })
 
-export class Encoder extends Context.Tag("catalog-export/sinks/Encoder")<Encoder, EncoderShape>() {
+export class Encoder extends Context.Tag("catalog-export/encoder/Encoder")<Encoder, EncoderShape>() {
   static readonly inline: Layer.Layer<Encoder> = Layer.sync(Encoder, inlineEncoder)
 
   static readonly thread: Layer.Layer<Encoder> = Layer.scoped(Encoder, threadEncoder)
