@@ -259,6 +259,12 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
   /** @internal No complete answer: refused, reset, timed out, or the body was cut. */
   broken(download: Download<T>, cause: Error): void {
     if (this.stopped) return
+    // A redirect or an error answer whose body broke off did answer: its status decides, as in Http.ts
+    // (which reads no body of a redirect and describes an error whose body failed as one without).
+    if (download.status >= 300) {
+      download.first = download.rest = undefined
+      return this.answered(download)
+    }
     if (this.options.onAnswered !== undefined) this.options.onAnswered(performance.now() - download.sentAt)
     const error = transportFailure("GET", download.href, cause)
     if (error.retriable) this.retry(download, error)
