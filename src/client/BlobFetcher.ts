@@ -9,7 +9,7 @@ import { gaveUp, isRetriableStatus, nextRetry, type RetryCount, type Retrying, t
  * dispatcher directly. There is no fiber, stream, Schedule or response object per blob: a blob is one
  * small object, which is also undici's handler of its requests, collecting the body chunks and handing
  * the bytes to `onBlob` synchronously. Everything the general client does per request happens here
- * too, with the same rules: bearer token (taken afresh for a retry, renewed once after a 401),
+ * too, with the same rules: bearer token (taken afresh for a retry, renewed once per attempt after a 401),
  * redirects without credentials across origins (Redirects.ts), the retry policy of Retry.ts
  * (`nextRetry`, the one the client's Schedule is built from: 408/429/5xx, resets, cut bodies,
  * Retry-After, a budget per request, the outage limit), error answers as ApiError (ErrorMapping.ts).
@@ -313,7 +313,9 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
   private retry(download: Download<T>, error: HttpFailure): void {
     const step = nextRetry(this.options.limits, this.options.outageLimit, download, error, Date.now(), Math.random())
     if (step._tag !== "Retry") return this.fail(gaveUp(error, step), download.item)
+    // Each attempt may follow its redirects and renew its token once, as ApiClient's attempts do.
     download.redirects = 0
+    download.refreshedToken = false
     this.options.onRetry?.(step)
     // A retry may come after the token it started with has expired: it takes the current one.
     download.timer = setTimeout(() => {
