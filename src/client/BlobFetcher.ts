@@ -298,6 +298,8 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
       (value) => {
         if (this.stopped || !this.active.has(download)) return
         this.setToken(value)
+        // From the start, as each Http.send: its redirects are counted afresh.
+        download.redirects = 0
         this.send(download, this.origin, download.blobPath, true)
       },
       (failure) => this.fail(failure, download.item)
@@ -313,8 +315,7 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
   private retry(download: Download<T>, error: HttpFailure): void {
     const step = nextRetry(this.options.limits, this.options.outageLimit, download, error, Date.now(), Math.random())
     if (step._tag !== "Retry") return this.fail(gaveUp(error, step), download.item)
-    // Each attempt may follow its redirects and renew its token once, as ApiClient's attempts do.
-    download.redirects = 0
+    // Each attempt may renew its token once, as ApiClient's attempts do.
     download.refreshedToken = false
     this.options.onRetry?.(step)
     // A retry may come after the token it started with has expired: it takes the current one.
