@@ -251,7 +251,10 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
       Buffer.from(download.body).toString("utf8"),
       Date.now()
     )
-    if (status === 401 && !download.refreshedToken && download.authorized) return this.reauthorize(download, error)
+    // A 401 from elsewhere (a storage URL a redirect led to, sent no token) is final, as in ApiClient.
+    if (status === 401 && !download.refreshedToken && download.origin === this.origin) {
+      return this.reauthorize(download, error)
+    }
     if (isRetriableStatus(status)) return this.retry(download, error)
     this.fail(error, download.item)
   }
