@@ -12,6 +12,7 @@ import { bodyStream, readBytes, readText } from "./Bodies.ts"
 import { requestUrl } from "./ErrorMapping.ts"
 import { ApiError, redactUrl, type RequestFailure, ResponseDecodeError, TransportError } from "./Errors.ts"
 import { Http, type SendOptions } from "./Http.ts"
+import { sameOrigin } from "./Redirects.ts"
 
 /**
  * Authorized requests to the Data APIs: bearer token on every request, retries per the policy,
@@ -100,7 +101,7 @@ export class ApiClient extends Context.Tag("catalog-export/client/ApiClient")<Ap
           (token) =>
             Effect.catchIf(
               once(token),
-              isUnauthorized,
+              (e) => isUnauthorized(e, request),
               () => Effect.zipRight(auth.invalidate(token), Effect.flatMap(auth.token, once))
             )
         )
@@ -231,7 +232,12 @@ export class ApiClient extends Context.Tag("catalog-export/client/ApiClient")<Ap
   )
 }
 
-const isUnauthorized = (e: unknown): e is ApiError => e instanceof ApiError && e.status === 401
+/**
+ * A 401 from the origin the token went to: a new token may help. One from another origin (a storage URL
+ * a redirect led to, which was sent no token) is final; BlobFetcher follows the same rule.
+ */
+const isUnauthorized = (e: unknown, request: HttpClientRequest.HttpClientRequest): e is ApiError =>
+  e instanceof ApiError && e.status === 401 && sameOrigin(e.url, requestUrl(request))
 
 const transportCut = (request: HttpClientRequest.HttpClientRequest, reason: string) =>
   new TransportError({ method: request.method, url: redactUrl(requestUrl(request)), reason, retriable: true })

@@ -9,7 +9,7 @@ import { gaveUp, isRetriableStatus, nextRetry, type RetryCount, type Retrying, t
  * dispatcher directly. There is no fiber, stream, Schedule or response object per blob: a blob is one
  * small object, which is also undici's handler of its requests, collecting the body chunks and handing
  * the bytes to `onBlob` synchronously. Everything the general client does per request happens here
- * too, with the same rules: bearer token (taken afresh for a retry, renewed once after a 401),
+ * too, with the same rules: bearer token (taken afresh for a retry, renewed once per attempt after a 401),
  * redirects without credentials across origins (Redirects.ts), the retry policy of Retry.ts
  * (`nextRetry`, the one the client's Schedule is built from: 408/429/5xx, resets, cut bodies,
  * Retry-After, a budget per request, the outage limit), error answers as ApiError (ErrorMapping.ts).
@@ -251,7 +251,10 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
       Buffer.from(download.body).toString("utf8"),
       Date.now()
     )
-    if (status === 401 && !download.refreshedToken && download.authorized) return this.reauthorize(download, error)
+    // A 401 from elsewhere (a storage URL a redirect led to, sent no token) is final, as in ApiClient.
+    if (status === 401 && !download.refreshedToken && download.origin === this.origin) {
+      return this.reauthorize(download, error)
+    }
     if (isRetriableStatus(status)) return this.retry(download, error)
     this.fail(error, download.item)
   }
@@ -259,6 +262,12 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
   /** @internal No complete answer: refused, reset, timed out, or the body was cut. */
   broken(download: Download<T>, cause: Error): void {
     if (this.stopped) return
+    // A redirect or an error answer whose body broke off did answer: its status decides, as in Http.ts
+    // (which reads no body of a redirect and describes an error whose body failed as one without).
+    if (download.status >= 300) {
+      download.first = download.rest = undefined
+      return this.answered(download)
+    }
     if (this.options.onAnswered !== undefined) this.options.onAnswered(performance.now() - download.sentAt)
     const error = transportFailure("GET", download.href, cause)
     if (error.retriable) this.retry(download, error)
@@ -292,6 +301,8 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
       (value) => {
         if (this.stopped || !this.active.has(download)) return
         this.setToken(value)
+        // From the start, as each Http.send: its redirects are counted afresh.
+        download.redirects = 0
         this.send(download, this.origin, download.blobPath, true)
       },
       (failure) => this.fail(failure, download.item)
@@ -307,7 +318,8 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
   private retry(download: Download<T>, error: HttpFailure): void {
     const step = nextRetry(this.options.limits, this.options.outageLimit, download, error, Date.now(), Math.random())
     if (step._tag !== "Retry") return this.fail(gaveUp(error, step), download.item)
-    download.redirects = 0
+    // Each attempt may renew its token once, as ApiClient's attempts do.
+    download.refreshedToken = false
     this.options.onRetry?.(step)
     // A retry may come after the token it started with has expired: it takes the current one.
     download.timer = setTimeout(() => {

@@ -7,6 +7,7 @@ import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import {
   type AdditionalField,
+  isAddressableHandle,
   LayerVersions,
   type Partition,
   partitionVersion,
@@ -267,7 +268,11 @@ export const nextPage = (
 
 class InvalidPartition extends Error {}
 
-/** Keeps the known fields of one listed partition; unknown fields are dropped. */
+/**
+ * Keeps the known fields of one listed partition; unknown fields are dropped. The rules are the
+ * Partition schema's (domain/Partition.ts), applied without a Schema per partition: a known optional
+ * field that is null is absent, one of another type is refused.
+ */
 export const toPartition = (value: unknown): Partition => {
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     throw new InvalidPartition("a partition is not a JSON object")
@@ -275,10 +280,9 @@ export const toPartition = (value: unknown): Partition => {
   const v = value as Record<string, unknown>
   if (typeof v.partition !== "string") throw new InvalidPartition("a partition has no \"partition\" id")
   const version = partitionVersion(v.version)
-  if (version === undefined) throw new InvalidPartition(`partition ${v.partition} has no numeric "version"`)
+  if (version === undefined) throw new InvalidPartition(`partition ${v.partition} has no integer "version"`)
   if (typeof v.dataHandle !== "string") throw new InvalidPartition(`partition ${v.partition} has no "dataHandle"`)
-  // As a URL path segment these are dot segments, resolved away: the blob request would go elsewhere.
-  if (v.dataHandle === "." || v.dataHandle === "..") {
+  if (!isAddressableHandle(v.dataHandle)) {
     throw new InvalidPartition(
       `partition ${v.partition} has the data handle "${v.dataHandle}", which no blob URL can address`
     )
@@ -289,9 +293,17 @@ export const toPartition = (value: unknown): Partition => {
     dataHandle: v.dataHandle
   }
   if (typeof v.layer === "string") p.layer = v.layer
+  else if (v.layer != null) throw wrongType(v.partition, "layer", "a string")
   if (typeof v.dataSize === "number") p.dataSize = v.dataSize
+  else if (v.dataSize != null) throw wrongType(v.partition, "dataSize", "a number")
   if (typeof v.checksum === "string") p.checksum = v.checksum
+  else if (v.checksum != null) throw wrongType(v.partition, "checksum", "a string")
   if (typeof v.compressedDataSize === "number") p.compressedDataSize = v.compressedDataSize
+  else if (v.compressedDataSize != null) throw wrongType(v.partition, "compressedDataSize", "a number")
   if (typeof v.crc === "string") p.crc = v.crc
+  else if (v.crc != null) throw wrongType(v.partition, "crc", "a string")
   return p
 }
+
+const wrongType = (partition: string, field: string, type: string) =>
+  new InvalidPartition(`partition ${partition} has a "${field}" that is not ${type}`)

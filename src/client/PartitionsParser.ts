@@ -46,6 +46,11 @@ export class PartitionsScanner {
   private offset = 0
   private mode = Mode.Document
   private key = ""
+  /**
+   * Whether the `partitions` array has begun; the envelope is not complete without it. Never part of a
+   * rewind: a checkpoint is marked just after the `[`, and no rewind goes back beyond the last one.
+   */
+  private listed = false
   private nextLink: string | undefined
   // the checkpoint: where reading resumes after a cut, and the state there
   private checkpointOffset = 0
@@ -106,10 +111,8 @@ export class PartitionsScanner {
             valueStart = i
             break
           }
-          if (b === CLOSE_OBJECT) {
-            this.mode = Mode.Done
-            this.mark(i + 1)
-          } else if (b !== COMMA && !isWhitespace(b)) {
+          if (b === CLOSE_OBJECT) this.end(i)
+          else if (b !== COMMA && !isWhitespace(b)) {
             throw this.malformed(i, "expected a key")
           }
           i++
@@ -124,7 +127,9 @@ export class PartitionsScanner {
         case Mode.Value: {
           if (isWhitespace(b)) {
             i++
-          } else if (this.key === "partitions" && b === OPEN_ARRAY) {
+          } else if (this.key === "partitions") {
+            if (b !== OPEN_ARRAY) throw this.malformed(i, "\"partitions\" is not an array")
+            this.listed = true
             this.mode = Mode.ElementOrEnd
             i++
             this.mark(i)
@@ -137,10 +142,8 @@ export class PartitionsScanner {
         }
         case Mode.AfterValue: {
           if (b === COMMA) this.mode = Mode.KeyOrEnd
-          else if (b === CLOSE_OBJECT) {
-            this.mode = Mode.Done
-            this.mark(i + 1)
-          } else if (!isWhitespace(b)) throw this.malformed(i, "expected ',' or '}'")
+          else if (b === CLOSE_OBJECT) this.end(i)
+          else if (!isWhitespace(b)) throw this.malformed(i, "expected ',' or '}'")
           i++
           break
         }
@@ -196,7 +199,8 @@ export class PartitionsScanner {
           } else {
             if (this.key === "next") {
               const next = this.parse(text, i)
-              this.nextLink = typeof next === "string" && next !== "" ? next : undefined
+              if (typeof next !== "string" && next !== null) throw this.malformed(i, "\"next\" is not a string")
+              this.nextLink = next === null || next === "" ? undefined : next
             }
             this.mode = Mode.AfterValue
             this.mark(i)
@@ -290,6 +294,13 @@ export class PartitionsScanner {
     } catch (e) {
       throw this.malformed(index, e instanceof Error ? e.message : String(e))
     }
+  }
+
+  /** The closing brace of the envelope at `index`. */
+  private end(index: number) {
+    if (!this.listed) throw this.malformed(index, "the document has no \"partitions\" array")
+    this.mode = Mode.Done
+    this.mark(index + 1)
   }
 
   private mark(index: number) {

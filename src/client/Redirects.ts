@@ -34,6 +34,15 @@ export const redirectOf = (method: string, status: number, from: string, locatio
   return { url, method: toGet ? "GET" : method, dropAuthorization: new URL(from).origin !== url.origin, toGet }
 }
 
+/** Whether two URLs have the same origin (scheme, host, port); a text that is no URL has none. */
+export const sameOrigin = (a: string, b: string): boolean => {
+  try {
+    return new URL(a).origin === new URL(b).origin
+  } catch {
+    return false
+  }
+}
+
 /** The ApiError of a redirect not followed: its Location is no URL, or the chain is too long. */
 export const redirectRefused = (
   method: string,

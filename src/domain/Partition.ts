@@ -1,29 +1,62 @@
+import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 
 /**
- * A partition's version: a number, or a string holding one, as the interface's query response
- * template shows it (its sample shows a number).
+ * Partition metadata as the metadata and query APIs list it. Two decoders read it and must agree
+ * (test/client/partitions-conformance.test.ts): the `Partitions` schema below (QueryApi, any JSON
+ * answer) and, for listings, MetadataApi's `toPartition` over PartitionsParser, which applies the same
+ * rules a partition at a time with `partitionVersion` and `isAddressableHandle`. Unknown fields are
+ * dropped; a known optional field that is null counts as absent, one of another type is refused.
  */
-export const PartitionVersion = Schema.Union(Schema.Number, Schema.NumberFromString.pipe(Schema.int()))
 
-/** The version of a partition as listed, number or numeric string; undefined when it is neither. */
-export const partitionVersion = (value: unknown): number | undefined =>
-  typeof value === "number"
+/**
+ * The version of a partition as listed: an integer, as a JSON number or a string of decimal digits;
+ * undefined when it is neither (or too large to be exact).
+ */
+export const partitionVersion = (value: unknown): number | undefined => {
+  const version = typeof value === "number"
     ? value
-    : typeof value === "string" && /^-?\d+$/.test(value.trim())
+    : typeof value === "string" && /^\s*-?\d+\s*$/.test(value)
     ? Number(value)
     : undefined
+  return version !== undefined && Number.isSafeInteger(version) ? version : undefined
+}
+
+/**
+ * A partition's version: a number, or a string holding a decimal integer, as the interface's query
+ * response template shows it (its sample shows a number).
+ */
+export const PartitionVersion = Schema.transformOrFail(Schema.Union(Schema.Number, Schema.String), Schema.Number, {
+  strict: true,
+  decode: (value, _, ast) => {
+    const version = partitionVersion(value)
+    return version === undefined
+      ? ParseResult.fail(new ParseResult.Type(ast, value, "a version is a number or a string of a decimal integer"))
+      : ParseResult.succeed(version)
+  },
+  encode: ParseResult.succeed
+})
+
+/** "." and ".." are dot segments in a URL path, resolved away: no blob URL can address such a handle. */
+export const isAddressableHandle = (handle: string): boolean => handle !== "." && handle !== ".."
+
+const DataHandle = Schema.String.pipe(
+  Schema.filter(isAddressableHandle, { message: () => "a data handle no blob URL can address (a dot segment)" })
+)
+
+/** A field that appears only when asked for; null counts as absent. */
+const optional = <S extends Schema.Schema.Any>(schema: S) => Schema.optionalWith(schema, { nullable: true })
 
 /** Metadata of one partition. The optional fields appear only when asked for in `additionalFields` and published. */
 export const Partition = Schema.Struct({
   partition: Schema.String,
   version: PartitionVersion,
-  dataHandle: Schema.String,
-  layer: Schema.optional(Schema.String),
-  dataSize: Schema.optional(Schema.Number),
-  checksum: Schema.optional(Schema.String),
-  compressedDataSize: Schema.optional(Schema.Number),
-  crc: Schema.optional(Schema.String)
+  dataHandle: DataHandle,
+  layer: optional(Schema.String),
+  dataSize: optional(Schema.Number),
+  checksum: optional(Schema.String),
+  compressedDataSize: optional(Schema.Number),
+  crc: optional(Schema.String)
 })
 export type Partition = typeof Partition.Type
 
@@ -33,7 +66,7 @@ export const ADDITIONAL_FIELDS: ReadonlyArray<AdditionalField> = ["dataSize", "c
 
 export const Partitions = Schema.Struct({
   partitions: Schema.Array(Partition),
-  next: Schema.optional(Schema.String)
+  next: optional(Schema.String)
 })
 export type Partitions = typeof Partitions.Type
 

@@ -286,7 +286,7 @@ describe("MetadataApi.partitions", () => {
         Effect.gen(function*() {
           const error = failureOf(yield* Effect.exit(list({ version: 1 })))
           expect(error).toBeInstanceOf(ResponseDecodeError)
-          expect((error as ResponseDecodeError).reason).toContain(`partition 2 has no numeric "version"`)
+          expect((error as ResponseDecodeError).reason).toContain(`partition 2 has no integer "version"`)
         })
     ))
 
