@@ -30,6 +30,13 @@ const pinned = (out: string) =>
     return { dest, plan: yield* pinPlan(dest, plan, false) }
   })
 
+/** `pinned`, with both shards run. */
+const shardsDone = (out: string) =>
+  Effect.tap(
+    pinned(out),
+    ({ dest, plan }) => Effect.forEach([0, 1], (shard) => runShard(dest, plan, shard, SHARD_OPTIONS))
+  )
+
 describe("commit", () => {
   it.scoped("refuses while a shard has not finished, writing nothing; then commits what the shards wrote", () =>
     Effect.gen(function*() {
@@ -106,9 +113,7 @@ describe("commit", () => {
   it.scoped("removes what no manifest names: files of killed runs, and the temporary files of killed writes", () =>
     Effect.gen(function*() {
       const out = yield* tempDir
-      const { dest, plan } = yield* pinned(out)
-      yield* runShard(dest, plan, 0, SHARD_OPTIONS)
-      yield* runShard(dest, plan, 1, SHARD_OPTIONS)
+      const { dest, plan } = yield* shardsDone(out)
       const dir = path.join(out, DIR)
       const leftovers = [
         "part-0-dead-00000.parquet",
@@ -129,9 +134,7 @@ describe("a directory that already holds a manifest", () => {
   it.scoped("of this export: found, and the commit a kill interrupted finished (cursor, tidying)", () =>
     Effect.gen(function*() {
       const out = yield* tempDir
-      const { dest, plan } = yield* pinned(out)
-      yield* runShard(dest, plan, 0, SHARD_OPTIONS)
-      yield* runShard(dest, plan, 1, SHARD_OPTIONS)
+      const { dest, plan } = yield* shardsDone(out)
       const { manifest } = yield* commitPlan(dest, plan)
       // As if killed right after the manifest: the cursor not yet written, the bookkeeping still there.
       const dir = path.join(out, DIR)
@@ -149,9 +152,7 @@ describe("a directory that already holds a manifest", () => {
   it.scoped("of another export: a conflict that names it and says to use --force", () =>
     Effect.gen(function*() {
       const out = yield* tempDir
-      const { dest, plan } = yield* pinned(out)
-      yield* runShard(dest, plan, 0, SHARD_OPTIONS)
-      yield* runShard(dest, plan, 1, SHARD_OPTIONS)
+      const { dest, plan } = yield* shardsDone(out)
       const { manifest } = yield* commitPlan(dest, plan)
       const other = "hrn:here:data::test:other"
       fs.writeFileSync(path.join(out, DIR, "_manifest.json"), JSON.stringify({ ...manifest, catalogHrn: other }))

@@ -13,7 +13,7 @@ import * as Fetch from "../../src/export/Fetch.ts"
 import { listPart } from "../../src/export/Listing.ts"
 import { makePlan, type Plan } from "../../src/export/Plan.ts"
 import { Counters } from "../../src/export/Progress.ts"
-import { TestCatalog } from "../support/catalog.ts"
+import { TEST_RETRY_LIMITS, TestCatalog } from "../support/catalog.ts"
 import { sha1 } from "../support/files.ts"
 import { HRN, stagesLayer } from "./support.ts"
 
@@ -178,7 +178,11 @@ describe("the fetch stage", () => {
       const catalog = yield* TestCatalog
       const plan = yield* planOf("places")
       const partitions = yield* listed(plan)
-      catalog.blobFaults.set(partitions[0]!.dataHandle, [503, 503, 503, 503, 503])
+      // One answer more than the policy retries.
+      catalog.blobFaults.set(
+        partitions[0]!.dataHandle,
+        Array.from({ length: TEST_RETRY_LIMITS.maxRetries + 1 }, () => 503)
+      )
       yield* Effect.scoped(Effect.gen(function*() {
         const failed = yield* Deferred.make<Fetch.FetchFailure>()
         const stage = yield* Fetch.stage(plan, {
@@ -190,7 +194,11 @@ describe("the fetch stage", () => {
         })
         yield* stage.offer(0, partitions.slice(0, 1))
         const error = yield* Deferred.await(failed)
-        expect(error).toMatchObject({ _tag: "RetryBudgetExhausted", retries: 4, lastError: { status: 503 } })
+        expect(error).toMatchObject({
+          _tag: "RetryBudgetExhausted",
+          retries: TEST_RETRY_LIMITS.maxRetries,
+          lastError: { status: 503 }
+        })
         const requests = catalog.blobRequests.length
         expect(yield* Effect.flip(stage.offer(0, partitions.slice(1)))).toBe(error)
         expect(catalog.blobRequests.length).toBe(requests)

@@ -15,6 +15,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import * as crypto from "node:crypto"
 import { gunzipSync, gzipSync } from "node:zlib"
@@ -73,6 +74,10 @@ export const TEST_RETRY_LIMITS = retryLimits({
 
 const BLOB_ORIGIN = "http://blob.test"
 const BLOB_PATH = /^\/(blob|volatile-blob)\/v1\/catalogs\/([^/]+)\/layers\/([^/]+)\/data\/([^/]+)$/
+
+/** An error answer's body, as the service writes it. */
+const errorBody = (status: number, title: string, detail?: string) =>
+  Buffer.from(JSON.stringify({ title, status, ...(detail === undefined ? {} : { detail }) }))
 
 const notFound = (url: string, detail: string) =>
   new ApiError({ status: 404, method: "GET", url, title: "Not Found", detail })
@@ -309,7 +314,7 @@ export class InMemoryCatalog {
   /** The blob API's answer to a GET of `path`. */
   private answerBlob(path: string): BlobAnswer {
     const m = BLOB_PATH.exec(path)
-    if (m === null) return { status: 404, body: JSON.stringify({ title: "Not Found", status: 404 }) }
+    if (m === null) return { status: 404, body: errorBody(404, "Not Found") }
     const [, , hrn, layer, handle] = m.map((s) => decodeURIComponent(s)) as [string, string, string, string, string]
     this.blobRequests.push(handle)
     const fault = this.blobFaults.get(handle)?.shift()
@@ -317,12 +322,12 @@ export class InMemoryCatalog {
     if (typeof fault === "number") {
       return {
         status: fault,
-        body: JSON.stringify({ title: `injected ${fault}`, status: fault }),
+        body: errorBody(fault, `injected ${fault}`),
         ...(fault === 429 ? { headers: { "retry-after": "0" } } : {})
       }
     }
     if (stored === undefined) {
-      return { status: 404, body: JSON.stringify({ title: "Not Found", status: 404, detail: `No blob ${handle}` }) }
+      return { status: 404, body: errorBody(404, "Not Found", `No blob ${handle}`) }
     }
     if (fault === "cut") return { status: 200, body: stored, cut: true }
     if (fault === "corrupt") {
@@ -344,7 +349,7 @@ const byId = (a: Partition, b: Partition) => (a.partition < b.partition ? -1 : a
 
 interface BlobAnswer {
   readonly status: number
-  readonly body: Uint8Array | string
+  readonly body: Uint8Array
   readonly headers?: Record<string, string>
   /** The connection drops after half the body. */
   readonly cut?: boolean
@@ -368,7 +373,7 @@ class MemoryDispatcher extends Dispatcher {
     setImmediate(() => {
       if (aborted) return
       const answer = this.answer(options.path)
-      const body = typeof answer.body === "string" ? Buffer.from(answer.body) : Buffer.from(answer.body)
+      const body = Buffer.from(answer.body)
       const headers = Object.entries(answer.headers ?? {}).flatMap(([k, v]) => [Buffer.from(k), Buffer.from(v)])
       handler.onHeaders?.(answer.status, headers, () => {}, "")
       if (answer.cut === true) {
@@ -508,13 +513,25 @@ const blobApi = (catalog: InMemoryCatalog, api: "blob" | "volatile-blob") => {
     get,
     getStream: (hrn, layer, handle, range) => Stream.fromEffect(get(hrn, layer, handle, range)),
     head: (hrn, layer, handle) =>
-      Effect.map(Effect.option(get(hrn, layer, handle)), (bytes) => ({
-        exists: bytes._tag === "Some",
-        contentLength: bytes._tag === "Some" ? bytes.value.byteLength : undefined,
-        contentType: bytes._tag === "Some" ? catalog.layer(layer).contentType : undefined,
-        contentEncoding: bytes._tag === "Some" ? catalog.layer(layer).contentEncoding : undefined,
-        etag: undefined
-      })),
+      Effect.map(
+        Effect.option(get(hrn, layer, handle)),
+        Option.match({
+          onNone: () => ({
+            exists: false,
+            contentLength: undefined,
+            contentType: undefined,
+            contentEncoding: undefined,
+            etag: undefined
+          }),
+          onSome: (bytes) => ({
+            exists: true,
+            contentLength: bytes.byteLength,
+            contentType: catalog.layer(layer).contentType,
+            contentEncoding: catalog.layer(layer).contentEncoding,
+            etag: undefined
+          })
+        })
+      ),
     put: () => Effect.die(new Error("BlobApiTest does not upload: publish into the InMemoryCatalog"))
   }
   return shape
