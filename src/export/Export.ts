@@ -111,7 +111,7 @@ const exportPlan = Effect.fn("Export.run")(
       "export.mode": plan.mode,
       "export.parts": Math.max(1, pinned.parts.length)
     })
-    yield* runShards(dest, pinned, shardsOf(pinned).map((_, i) => i), options, decoding, counters, run)
+    yield* runShards({ dest, plan: pinned, options, decoding, counters, id: run }, shardsOf(pinned).map((_, i) => i))
     yield* Effect.annotateCurrentSpan({ "export.parts_reused": counters.skippedParts })
     const manifest = yield* commit(dest, pinned).pipe(Effect.withSpan("Export.commit"))
     yield* Effect.annotateCurrentSpan({
@@ -137,7 +137,7 @@ export const runShard = (
     if (Option.isSome(done)) return { _tag: "AlreadyExported", dir, manifest: done.value } satisfies ShardResult
     const decoding = yield* prepareDecoding(plan, options.decode)
     const run = newRunId()
-    const [manifest] = yield* runShards(dest, plan, [shard], options, decoding, counters, run).pipe(
+    const [manifest] = yield* runShards({ dest, plan, options, decoding, counters, id: run }, [shard]).pipe(
       Effect.tapError((
         error
       ) => (error._tag === "SinkError" && !dest.remote ? discardUnfinished(dest, exportDir(plan), run) : Effect.void))
@@ -169,21 +169,25 @@ const discardAll = (dest: Destination, dir: string, run: string) =>
     yield* dest.pruneEmpty(dir)
   }).pipe(Effect.ignore)
 
+/** What the stages of one run of a pinned plan share. */
+interface Run {
+  readonly dest: Destination
+  readonly plan: Plan
+  readonly options: Omit<ExportOptions, "out" | "force">
+  readonly decoding: Decoding | undefined
+  readonly counters: Counters
+  /** Names this run's data files apart from those of any other run of the same parts. */
+  readonly id: string
+}
+
 /**
  * Runs `shards` of a pinned plan: a shard whose manifest holds is done; the others' unfinished parts
  * are listed, fetched and written together (`transfer`), then each shard's manifest is written from
  * its parts' checkpoints. Returns the manifests of `shards`, in order.
  */
-const runShards = (
-  dest: Destination,
-  plan: Plan,
-  shards: ReadonlyArray<number>,
-  options: Omit<ExportOptions, "out" | "force">,
-  decoding: Decoding | undefined,
-  counters: Counters,
-  run: string
-) =>
+const runShards = (run: Run, shards: ReadonlyArray<number>) =>
   Effect.gen(function*() {
+    const { counters, decoding, dest, plan } = run
     const dir = exportDir(plan)
     const startedAt = new Date().toISOString()
     const assignment = shardsOf(plan)
@@ -214,7 +218,7 @@ const runShards = (
     }
     const todo = parts.filter((part) => !finished.has(part))
     counters.listingStarts(todo.length)
-    if (todo.length > 0) yield* transfer(dest, plan, dir, todo, options, decoding, counters, finished, run)
+    if (todo.length > 0) yield* transfer(run, todo, finished)
     for (const shard of pending) {
       const checkpoints = (assignment[shard] ?? []).map((part) => finished.get(part)!)
       const decode = exportSummary(checkpoints.flatMap((c) => (c.decode === undefined ? [] : [c.decode])))
@@ -251,20 +255,12 @@ type Command =
  * List, fetch and write the parts `todo`: each part's listing feeds one fetch loop (so `concurrency`
  * bounds the downloads of all parts together), verified blobs become rows of their part's writer
  * synchronously, and one writer fiber hands full batches to the encoder thread and finishes each part
- * once its listing has ended and every row it listed has arrived.
+ * once its listing has ended and every row it listed has arrived; its checkpoint goes into `finished`.
  */
-const transfer = (
-  dest: Destination,
-  plan: Plan,
-  dir: string,
-  todo: ReadonlyArray<number>,
-  options: Omit<ExportOptions, "out" | "force">,
-  decoding: Decoding | undefined,
-  counters: Counters,
-  finished: Map<number, Checkpoint>,
-  run: string
-) =>
+const transfer = (run: Run, todo: ReadonlyArray<number>, finished: Map<number, Checkpoint>) =>
   Effect.scoped(Effect.gen(function*() {
+    const { counters, decoding, dest, options, plan } = run
+    const dir = exportDir(plan)
     const parts: ReadonlyArray<string | undefined> = plan.parts.length === 0 ? [undefined] : plan.parts
     const commands = yield* Queue.unbounded<Command>()
     const writers = new Map<number, PartWriter>()
@@ -332,7 +328,7 @@ const transfer = (
       writers.has(part)
         ? Effect.void
         : Effect.map(
-          PartWriter.open(dest, dir, part, run, writerOptions, {
+          PartWriter.open(dest, dir, part, run.id, writerOptions, {
             rowBytes: meanDataSize(listed),
             concurrency: options.concurrency
           }),

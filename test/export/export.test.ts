@@ -8,9 +8,15 @@ import { type ExportOptions, runExport } from "../../src/export/Export.ts"
 import { makePlan, type PlanRequest } from "../../src/export/Plan.ts"
 import { type Expected, expectMatchesService, serviceState } from "../reliability/support.ts"
 import { type ClientLayer, clientLayerFor, runWith } from "../support/client.ts"
-import { literal, query, readParquet as readParquetFiles, withDuckDB } from "../support/duckdb.ts"
+import { readParquet as readParquetFiles } from "../support/duckdb.ts"
 import { sha1, sha256File } from "../support/files.ts"
 import { DEMO, startService, type TestService } from "../support/service.ts"
+
+/**
+ * One export over the whole real path (client, local service over HTTP, files), and one killed for
+ * real. Versions, layer kinds, re-runs, deletions and failures are tested in process over the
+ * client's test layers: runExport.test.ts and the stage tests beside it.
+ */
 
 let svc: TestService
 let client: ClientLayer
@@ -90,132 +96,6 @@ describe("export of a versioned layer", () => {
     expect(fs.readdirSync(result.dir).some((f) => f.endsWith(".partial") || f === "_parts")).toBe(false)
     const state = JSON.parse(fs.readFileSync(path.join(out, "demo", "places", "_state.json"), "utf8"))
     expect(state.lastVersion).toBe(latest)
-  })
-
-  it("writes an older version, which differs from the latest", async () => {
-    const result = await exportLayer({ layer: "places", version: 3 })
-    expect(result.dir.endsWith("version=3")).toBe(true)
-    const expected = await serviceState(svc, "places", 3)
-    const rows = await readParquet(result.dir)
-    expectMatchesService(rows, expected)
-    const latestRows = await readParquet(path.join(out, "demo", "places", "version=7"))
-    expect(latestRows.map((r) => r.data_handle)).not.toEqual(rows.map((r) => r.data_handle))
-    // The incremental cursor never moves back.
-    expect(JSON.parse(fs.readFileSync(path.join(out, "demo", "places", "_state.json"), "utf8")).lastVersion).toBe(7)
-  })
-
-  it("does nothing on a re-run of a finished export, and re-exports the same rows with force", async () => {
-    const dir = path.join(out, "demo", "places", "version=7")
-    const before = fs.readdirSync(dir).map((f) => [f, fs.statSync(path.join(dir, f)).mtimeMs] as const)
-    const again = await exportLayer({ layer: "places" })
-    expect(again._tag).toBe("AlreadyExported")
-    expect(fs.readdirSync(dir).map((f) => [f, fs.statSync(path.join(dir, f)).mtimeMs] as const)).toEqual(before)
-    const rowsBefore = await readParquet(dir)
-    const forced = await exportLayer({ layer: "places" }, { force: true, format: "parquet" })
-    expect(forced._tag).toBe("Exported")
-    expect(fs.readdirSync(dir).some((f) => f.endsWith(".arrow"))).toBe(false)
-    expect(await readParquet(dir)).toEqual(rowsBefore)
-  })
-
-  it("decodes the gzip heretile layer and fills the tile columns", async () => {
-    const result = await exportLayer({ layer: "tiles" }, { format: "parquet" })
-    const expected = await serviceState(svc, "tiles", result.manifest.version)
-    const rows = await readParquet(result.dir)
-    expectMatchesService(rows, expected)
-    for (const row of rows) {
-      // The checksum is of the uncompressed data, so this also proves the data was stored decoded.
-      expect(row.data_sha1).toBe(row.checksum)
-      // Independent of src/domain/HereTile: level from the bit length, column/row from the Morton bits.
-      const id = BigInt(row.partition)
-      const level = (id.toString(2).length - 1) / 2
-      let column = 0
-      let rowIndex = 0
-      for (let bit = 0; bit < level; bit++) {
-        column |= Number((id >> BigInt(2 * bit)) & 1n) << bit
-        rowIndex |= Number((id >> BigInt(2 * bit + 1)) & 1n) << bit
-      }
-      const size = 360 / 2 ** level
-      expect(row.tile_level).toBe(level)
-      expect(row.tile_x).toBe(column)
-      expect(row.tile_y).toBe(rowIndex)
-      expect(row.tile_west).toBeCloseTo(-180 + column * size, 9)
-      expect(row.tile_south).toBeCloseTo(-90 + rowIndex * size, 9)
-      expect(row.tile_east).toBeCloseTo(-180 + (column + 1) * size, 9)
-      expect(row.tile_north).toBeCloseTo(-90 + (rowIndex + 1) * size, 9)
-    }
-    // The worked example of the facts sheet, when the seed holds that tile.
-    const berlin = rows.find((r) => r.partition === "23618364")
-    if (berlin !== undefined) {
-      expect([berlin.tile_level, berlin.tile_x, berlin.tile_y]).toEqual([12, 2198, 1622])
-      expect([berlin.tile_west, berlin.tile_south, berlin.tile_east, berlin.tile_north]).toEqual([
-        13.18359375,
-        52.55859375,
-        13.271484375,
-        52.646484375
-      ])
-    }
-  })
-})
-
-describe("export of a volatile layer", () => {
-  it("writes a snapshot of the current data", async () => {
-    const result = await exportLayer({ layer: "traffic" }, { format: "parquet" })
-    expect(path.basename(result.dir)).toMatch(/^snapshot=\d{8}T\d{6}Z$/)
-    const rows = await readParquet(result.dir)
-    expectMatchesService(rows, await serviceState(svc, "traffic", undefined))
-    expect(rows.length).toBe(100)
-    expect(fs.existsSync(path.join(out, "demo", "traffic", "_state.json"))).toBe(false)
-  })
-})
-
-describe("partitions without data", () => {
-  it("writes deletions in a changes export as rows with null data, and an empty blob as empty data", async () => {
-    // Publish one version: an empty blob for a new partition, and a deletion of an existing one.
-    const put = await svc.get(`/blobstore/v1/catalogs/${DEMO}/layers/places/data/empty-blob-1`, {
-      method: "PUT",
-      headers: { "content-type": "application/json" },
-      body: new Uint8Array(0)
-    })
-    expect(put.status).toBe(200)
-    const init = await svc.get(`/publish/v2/catalogs/${DEMO}/publications`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ layerIds: ["places"] })
-    })
-    const publication = (await init.json()) as { id: string }
-    const upload = await svc.get(
-      `/publish/v2/catalogs/${DEMO}/layers/places/publications/${publication.id}/partitions`,
-      {
-        method: "POST",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({
-          partitions: [{ partition: "zz-empty", dataHandle: "empty-blob-1", dataSize: 0 }, {
-            partition: "place-0000000",
-            dataHandle: ""
-          }]
-        })
-      }
-    )
-    expect(upload.status).toBe(204)
-    expect((await svc.get(`/publish/v2/catalogs/${DEMO}/publications/${publication.id}`, { method: "PUT" })).status)
-      .toBe(204)
-
-    const result = await exportLayer({ layer: "places", mode: "changes", baseVersion: 7, parts: 1 }, {
-      format: "parquet"
-    })
-    expect(result.manifest).toMatchObject({ mode: "changes", baseVersion: 7, version: 8, partitions: 2, deleted: 1 })
-    const rows = await withDuckDB((c) =>
-      query(
-        c,
-        `SELECT partition, data_handle, data IS NULL AS no_data, octet_length(data) AS bytes FROM read_parquet(${
-          literal(path.join(result.dir, "*.parquet"))
-        }) ORDER BY partition`
-      )
-    )
-    expect(rows).toEqual([
-      { partition: "place-0000000", data_handle: "", no_data: true, bytes: null },
-      { partition: "zz-empty", data_handle: "empty-blob-1", no_data: false, bytes: 0n }
-    ])
   })
 })
 
