@@ -1,8 +1,8 @@
 # catalog-export as a container: the packed npm package installed globally, run as a non-root user.
 #   docker build -t catalog-export .
 #   docker run --rm -v ~/.here:/home/node/.here:ro catalog-export export --catalog HRN --layer ID --out s3://bucket/prefix
-FROM node:20-bookworm-slim AS build
-# Compilers only in case a native dependency (better-sqlite3, zstd-napi) has no prebuilt binary for the platform.
+FROM node:24-bookworm-slim AS build
+# Compilers only in case the native dependency (zstd-napi) has no prebuilt binary for the platform.
 RUN apt-get update && apt-get install -y --no-install-recommends python3 make g++ && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY package.json package-lock.json ./
@@ -13,7 +13,7 @@ COPY config config
 # npm ci builds dist/ (prepare); npm pack ships what an npm install would.
 RUN npm ci && npm pack && npm install --global --omit=dev ./catalog-export-*.tgz
 
-FROM node:20-bookworm-slim
+FROM node:24-bookworm-slim
 COPY --from=build /usr/local/lib/node_modules/catalog-export /usr/local/lib/node_modules/catalog-export
 RUN ln -s /usr/local/lib/node_modules/catalog-export/src/cli/bin.mjs /usr/local/bin/catalog-export
 # The image's own non-root user (uid 1000); the install directory stays read-only to it.

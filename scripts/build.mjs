@@ -3,7 +3,7 @@
 // checkout whose sources are newer than the bundle. An installed package never builds: it ships dist/.
 //
 // Every package in package.json's "dependencies" stays external and is loaded from node_modules at
-// run time (the native ones: better-sqlite3, zstd-napi); everything else is bundled. Bundling
+// run time (the native one: zstd-napi); everything else is bundled. Bundling
 // Effect instead of importing its barrel at run time is most of the start-up time saved, and code
 // splitting keeps what one command needs (the local service, the file writers) in chunks that load
 // only when that command runs.
@@ -74,7 +74,7 @@ export const build = async ({ clean = false } = {}) => {
     splitting: true,
     platform: "node",
     format: "esm",
-    target: "node20",
+    target: "node22",
     external: Object.keys(pkg.dependencies ?? {}),
     // Bundled CommonJS packages (undici, ws) call require() for Node's own modules.
     banner: {

@@ -8,8 +8,18 @@ import module from "node:module"
 import { dirname, join } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 
-// Node 22+: V8's compiled code cached under the temporary directory makes later starts faster.
-module.enableCompileCache?.()
+// The Node lines the package supports (package.json "engines"); older ones fail later in ways that
+// name neither the cause nor the fix (the local service's node:sqlite needs 22.16).
+const [major, minor] = process.versions.node.split(".").map(Number)
+if (major < 22 || major === 23 || (major === 22 && minor < 16)) {
+  process.stderr.write(
+    `catalog-export: Node.js ${process.versions.node} is not supported; run it with Node.js 24 or 22 (22.16 or later).\n`
+  )
+  process.exit(1)
+}
+
+// V8's compiled code cached under the temporary directory makes later starts faster.
+module.enableCompileCache()
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..")
 const bundle = join(root, "dist", "catalog-export.mjs")

@@ -1,10 +1,10 @@
 import * as SqlClient from "@effect/sql/SqlClient"
-import Database from "better-sqlite3"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type { BlobRow } from "./db/BlobsRepo.ts"
 import type { CatalogRow } from "./db/CatalogsRepo.ts"
+import * as Sqlite from "./db/Sqlite.ts"
 
 /**
  * The reads every data request makes (bearer token, catalog access, blob location, partition pages),
@@ -147,32 +147,36 @@ const make = (filename: string) =>
     yield* SqlClient.SqlClient
     const db = yield* Effect.acquireRelease(
       Effect.sync(() => {
-        const db = new Database(filename, { readonly: true, fileMustExist: true })
+        const db = Sqlite.open(filename, { readOnly: true })
         // SQLite's default page cache (2 MB) is far smaller than the partition and blob tables; every
         // miss is a pread. Pages are cached as they are read, up to this bound.
-        db.pragma("cache_size = -65536")
+        db.exec("PRAGMA cache_size = -65536")
         return db
       }),
       (db) => Effect.sync(() => db.close())
     )
-    const token = db.prepare<[string], TokenRow>("SELECT app_id, expires_at FROM tokens WHERE token_hash = ?")
-    const accessByHrn = db.prepare<[Record<string, string>], CatalogAccessRow>(
+    const token = Sqlite.query<[string], TokenRow>(db, "SELECT app_id, expires_at FROM tokens WHERE token_hash = ?")
+    const accessByHrn = Sqlite.query<[Record<string, string>], CatalogAccessRow>(
+      db,
       `${ACCESS_SELECT} WHERE c.hrn = @nameOrId ORDER BY c.hrn LIMIT 1`
     )
-    const accessById = db.prepare<[Record<string, string>], CatalogAccessRow>(
+    const accessById = Sqlite.query<[Record<string, string>], CatalogAccessRow>(
+      db,
       `${ACCESS_SELECT} WHERE c.id = @nameOrId ORDER BY c.hrn LIMIT 1`
     )
     // One row whether or not the blob exists, with the data version of the same read transaction.
-    const blob = db.prepare<[number, string], BlobLocationTuple>(
+    const blob = Sqlite.query<[number, string], BlobLocationTuple>(
+      db,
       `SELECT b.sha256, b.size, b.content_encoding, c.pack, c.offset, c.length, d.data_version
       FROM pragma_data_version() d
       LEFT JOIN blobs b ON b.layer_pk = ? AND b.data_handle = ?
-      LEFT JOIN contents c ON c.sha256 = b.sha256`
-    ).raw(true)
+      LEFT JOIN contents c ON c.sha256 = b.sha256`,
+      { arrays: true }
+    )
 
     // Access rows change only through writes on the other connection; `data_version` moves with each
     // commit there, so a cached row is used only while nothing at all was committed since it was read.
-    const dataVersion = db.prepare<[], number>("PRAGMA data_version").pluck()
+    const dataVersion = Sqlite.query<[], readonly [number]>(db, "PRAGMA data_version", { arrays: true })
     let seenVersion = -1
     const access = new Map<string, CatalogAccessRow | undefined>()
     const checkVersion = (version: number) => {
@@ -186,11 +190,11 @@ const make = (filename: string) =>
     let usedCache = false
     let observed: number | undefined
 
-    const statements = new Map<string, Database.Statement<[Record<string, unknown>], PartitionRow>>()
+    const statements = new Map<string, Sqlite.Query<[Record<string, string | number>], PartitionRow>>()
     const partitionStatement = (key: string, sql: () => string) => {
       let statement = statements.get(key)
       if (statement === undefined) {
-        statement = db.prepare<[Record<string, unknown>], PartitionRow>(sql()).raw(true)
+        statement = Sqlite.query(db, sql(), { arrays: true })
         statements.set(key, statement)
       }
       return statement
@@ -199,7 +203,7 @@ const make = (filename: string) =>
     return Reads.of({
       tokenByHash: (tokenHash) => token.get(tokenHash),
       catalogAccess: (nameOrId, appId, layerId) => {
-        if (!inRun) checkVersion(dataVersion.get()!)
+        if (!inRun) checkVersion(dataVersion.get()![0])
         const layer = layerId ?? ""
         const key = `${appId.length}:${appId}${layer.length}:${layer}${nameOrId}`
         let row = access.get(key)
@@ -229,7 +233,7 @@ const make = (filename: string) =>
         } finally {
           inRun = false
         }
-        return checkVersion(observed ?? dataVersion.get()!) || !usedCache ? result : read()
+        return checkVersion(observed ?? dataVersion.get()![0]) || !usedCache ? result : read()
       },
       partitionsPage: (layerPk, selection, after, upTo, limit) =>
         partitionStatement(`page ${selection._tag} ${upTo === null}`, () =>

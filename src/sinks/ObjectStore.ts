@@ -65,8 +65,6 @@ let client: Promise<S3Client> | undefined
 /** The S3 client of this thread, configured from the environment (loaded on first use: the SDK is large). */
 export const s3Client = (): Promise<S3Client> =>
   client ??= (async () => {
-    // The SDK warns on Node 20 that later releases will need Node 22; this bundle pins one that runs on 20.
-    process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= "true"
     const { S3Client } = await s3Sdk()
     const endpoint = process.env.AWS_ENDPOINT_URL_S3 || process.env.AWS_ENDPOINT_URL || undefined
     const region = process.env.AWS_REGION || process.env.AWS_DEFAULT_REGION || undefined

@@ -2,9 +2,9 @@
  * Helpers of the administration tests: requests with JSON bodies, catalog bodies, status polling,
  * and direct SQLite access for what the service has no API for (grants, ages of records).
  */
-import { createRequire } from "node:module"
 import * as path from "node:path"
 import { expect } from "vitest"
+import * as Sqlite from "../../src/server/db/Sqlite.ts"
 import { expectJson, expectStatus, sleep } from "../server/helpers.ts"
 import type { TestService } from "../support/service.ts"
 
@@ -129,24 +129,20 @@ export const publishInline = async (
   await expectStatus(await put(svc, publish(`/publications/${init.id}`), undefined, as), 204)
 }
 
-type Database = new(file: string) => {
-  prepare(
-    sql: string
-  ): {
+/** The service's SQLite file as these tests use it: rows of any shape. */
+interface Db {
+  prepare(sql: string): {
     run(...args: ReadonlyArray<unknown>): unknown
     get(...args: ReadonlyArray<unknown>): any
     all(...args: ReadonlyArray<unknown>): Array<any>
   }
-  close(): void
 }
 
 /** Runs statements against the service's SQLite file (the service keeps running; WAL allows it). */
-export const withDb = <A>(dataDir: string, f: (db: InstanceType<Database>) => A): A => {
-  const Sqlite = createRequire(import.meta.url)("better-sqlite3") as Database
-  const db = new Sqlite(path.join(dataDir, "catalog.db"))
+export const withDb = <A>(dataDir: string, f: (db: Db) => A): A => {
+  const db = Sqlite.open(path.join(dataDir, "catalog.db"))
   try {
-    db.prepare("PRAGMA busy_timeout = 5000").run()
-    return f(db)
+    return f(db as Db)
   } finally {
     db.close()
   }

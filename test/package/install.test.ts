@@ -4,10 +4,10 @@
  * read-only, runs `--version`, `serve` and a real `export` without writing into its install
  * directory. As root the installed CLI runs as user nobody, for whom the read-only bits hold.
  *
- * The tarball's native dependencies (better-sqlite3, zstd-napi) compile from source when installed,
- * which takes minutes on a small machine: the installs skip install scripts and take the binaries the
- * checkout's own `npm install` built for the same versions (npm's part, not this package's). When a
- * version differs, they are built (`npm rebuild`).
+ * The tarball's native dependency (zstd-napi) compiles from source when installed, which takes a
+ * minute on a small machine: the installs skip install scripts and take the binary the checkout's own
+ * `npm install` built for the same version (npm's part, not this package's; it is Node-API, so one
+ * build serves every Node line). When the version differs, it is built (`npm rebuild`).
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -18,7 +18,7 @@ import { literal, query, withDuckDB } from "../support/duckdb.ts"
 import { cleanups, filesBelow } from "../support/files.ts"
 import { DEMO, parseCredentials, requestToken } from "../support/service.ts"
 
-const NATIVE = ["better-sqlite3", "zstd-napi"]
+const NATIVE = ["zstd-napi"]
 /** Root can write anywhere: the installed CLI runs as nobody, for whom `chmod a-w` holds. */
 const RUN_AS = process.getuid?.() === 0 ? 65534 : undefined
 
@@ -69,8 +69,29 @@ const snapshot = (dir: string) =>
 
 const readOnly = (dir: string) => execFileSync("chmod", ["-R", "a-w", dir])
 
+/**
+ * The Node running these tests, as the installed CLI's user runs it: where nobody can run it (under
+ * npm test, the checkout's `node` devDependency), else a copy in the work directory.
+ */
+let node: string
+const nodeForRunAs = () => {
+  if (RUN_AS === undefined) return process.execPath
+  try {
+    execFileSync(process.execPath, ["-e", "0"], { uid: RUN_AS, gid: RUN_AS, stdio: "ignore" })
+    return process.execPath
+  } catch {
+    const copy = path.join(work, "node", "node")
+    fs.mkdirSync(path.dirname(copy), { mode: 0o755 })
+    fs.copyFileSync(process.execPath, copy)
+    fs.chmodSync(copy, 0o755)
+    return copy
+  }
+}
+/** The environment of a command run through its shebang (`#!/usr/bin/env node`): that Node first on the PATH. */
+const withNode = (env: NodeJS.ProcessEnv) => ({ ...env, PATH: `${path.dirname(node)}${path.delimiter}${env.PATH}` })
+
 const run = (bin: string, args: ReadonlyArray<string>, cwd: string) =>
-  cli(args, { entry: bin, cwd, env: { HOME: cwd }, uid: RUN_AS })
+  cli(args, { node, entry: bin, cwd, env: { HOME: cwd }, uid: RUN_AS })
 
 /** `serve` from the installed package, until the test ends. */
 const serveFrom = async (bin: string) => {
@@ -88,7 +109,7 @@ const serveFrom = async (bin: string) => {
     credentials
   ], {
     cwd: dir,
-    env: { ...process.env, HOME: dir },
+    env: withNode({ ...process.env, HOME: dir }),
     stdio: ["ignore", "pipe", "pipe"],
     ...(RUN_AS === undefined ? {} : { uid: RUN_AS, gid: RUN_AS })
   })
@@ -154,6 +175,7 @@ const exportWith = async (bin: string) => {
 beforeAll(() => {
   work = tempDir("package-")
   fs.chmodSync(work, 0o755)
+  node = nodeForRunAs()
   // npm pack of a copy of the checkout as it is (committed or not), so `prepare` builds there.
   const source = path.join(work, "source")
   const files = execFileSync("git", ["ls-files", "-co", "--exclude-standard"], { cwd: ROOT, encoding: "utf8" }).split(
@@ -196,6 +218,7 @@ describe("the packed package", () => {
     expect(
       execFileSync(bin, ["--version"], {
         cwd: work,
+        env: withNode(process.env),
         encoding: "utf8",
         ...(RUN_AS === undefined ? {} : { uid: RUN_AS, gid: RUN_AS })
       }).trim()

@@ -8,11 +8,11 @@ import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
 import * as http from "node:http"
-import { createRequire } from "node:module"
 import type { AddressInfo } from "node:net"
 import * as path from "node:path"
 import { beforeAll, describe, expect, it } from "vitest"
 import { BlobApi } from "../../src/client/BlobApi.ts"
+import * as Sqlite from "../../src/server/db/Sqlite.ts"
 import { noFaults } from "../../src/server/Faults.ts"
 import { router } from "../../src/server/Server.ts"
 import { cli } from "../support/cli.ts"
@@ -32,12 +32,6 @@ import {
 } from "./support.ts"
 
 const { cleanup, tempDir } = cleanups()
-
-/** SQLite, to grant access the way the service stores grants (it has no grant API). */
-const Database = createRequire(import.meta.url)("better-sqlite3") as new(file: string) => {
-  prepare: (sql: string) => { run: (...args: Array<unknown>) => unknown }
-  close: () => void
-}
 
 const secretOf = (credentialsText: string) => /here\.access\.key\.secret\s*=\s*(\S+)/.exec(credentialsText)![1]!
 
@@ -503,7 +497,7 @@ describe("the local service", () => {
   })
 
   it("a read-only grant lets an application read, and still not write or delete", async () => {
-    const db = new Database(path.join(dataDir, "data", "catalog.db"))
+    const db = Sqlite.open(path.join(dataDir, "data", "catalog.db"))
     try {
       db.prepare("INSERT OR REPLACE INTO grants (catalog_hrn, app_id, can_read, can_write) VALUES (?, ?, 1, 0)").run(
         DEMO,

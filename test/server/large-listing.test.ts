@@ -140,15 +140,18 @@ describe("large listings", () => {
     )
     expect(bytes).toBeGreaterThan(30_000_000)
     // A server that collected the rows or the document would hold at least the document's size: as
-    // strings and row objects on the heap, or as encoded chunks in array buffers (off the heap).
+    // strings and row objects on the heap, or as encoded chunks in array buffers (off the heap). What
+    // is in flight between both ends when a collection happens measured up to 3 MB on Node 22 and up
+    // to 9 MB on Node 24.
     expect(settledGrowth).toBeLessThan(bytes / 10)
-    expect(settledBufferGrowth).toBeLessThan(bytes / 4)
+    expect(settledBufferGrowth).toBeLessThan(bytes / 2)
     // While the client waits, what both ends hold in flight (socket and stream buffers, read ahead by
     // the client) measured 1-5 MB; a server that buffered the rest would hold over 20 MB.
     expect(pausedGrowth).toBeLessThan(bytes / 4)
-    // Without collections the peak also holds garbage from both ends of the connection (both run in
-    // this process); it still stays below the document size.
-    expect(growth).toBeLessThan(bytes)
+    // The peak without collections (logged above) is mostly garbage from both ends of the connection
+    // (both run in this process), bounded by V8's young generation rather than by the server, so it
+    // is not asserted: Node 24's holds up to 64 MB before a scavenge, Node 22's 16 MB
+    // (--scavenger-max-new-space-capacity-mb 32 and 8, doubled in Node's builds without pointer compression).
   })
 
   it("pages a volatile layer larger than one page through next links", async () => {

@@ -2,10 +2,10 @@
  * Lookup (service discovery) and config (catalog list and catalog objects) over HTTP.
  */
 import * as fs from "node:fs"
-import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import * as Sqlite from "../../src/server/db/Sqlite.ts"
 import { startService, type TestService } from "../support/service.ts"
 import { DEMO, expectDataError, expectJson, expectStatus, listing, RESTRICTED } from "./helpers.ts"
 
@@ -26,10 +26,6 @@ interface Summary {
 interface CatalogList<T> {
   readonly results: { readonly items: ReadonlyArray<T>; readonly next?: string; readonly previous?: string }
 }
-
-type Database = new(
-  file: string
-) => { prepare(sql: string): { run(...args: ReadonlyArray<unknown>): unknown }; close(): void }
 
 const maxAge = (res: Response) => Number(/max-age=(\d+)/.exec(res.headers.get("cache-control") ?? "")?.[1] ?? NaN)
 
@@ -204,10 +200,8 @@ describe("config API", () => {
     svc = await startService({ seed: { partitions: 40, versions: 3 }, dataDir })
     // The service has no API for grants (catalogs are created by their owner); give demo-app read on
     // the restricted catalog directly in the store so that it sees two catalogs and paging has pages.
-    const Sqlite = createRequire(import.meta.url)("better-sqlite3") as Database
-    const db = new Sqlite(path.join(dataDir, "catalog.db"))
+    const db = Sqlite.open(path.join(dataDir, "catalog.db"))
     try {
-      db.prepare("PRAGMA busy_timeout = 5000").run()
       db.prepare("INSERT INTO grants (catalog_hrn, app_id, can_read, can_write) VALUES (?, ?, 1, 0)").run(
         RESTRICTED,
         "demo-app"

@@ -253,15 +253,17 @@ describe("serve as a process", () => {
 
   it("removes its temporary data directory on SIGTERM when run without --data", async () => {
     const tmp = fs.mkdtempSync(path.join(dir, "tmp-"))
+    // What the service keeps in the temporary directory (Node 22 and later also keep their compile cache there).
+    const serviceDirs = () => fs.readdirSync(tmp).filter((name) => name !== "node-compile-cache")
     const c = serve([], { TMPDIR: tmp })
     const line = await c.listening
-    expect(fs.readdirSync(tmp).length).toBeGreaterThan(0)
+    expect(serviceDirs()).toEqual([expect.stringMatching(/^catalog-service-/)])
     const res = await fetch(`${line.lookupUrl}/platform/apis`)
     expect(res.status).toBe(401)
     await res.arrayBuffer()
     c.child.kill("SIGTERM")
     expect(await c.exited).toEqual({ code: 0, signal: null })
     expect(c.stdout().split("\n").filter((l) => l !== "")).toHaveLength(1)
-    expect(fs.readdirSync(tmp)).toEqual([])
+    expect(serviceDirs()).toEqual([])
   })
 })

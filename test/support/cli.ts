@@ -21,6 +21,8 @@ export interface CliOptions {
   readonly gid?: number
   /** Another copy of the CLI (an installed one, one an unprivileged user can read); it runs from its own directory. */
   readonly entry?: string
+  /** The Node that runs it (default: the one running the tests). */
+  readonly node?: string
   readonly cwd?: string
   readonly onSpawn?: (child: ChildProcess) => void
 }
@@ -33,7 +35,7 @@ export const cli = (args: ReadonlyArray<string>, options: CliOptions = {}) =>
     // Never pick up a developer's real lookup URL or credentials.
     if (options.env?.CATALOG_LOOKUP_URL === undefined) delete env.CATALOG_LOOKUP_URL
     if (options.env?.HERE_CREDENTIALS_FILE === undefined) delete env.HERE_CREDENTIALS_FILE
-    const child = spawn(process.execPath, [options.entry ?? BIN, ...args], {
+    const child = spawn(options.node ?? process.execPath, [options.entry ?? BIN, ...args], {
       cwd: options.cwd ?? (options.entry === undefined ? ROOT : path.dirname(options.entry)),
       env,
       stdio: ["ignore", "pipe", "pipe"],

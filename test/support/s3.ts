@@ -11,9 +11,6 @@ import * as os from "node:os"
 import * as path from "node:path"
 import S3rver from "s3rver"
 
-// The SDK warns on Node 20 that its later releases need Node 22 (the CLI silences it the same way).
-process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= "true"
-
 export interface TestStore {
   readonly endpoint: string
   readonly bucket: string
