@@ -34,6 +34,34 @@ export interface Column {
 
 export const scalar = (kind: ScalarKind): ColumnType => ({ kind })
 
+export const col = (name: string, kind: ScalarKind, nullable = true): Column => ({ name, type: scalar(kind), nullable })
+
+/** The columns every export has, partition first (DESIGN.md "Columns"); the tile columns on heretile layers. */
+export const partitionColumns = (heretile: boolean): Array<Column> => [
+  col("partition", "string", false),
+  col("partition_version", "int64", false),
+  col("data_handle", "string", false),
+  col("data_size", "int64"),
+  col("checksum", "string"),
+  ...(heretile
+    ? [
+      col("tile_level", "int32"),
+      col("tile_x", "int32"),
+      col("tile_y", "int32"),
+      col("tile_west", "double"),
+      col("tile_south", "double"),
+      col("tile_east", "double"),
+      col("tile_north", "double")
+    ]
+    : [])
+]
+
+/** The columns of an export that does not decode: the blob as `data` after the partition's columns. */
+export const rawColumns = (heretile: boolean): Array<Column> => {
+  const base = partitionColumns(heretile)
+  return [...base.slice(0, 5), col("data", "binary"), ...base.slice(5)]
+}
+
 /** A batch of output rows: `columns[i]` holds the values of `schema[i]` for every row. */
 export interface ColumnBatch {
   readonly rows: number
