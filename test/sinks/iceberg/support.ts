@@ -13,6 +13,7 @@ import * as fs from "node:fs"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import { rawColumns } from "../../../src/decode/Columns.ts"
+import type { DecodeSettings } from "../../../src/decode/Decoder.ts"
 import { type Destination } from "../../../src/sinks/Destination.ts"
 import { Encoder } from "../../../src/sinks/Encoder.ts"
 import { keyIn, type TableLocation, uriOf } from "../../../src/sinks/iceberg/Location.ts"
@@ -125,11 +126,13 @@ export const writeDataFiles = (
   schema: Evolved,
   rows: ReadonlyArray<Row>,
   run: string,
-  maxFileBytes = 16 * 1024
+  options: { readonly maxFileBytes?: number; readonly decode?: DecodeSettings } = {}
 ): Effect.Effect<Array<{ uri: string; file: RecordedFile }>, unknown> =>
   Effect.scoped(Effect.gen(function*() {
     const dir = keyIn(table, `data/${run}`)
+    const maxFileBytes = options.maxFileBytes ?? 16 * 1024
     const writer = yield* RollingWriter.make({
+      decode: options.decode,
       dir: table.dest.at(dir),
       format: "parquet",
       metadata: { catalog_hrn: IDENTITY.catalogHrn, layer_id: IDENTITY.layerId, ...dataFileMetadata(schema) },
