@@ -60,17 +60,16 @@ export const deletedPositions = (
 
 /**
  * Calls `each` with every value of the top-level column `fieldId` (`name` in files without ids) of
- * a data file, and the row's position.
+ * the data file `file_path` (`file_size_in_bytes` long), and the row's position.
  */
 export const scanColumn = (
   table: TableLocation,
-  entry: Entry,
+  { file_path, file_size_in_bytes }: { readonly file_path: string; readonly file_size_in_bytes: number },
   fieldId: number,
   name: string,
   each: (value: unknown, pos: number) => void
 ): Effect.Effect<void, SinkError | IcebergError> =>
   Effect.gen(function*() {
-    const { file_path, file_size_in_bytes } = entry.data_file
     const source = yield* openParquet(table, file_path, file_size_in_bytes)
     const column = columnNamed(source.metadata, fieldId, name)
     if (column === undefined) {
@@ -110,7 +109,7 @@ export const locateRows = (
     yield* Effect.forEach(data, (entry) => {
       const file = entry.data_file.file_path
       const gone = deleted.get(file)
-      return scanColumn(table, entry, partitionFieldId, "partition", (value, pos) => {
+      return scanColumn(table, entry.data_file, partitionFieldId, "partition", (value, pos) => {
         const partition = value as string
         if (!wanted(partition) || gone?.has(pos) === true) return
         const rows = found.get(partition)
@@ -120,3 +119,19 @@ export const locateRows = (
     }, { concurrency: 4, discard: true })
     return found
   }).pipe(Effect.withSpan("Iceberg.locateRows"))
+
+/** The partitions of data files (`partitionFieldId`: the id of the `partition` column). */
+export const partitionsIn = (
+  table: TableLocation,
+  files: ReadonlyArray<{ readonly file_path: string; readonly file_size_in_bytes: number }>,
+  partitionFieldId: number
+): Effect.Effect<Set<string>, SinkError | IcebergError> =>
+  Effect.gen(function*() {
+    const partitions = new Set<string>()
+    yield* Effect.forEach(
+      files,
+      (file) => scanColumn(table, file, partitionFieldId, "partition", (value) => void partitions.add(value as string)),
+      { concurrency: 4, discard: true }
+    )
+    return partitions
+  })

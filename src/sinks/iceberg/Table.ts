@@ -4,7 +4,7 @@ import type { Column } from "../../decode/Columns.ts"
 import type { RecordedFile } from "../WrittenFile.ts"
 import { commit, type CommitOptions, type Committed, type Current, readCurrent } from "./Commit.ts"
 import { IcebergError } from "./Errors.ts"
-import { locateRows } from "./LiveRows.ts"
+import { locateRows, partitionsIn } from "./LiveRows.ts"
 import type { TableLocation } from "./Location.ts"
 import { type DataFile, FileContent, UNPARTITIONED } from "./Manifest.ts"
 import { metricsOf } from "./Metrics.ts"
@@ -200,12 +200,16 @@ export interface VersionCommit {
   readonly identity: TableIdentity
   /** The catalog version (tag `v<N>`); undefined for a volatile layer's run (tag `snapshot-<time>`, main moves). */
   readonly version: number | undefined
-  /** `full`: the new snapshot holds the written files only. `changes`: the snapshot of `baseVersion` less `replaced`, plus the written files. */
+  /**
+   * `full`: the new snapshot holds the written files only. `changes`: the snapshot of `baseVersion`,
+   * less the rows of the partitions the written files hold anew and of the `deleted` ones, plus the
+   * written files.
+   */
   readonly mode: "full" | "changes"
   /** changes: the exported version the changes are from (its tag's snapshot is the base). */
   readonly baseVersion?: number | undefined
-  /** changes: partitions whose rows in the base go (changed ones, which the written files hold anew, and deleted ones). */
-  readonly replaced?: ReadonlySet<string> | undefined
+  /** changes: the partitions deleted in the catalog since `baseVersion` (no row of theirs is written). */
+  readonly deleted?: ReadonlySet<string> | undefined
   /** The schema the files were written with (schemaFor, when the export was planned). */
   readonly schema: Evolved
   /** The written data files and their URIs. */
@@ -237,8 +241,9 @@ const partitionFieldId = (schema: Evolved, table: TableLocation) => {
 /**
  * Commits an exported catalog version as a snapshot tagged `v<N>` (a volatile run: `snapshot-<time>`).
  * `full`: a snapshot of the written files only, its parent the nearest older version's snapshot;
- * `changes`: the base version's snapshot with the written files added and the replaced partitions'
- * rows position-deleted (found in the base snapshot itself). `main` moves only forward in versions.
+ * `changes`: the base version's snapshot with the written files added, and the older rows of their
+ * partitions and of the deleted ones position-deleted (found in the base snapshot itself, whichever
+ * machine wrote it). `main` moves only forward in versions.
  * Retries on top of other writers; a version someone else tagged meanwhile is left as it is.
  */
 export const commitVersion = Effect.fn("Iceberg.commitVersion")(
@@ -248,6 +253,11 @@ export const commitVersion = Effect.fn("Iceberg.commitVersion")(
     const dataFiles = options.files.map(({ file, uri }) => dataFileOf(uri, file, options.schema))
     const staged: StagedManifest | undefined = yield* stageManifest(table, options.schema.schema, "data", dataFiles)
     const addedRows = dataFiles.reduce((n, f) => n + f.record_count, 0)
+    // changes: the partitions whose rows in the base go: those written anew, and the deleted ones.
+    const replaced = options.mode === "changes"
+      ? yield* partitionsIn(table, dataFiles, yield* partitionFieldId(options.schema, table))
+      : new Set<string>()
+    for (const id of options.deleted ?? []) replaced.add(id)
     // Delete files depend on the base snapshot: made again only when another writer moved it.
     const deletesFor = new Map<
       number,
@@ -282,7 +292,6 @@ export const commitVersion = Effect.fn("Iceberg.commitVersion")(
           }
           const id = base["snapshot-id"]
           if (!deletesFor.has(id)) {
-            const replaced = options.replaced ?? new Set<string>()
             const rows = replaced.size === 0
               ? new Map()
               : yield* locateRows(table, base, yield* partitionFieldId(options.schema, table), (p) => replaced.has(p))

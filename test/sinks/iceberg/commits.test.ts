@@ -9,6 +9,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { exitCodeOf } from "../../../src/cli/Exit.ts"
 import { type Destination, destination } from "../../../src/sinks/Destination.ts"
 import { readCurrent } from "../../../src/sinks/iceberg/Commit.ts"
 import { tableAt, type TableLocation } from "../../../src/sinks/iceberg/Location.ts"
@@ -116,7 +117,7 @@ const twoVersions = async (dest: Destination) => {
     mode: "changes",
     baseVersion: 0,
     rows: v1.changed.map((id) => v1.layer.get(id)!),
-    replaced: new Set([...v1.changed, ...v1.deleted])
+    deleted: new Set(v1.deleted)
   }))
   return { table, states }
 }
@@ -135,7 +136,7 @@ const twoWriters = async (dest: Destination) => {
       mode: "changes",
       baseVersion: 1,
       rows: v2.changed.map((id) => v2.layer.get(id)!),
-      replaced: new Set([...v2.changed, ...v2.deleted]),
+      deleted: new Set(v2.deleted),
       commit: { backoff: "10 millis" }
     })),
     run(exportVersion(raced, { version: 5, rows: [...v5.values()], commit: { backoff: "10 millis" } }))
@@ -195,9 +196,28 @@ describe("Iceberg commits", () => {
       commit: { attempts: 3, backoff: "1 millis" }
     })))
     expect(error).toMatchObject({ _tag: "IcebergError", reason: "Conflict", table: table.uri })
+    expect(exitCodeOf(error)).toBe(5)
     expect(error.message).toContain(table.uri)
     expect(error.message).toContain("run the same command again")
     expect((await run(readCurrent(table))).version).toBe(1)
+  })
+
+  it("a table missing a file it references is reported as damaged (exit 6), naming the file", async () => {
+    const out = tempDir()
+    const table = tableAt(await run(destination(out)), "demo/places")
+    const layer = initialLayer(30)
+    await run(exportVersion(table, { version: 0, rows: [...layer.values()] }))
+    const list = (await metadataOf(table)).snapshots![0]!["manifest-list"]
+    fs.rmSync(list.slice("file://".length))
+    const error = await Effect.runPromise(Effect.flip(exportVersion(table, {
+      version: 1,
+      mode: "changes",
+      baseVersion: 0,
+      rows: [...layer.values()].slice(0, 3)
+    })))
+    expect(error).toMatchObject({ _tag: "IcebergError", reason: "Corrupt" })
+    expect((error as { message: string }).message).toContain(`references ${list}, which does not exist`)
+    expect(exitCodeOf(error)).toBe(6)
   })
 
   it("a commit stopped after each of its writes leaves the table readable at its last commit; running again completes it", async () => {
@@ -209,7 +229,7 @@ describe("Iceberg commits", () => {
       const { states, table } = await twoVersions(dest)
       const v2 = nextVersion(states.get(1)!, 2, 6, 4)
       const rows = v2.changed.map((id) => v2.layer.get(id)!)
-      const replaced = new Set([...v2.changed, ...v2.deleted])
+      const deleted = new Set(v2.deleted)
       const current = await run(loadTable(table, IDENTITY))
       const schema = await run(schemaFor(table, current, raw))
       const files = await run(writeDataFiles(table, schema, rows, "v2"))
@@ -228,7 +248,7 @@ describe("Iceberg commits", () => {
         version: 2,
         mode: "changes" as const,
         baseVersion: 1,
-        replaced,
+        deleted,
         schema,
         files,
         createdBy: "test"

@@ -8,6 +8,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { exitCodeOf } from "../../../src/cli/Exit.ts"
 import { col } from "../../../src/decode/Columns.ts"
 import { decoderOf, type DecodeSettings } from "../../../src/decode/Decoder.ts"
 import { destination } from "../../../src/sinks/Destination.ts"
@@ -161,6 +162,7 @@ describe("Iceberg table schemas", () => {
     const changed = raw.map((c) => (c.name === "partition_version" ? col("partition_version", "string", false) : c))
     const error = await Effect.runPromise(Effect.flip(schemaFor(table, current, changed)))
     expect(error).toMatchObject({ _tag: "IcebergError", reason: "SchemaChange", table: table.uri })
+    expect(exitCodeOf(error)).toBe(2)
     expect(error.message).toContain("column partition_version is long in the table and string in this export")
     const missing = raw.filter((c) => c.name !== "data_handle")
     const second = await Effect.runPromise(Effect.flip(schemaFor(table, current, missing)))

@@ -155,7 +155,7 @@ export const exportVersion = (
     readonly rows: ReadonlyArray<Row>
     readonly mode?: "full" | "changes"
     readonly baseVersion?: number
-    readonly replaced?: ReadonlySet<string>
+    readonly deleted?: ReadonlySet<string>
     readonly commit?: VersionCommit["commit"]
   }
 ) =>
@@ -168,7 +168,7 @@ export const exportVersion = (
       version: options.version,
       mode: options.mode ?? "full",
       baseVersion: options.baseVersion,
-      replaced: options.replaced,
+      deleted: options.deleted,
       schema,
       files,
       createdBy: "catalog-export test",
