@@ -74,33 +74,39 @@ const expectNothingMissing = async (table: TableLocation) => {
 }
 
 /**
- * A destination whose exclusive creates wait for each other (up to a second), so that two writers
- * race for one metadata file; `creates` counts them.
+ * A destination whose next two exclusive creates, once armed, wait for each other: two writers that
+ * read the table and proposed their change, racing for one metadata file. `creates` counts them.
  */
-const racing = (dest: Destination): Destination & { creates: number } => {
+const racing = (dest: Destination) => {
+  let armed = false
   let waiting: (() => void) | undefined
+  const barrier = () =>
+    new Promise<void>((resolve) => {
+      if (!armed) return resolve()
+      if (waiting === undefined) {
+        waiting = resolve
+        // Only as a guard against a hang: the other writer gets there long before.
+        setTimeout(resolve, 30_000)
+        return
+      }
+      armed = false
+      waiting()
+      waiting = undefined
+      resolve()
+    })
   const raced = {
-    ...dest,
     creates: 0,
-    create: (key: string, content: string | Uint8Array) =>
-      Effect.flatMap(
-        Effect.promise(() =>
-          new Promise<void>((resolve) => {
-            if (waiting !== undefined) {
-              waiting()
-              waiting = undefined
-              resolve()
-            } else {
-              waiting = resolve
-              setTimeout(resolve, 1000)
-            }
-          })
-        ),
-        () => {
+    arm: () => {
+      armed = true
+    },
+    dest: {
+      ...dest,
+      create: (key: string, content: string | Uint8Array) =>
+        Effect.flatMap(Effect.promise(barrier), () => {
           raced.creates++
           return dest.create(key, content)
-        }
-      )
+        })
+    } satisfies Destination
   }
   return raced
 }
@@ -124,8 +130,9 @@ const twoVersions = async (dest: Destination) => {
 
 const twoWriters = async (dest: Destination) => {
   const { states, table } = await twoVersions(dest)
-  const racingDest = racing(dest)
-  const raced = tableAt(racingDest, table.key)
+  const racer = racing(dest)
+  const raced = tableAt(racer.dest, table.key)
+  racer.arm()
   const { version: before } = await run(readCurrent(table))
   const v2 = nextVersion(states.get(1)!, 2, 6, 4)
   const v5 = nextVersion(v2.layer, 5, 4, 9).layer
@@ -146,7 +153,7 @@ const twoWriters = async (dest: Destination) => {
   states.set(5, v5)
   // Both committed, one on top of the other: the loser of the race for the next metadata file tried
   // again; two new metadata files, the later one logging the earlier.
-  expect(racingDest.creates).toBe(3)
+  expect(racer.creates).toBe(3)
   const after = await run(readCurrent(table))
   expect(after.version).toBe(before + 2)
   expect(after.metadata!["metadata-log"]!.at(-1)!["metadata-file"]).toBe(
@@ -157,6 +164,7 @@ const twoWriters = async (dest: Destination) => {
 
   // Two writers exporting the same version: one commits it, the other finds it tagged.
   const v6 = nextVersion(v5, 6, 5, 2).layer
+  racer.arm()
   const same = await Promise.all(
     [0, 1].map(() =>
       run(exportVersion(raced, { version: 6, rows: [...v6.values()], commit: { backoff: "10 millis" } }))
