@@ -36,6 +36,28 @@ import { currentSchema, currentSnapshot, type Snapshot, type TableMetadata, tags
 /** Rewrite a data file once this share of its rows is deleted. */
 export const DEFAULT_MIN_DELETED_RATIO = 0.3
 
+export interface CompactionThreshold {
+  /** Live delete files `main` reads. */
+  readonly deleteFiles: number
+  /** Deleted rows as a share of the rows in `main`'s data files. */
+  readonly deletedShare: number
+}
+
+/** When a nightly run compacts: `main` reads 8 delete files, or a tenth of its rows is deleted. */
+export const COMPACTION_DUE: CompactionThreshold = { deleteFiles: 8, deletedShare: 0.1 }
+
+/**
+ * Whether `main` has gathered enough deletes to be worth compacting (from its summary: no file read).
+ * Each changes run adds one delete file; reads apply every live delete file to the rows they read.
+ */
+export const compactionDue = (metadata: TableMetadata, due: CompactionThreshold = COMPACTION_DUE): boolean => {
+  const summary = currentSnapshot(metadata)?.summary
+  if (summary === undefined) return false
+  const deleteFiles = Number(summary["total-delete-files"] ?? 0)
+  const [records, deletes] = [Number(summary["total-records"] ?? 0), Number(summary["total-position-deletes"] ?? 0)]
+  return deleteFiles >= due.deleteFiles || (records > 0 && deletes >= due.deletedShare * records)
+}
+
 export interface CompactOptions {
   readonly minDeletedRatio?: number | undefined
   readonly createdBy: string

@@ -10,7 +10,7 @@ import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { destination } from "../../../src/sinks/Destination.ts"
 import { readCurrent } from "../../../src/sinks/iceberg/Commit.ts"
-import { compact } from "../../../src/sinks/iceberg/Compaction.ts"
+import { compact, compactionDue } from "../../../src/sinks/iceberg/Compaction.ts"
 import { expireSnapshots } from "../../../src/sinks/iceberg/Expire.ts"
 import { locateRows } from "../../../src/sinks/iceberg/LiveRows.ts"
 import { tableAt, type TableLocation } from "../../../src/sinks/iceberg/Location.ts"
@@ -242,6 +242,8 @@ describe("Iceberg tables: versions as tagged snapshots", () => {
     const before = await metadataOf(table)
     const main = currentSnapshot(before)!
     expect(Number(main.summary["total-delete-files"])).toBe(5)
+    expect(compactionDue(before)).toBe(true)
+    expect(compactionDue(before, { deleteFiles: 6, deletedShare: 0.9 })).toBe(false)
     const compacted = await run(compact(table, { minDeletedRatio: 0.05, createdBy: "test" }))
     expect(compacted.rewritten.length).toBeGreaterThan(0)
     expect(compacted.deleteFilesBefore).toBe(5)
@@ -252,6 +254,7 @@ describe("Iceberg tables: versions as tagged snapshots", () => {
     expect(now["parent-snapshot-id"]).toBe(main["snapshot-id"])
     expect(snapshotOfVersion(after, 5)!["snapshot-id"]).toBe(now["snapshot-id"])
     expect(Number(now.summary["total-delete-files"])).toBe(compacted.deleteFilesAfter)
+    expect(compactionDue(after)).toBe(false)
     expect(Number(now.summary["total-records"]) - Number(now.summary["total-position-deletes"])).toBe(
       states.get(5)!.size
     )
