@@ -16,8 +16,7 @@ import { commit, type CommitOptions, type Committed } from "./Commit.ts"
 import type { IcebergError } from "./Errors.ts"
 import { deletedPositions } from "./LiveRows.ts"
 import { keyIn, type TableLocation, uriOf } from "./Location.ts"
-import { type DataFile, FileContent } from "./Manifest.ts"
-import { metricsOf } from "./Metrics.ts"
+import { dataFileOf } from "./Manifest.ts"
 import { decompressors, openParquet, readParquet } from "./ParquetRead.ts"
 import { type RowLocation, writePositionDeletes } from "./PositionDeletes.ts"
 import { type Entry, liveFiles, readSnapshot } from "./SnapshotFiles.ts"
@@ -237,21 +236,7 @@ const compactionOf = (
       for (const pos of positions) remaining.push({ file, pos })
     }
     const folded = yield* writePositionDeletes(table, remaining, options.createdBy)
-    const dataFiles: Array<DataFile> = written.map(({ file, uri }) => ({
-      content: FileContent.data,
-      file_path: uri,
-      file_format: "PARQUET",
-      partition: {},
-      record_count: file.rows,
-      file_size_in_bytes: file.bytes,
-      column_sizes: null,
-      ...metricsOf(file.columns ?? [], schema.fields),
-      key_metadata: null,
-      split_offsets: null,
-      equality_ids: null,
-      sort_order_id: 0,
-      referenced_data_file: null
-    }))
+    const dataFiles = written.map(({ file, uri }) => dataFileOf(uri, file, schema.fields))
     const dataManifest = yield* stageManifest(table, schema, "data", dataFiles)
     const deleteManifest = folded === undefined
       ? undefined

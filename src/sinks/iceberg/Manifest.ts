@@ -1,6 +1,7 @@
+import type { RecordedFile } from "../WrittenFile.ts"
 import { decodeContainer, encodeContainer } from "./Avro.ts"
-import type { Metrics } from "./Metrics.ts"
-import type { IcebergSchema } from "./TableMetadata.ts"
+import { type Metrics, metricsOf } from "./Metrics.ts"
+import type { IcebergSchema, NestedField } from "./TableMetadata.ts"
 
 /**
  * Manifests ("Manifests", "Manifest Entry Fields", "Data File Fields"): Avro files listing the data
@@ -35,6 +36,23 @@ export interface DataFile extends Metrics {
   /** Position delete files whose deletes all target one data file: that file. */
   readonly referenced_data_file: string | null
 }
+
+/** A written data file (at `uri`, its columns of the table schema `fields`) as a manifest records it. */
+export const dataFileOf = (uri: string, file: RecordedFile, fields: ReadonlyArray<NestedField>): DataFile => ({
+  content: FileContent.data,
+  file_path: uri,
+  file_format: "PARQUET",
+  partition: {},
+  record_count: file.rows,
+  file_size_in_bytes: file.bytes,
+  column_sizes: null,
+  ...metricsOf(file.columns ?? [], fields),
+  key_metadata: null,
+  split_offsets: null,
+  equality_ids: null,
+  sort_order_id: 0,
+  referenced_data_file: null
+})
 
 export interface ManifestEntry {
   readonly status: EntryStatus
@@ -129,7 +147,7 @@ export const encodeManifest = (
 const orNull = <A>(value: A | undefined): A | null => (value === undefined ? null : value)
 
 /** A `data_file` as read from any v2 writer's manifest, in the shape this library writes. */
-const dataFileOf = (raw: Record<string, unknown>): DataFile => ({
+const readDataFile = (raw: Record<string, unknown>): DataFile => ({
   content: (raw.content ?? 0) as FileContent,
   file_path: raw.file_path as string,
   file_format: raw.file_format as string,
@@ -160,6 +178,6 @@ export const decodeManifest = async (bytes: Uint8Array): Promise<Array<ManifestE
     snapshot_id: orNull(r.snapshot_id as number | undefined),
     sequence_number: orNull(r.sequence_number as number | undefined),
     file_sequence_number: orNull(r.file_sequence_number as number | undefined),
-    data_file: dataFileOf(r.data_file as Record<string, unknown>)
+    data_file: readDataFile(r.data_file as Record<string, unknown>)
   }))
 }

@@ -6,8 +6,7 @@ import { commit, type CommitOptions, type Committed, type Current, readCurrent }
 import { IcebergError } from "./Errors.ts"
 import { locateRows, partitionsIn } from "./LiveRows.ts"
 import type { TableLocation } from "./Location.ts"
-import { type DataFile, FileContent, UNPARTITIONED } from "./Manifest.ts"
-import { metricsOf } from "./Metrics.ts"
+import { dataFileOf, UNPARTITIONED } from "./Manifest.ts"
 import { writePositionDeletes } from "./PositionDeletes.ts"
 import { liveFiles, readSnapshot } from "./SnapshotFiles.ts"
 import { proposeSnapshot, type StagedManifest, stageManifest } from "./SnapshotUpdate.ts"
@@ -179,23 +178,6 @@ export const newTable = (table: TableLocation, identity: TableIdentity, schema: 
   refs: {}
 })
 
-/** A written data file as the manifest records it. */
-export const dataFileOf = (uri: string, file: RecordedFile, schema: Evolved): DataFile => ({
-  content: FileContent.data,
-  file_path: uri,
-  file_format: "PARQUET",
-  partition: {},
-  record_count: file.rows,
-  file_size_in_bytes: file.bytes,
-  column_sizes: null,
-  ...metricsOf(file.columns ?? [], schema.schema.fields),
-  key_metadata: null,
-  split_offsets: null,
-  equality_ids: null,
-  sort_order_id: 0,
-  referenced_data_file: null
-})
-
 export interface VersionCommit {
   readonly identity: TableIdentity
   /** The catalog version (tag `v<N>`); undefined for a volatile layer's run (tag `snapshot-<time>`, main moves). */
@@ -250,7 +232,7 @@ export const commitVersion = Effect.fn("Iceberg.commitVersion")(
   function*(table: TableLocation, options: VersionCommit) {
     const now = options.now ?? new Date()
     const tag = options.version === undefined ? timeTag(now) : versionTag(options.version)
-    const dataFiles = options.files.map(({ file, uri }) => dataFileOf(uri, file, options.schema))
+    const dataFiles = options.files.map(({ file, uri }) => dataFileOf(uri, file, options.schema.schema.fields))
     const staged: StagedManifest | undefined = yield* stageManifest(table, options.schema.schema, "data", dataFiles)
     const addedRows = dataFiles.reduce((n, f) => n + f.record_count, 0)
     // changes: the partitions whose rows in the base go: those written anew, and the deleted ones.

@@ -6,7 +6,6 @@
  */
 import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { exitCodeOf } from "../../../src/cli/Exit.ts"
@@ -14,48 +13,35 @@ import { type Destination, destination } from "../../../src/sinks/Destination.ts
 import { readCurrent } from "../../../src/sinks/iceberg/Commit.ts"
 import { tableAt, type TableLocation } from "../../../src/sinks/iceberg/Location.ts"
 import { commitVersion, loadTable, schemaFor, taggedVersions } from "../../../src/sinks/iceberg/Table.ts"
-import type { TableMetadata } from "../../../src/sinks/iceberg/TableMetadata.ts"
 import { startStore, type TestStore } from "../../support/s3.ts"
 import {
   expectedRows,
   exportVersion,
-  icebird,
-  type IcebirdReader,
   IDENTITY,
   initialLayer,
   type Layer,
+  metadataOf,
   nextVersion,
   raw,
   run,
+  tablesTest,
   writeDataFiles
 } from "./support.ts"
 
-let reader: IcebirdReader
 let store: TestStore
-const dirs: Array<string> = []
-const tempDir = () => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "iceberg-commits-"))
-  dirs.push(dir)
-  return dir
-}
-
 beforeAll(async () => {
   store = await startStore()
   // The library's S3 client reads the standard AWS environment (the test server's endpoint and keys).
   Object.assign(process.env, store.env)
-  reader = await icebird(store)
 })
 afterAll(async () => {
-  await reader?.close()
   await store?.close()
-  for (const d of dirs) fs.rmSync(d, { recursive: true, force: true })
 })
-
-const metadataOf = async (table: TableLocation): Promise<TableMetadata> => (await run(readCurrent(table))).metadata!
+const { read, tempDir } = tablesTest("iceberg-commits-", () => store)
 
 const expectTags = async (table: TableLocation, states: ReadonlyMap<number, Layer>) => {
   for (const [version, layer] of states) {
-    expect(await reader.read(table.uri, `v${version}`), `tag v${version}`).toEqual(expectedRows(layer.values()))
+    expect(await read(table.uri, `v${version}`), `tag v${version}`).toEqual(expectedRows(layer.values()))
   }
 }
 

@@ -5,9 +5,8 @@
  */
 import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { exitCodeOf } from "../../../src/cli/Exit.ts"
 import { col } from "../../../src/decode/Columns.ts"
 import { decoderOf, type DecodeSettings } from "../../../src/decode/Decoder.ts"
@@ -19,32 +18,17 @@ import { literal, query, withDuckDB } from "../../support/duckdb.ts"
 import { filesBelow } from "../../support/files.ts"
 import {
   exportVersion,
-  icebird,
-  type IcebirdReader,
   IDENTITY,
   initialLayer,
   raw,
   type Row,
   rowOf,
   run,
+  tablesTest,
   writeDataFiles
 } from "./support.ts"
 
-let reader: IcebirdReader
-const dirs: Array<string> = []
-const tempDir = () => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "iceberg-schema-"))
-  dirs.push(dir)
-  return dir
-}
-
-beforeAll(async () => {
-  reader = await icebird()
-})
-afterAll(async () => {
-  await reader?.close()
-  for (const d of dirs) fs.rmSync(d, { recursive: true, force: true })
-})
+const { read, tempDir } = tablesTest("iceberg-schema-")
 
 const content = { layerId: IDENTITY.layerId, contentType: "application/json", heretile: false }
 const jsonDecode = (onError: "skip" | "raw"): DecodeSettings => ({ content, options: { mode: "json", onError } })
@@ -124,9 +108,9 @@ describe("Iceberg table schemas", () => {
     expect(metadata.schemas.map((s) => s["schema-id"])).toEqual([0, 1])
     expect(metadata["last-column-id"]).toBe(8)
     const byPartition = (a: { partition: string }, b: { partition: string }) => (a.partition < b.partition ? -1 : 1)
-    const read0 = await reader.read(table.uri, "v0")
+    const read0 = await read(table.uri, "v0")
     expect(read0).toEqual(v0.map((r) => decodedRecord(r, false)).sort(byPartition))
-    const read1 = await reader.read(table.uri, "v1")
+    const read1 = await read(table.uri, "v1")
     expect(read1.map(({ decode_error: _reason, ...rest }) => rest)).toEqual(
       v1.map((r) => decodedRecord(r, true)).sort(byPartition)
     )
@@ -221,6 +205,6 @@ describe("Iceberg table schemas", () => {
     expect(v3.properties["history.expire.max-snapshot-age-ms"]).toBe("1000")
     expect(v3.schemas[0].fields[0].doc).toBe("about partition")
     expect(v3.snapshots[0].summary["spark.app.id"]).toBe("local-1")
-    expect((await reader.read(table.uri, "v1")).length).toBe(21)
+    expect((await read(table.uri, "v1")).length).toBe(21)
   })
 })

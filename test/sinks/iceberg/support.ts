@@ -12,10 +12,12 @@ import { icebergMetadata, icebergRead } from "icebird"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
+import { afterAll, beforeAll } from "vitest"
 import { rawColumns } from "../../../src/decode/Columns.ts"
 import type { DecodeSettings } from "../../../src/decode/Decoder.ts"
 import { type Destination } from "../../../src/sinks/Destination.ts"
 import { Encoder } from "../../../src/sinks/Encoder.ts"
+import { readCurrent } from "../../../src/sinks/iceberg/Commit.ts"
 import { keyIn, type TableLocation, uriOf } from "../../../src/sinks/iceberg/Location.ts"
 import {
   commitVersion,
@@ -25,10 +27,12 @@ import {
   type TableIdentity,
   type VersionCommit
 } from "../../../src/sinks/iceberg/Table.ts"
+import type { TableMetadata } from "../../../src/sinks/iceberg/TableMetadata.ts"
 import type { Evolved } from "../../../src/sinks/iceberg/TableSchema.ts"
 import * as RollingWriter from "../../../src/sinks/RollingWriter.ts"
 import { batchOf } from "../../../src/sinks/RowBatch.ts"
 import type { RecordedFile } from "../../../src/sinks/WrittenFile.ts"
+import { cleanups } from "../../support/files.ts"
 import type { TestStore } from "../../support/s3.ts"
 
 export const IDENTITY: TableIdentity = { catalogHrn: "hrn:here:data::olp-here:iceberg-test", layerId: "places" }
@@ -239,6 +243,29 @@ export const icebird = async (store?: TestStore): Promise<IcebirdReader> => {
     }
   }
 }
+
+/**
+ * For a test file: temporary directories removed after it, and icebird reading through the local
+ * files (and through `store`, when given: started by then).
+ */
+export const tablesTest = (prefix: string, store?: () => TestStore) => {
+  const { tempDir } = cleanups()
+  let reader: IcebirdReader | undefined
+  beforeAll(async () => {
+    reader = await icebird(store?.())
+  })
+  afterAll(async () => {
+    await reader?.close()
+  })
+  return {
+    tempDir: () => tempDir(prefix),
+    read: (tableUri: string, tag: string) => reader!.read(tableUri, tag)
+  }
+}
+
+/** The table's current metadata. */
+export const metadataOf = async (table: TableLocation): Promise<TableMetadata> =>
+  (await Effect.runPromise(readCurrent(table))).metadata!
 
 /** Runs an Effect of the library, failing the test with its error. */
 export const run = <A>(effect: Effect.Effect<A, unknown>): Promise<A> => Effect.runPromise(effect)

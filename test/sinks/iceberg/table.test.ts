@@ -4,10 +4,8 @@
  * compared with the layer's rows at that version: a full export, five changes runs with deletions,
  * historic versions, expiry, compaction. DuckDB checks the field ids of the data and delete files.
  */
-import * as fs from "node:fs"
-import * as os from "node:os"
 import * as path from "node:path"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { destination } from "../../../src/sinks/Destination.ts"
 import { readCurrent } from "../../../src/sinks/iceberg/Commit.ts"
 import { compact, compactionDue } from "../../../src/sinks/iceberg/Compaction.ts"
@@ -21,31 +19,15 @@ import { filesBelow } from "../../support/files.ts"
 import {
   expectedRows,
   exportVersion,
-  icebird,
-  type IcebirdReader,
   initialLayer,
   type Layer,
+  metadataOf,
   nextVersion,
-  run
+  run,
+  tablesTest
 } from "./support.ts"
 
-let reader: IcebirdReader
-const dirs: Array<string> = []
-const tempDir = () => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "iceberg-test-"))
-  dirs.push(dir)
-  return dir
-}
-
-beforeAll(async () => {
-  reader = await icebird()
-})
-afterAll(async () => {
-  await reader?.close()
-  for (const d of dirs) fs.rmSync(d, { recursive: true, force: true })
-})
-
-const metadataOf = async (table: TableLocation): Promise<TableMetadata> => (await run(readCurrent(table))).metadata!
+const { read, tempDir } = tablesTest("iceberg-test-")
 
 /** Every tag of the table read by icebird equals the layer at that version; main is the newest. */
 const expectTags = async (table: TableLocation, states: ReadonlyMap<number, Layer>) => {
@@ -53,7 +35,7 @@ const expectTags = async (table: TableLocation, states: ReadonlyMap<number, Laye
   const tags = taggedVersions(metadata).map((t) => t.version)
   expect(tags).toEqual([...states.keys()].sort((a, b) => a - b))
   for (const [version, layer] of states) {
-    expect(await reader.read(table.uri, `v${version}`), `tag v${version}`).toEqual(expectedRows(layer.values()))
+    expect(await read(table.uri, `v${version}`), `tag v${version}`).toEqual(expectedRows(layer.values()))
   }
   expect(mainVersion(metadata)).toBe(Math.max(...states.keys()))
 }
@@ -277,8 +259,8 @@ describe("Iceberg tables: versions as tagged snapshots", () => {
     const b = await run(exportVersion(table, { version: undefined, rows: [...second.values()] }))
     if (a._tag !== "Committed" || b._tag !== "Committed") throw new Error("expected two commits")
     expect(a.tag).toMatch(/^snapshot-\d{8}T\d{6}Z$/)
-    expect(await reader.read(table.uri, a.tag)).toEqual(expectedRows(first.values()))
-    expect(await reader.read(table.uri, b.tag)).toEqual(expectedRows(second.values()))
-    expect(await reader.read(table.uri, "main")).toEqual(expectedRows(second.values()))
+    expect(await read(table.uri, a.tag)).toEqual(expectedRows(first.values()))
+    expect(await read(table.uri, b.tag)).toEqual(expectedRows(second.values()))
+    expect(await read(table.uri, "main")).toEqual(expectedRows(second.values()))
   })
 })
