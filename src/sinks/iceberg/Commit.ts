@@ -1,7 +1,6 @@
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import { CrashProbe } from "../../telemetry/CrashProbe.ts"
 import type { SinkError } from "../SinkError.ts"
 import { IcebergError } from "./Errors.ts"
 import { keyIn, keyOfUri, metadataFileName, type TableLocation, uriOf, VERSION_HINT } from "./Location.ts"
@@ -40,11 +39,16 @@ export interface Committed {
   readonly metadataFile: string
 }
 
+/** Where a commit may be stopped: its manifests and manifest list written; its metadata file created. */
+export type CommitStep = "staged" | "versioned"
+
 export interface CommitOptions {
   /** Attempts before giving up to other writers; default 8. */
   readonly attempts?: number
   /** The first backoff, doubled per attempt (with jitter); default 100 ms. */
   readonly backoff?: Duration.DurationInput
+  /** Told each time the commit passes a step (the export's crash probe: telemetry/CrashProbe). */
+  readonly reached?: (step: CommitStep) => void
 }
 
 const DEFAULT_ATTEMPTS = 8
@@ -120,7 +124,7 @@ export const commit = <E, R>(
   options: CommitOptions = {}
 ): Effect.Effect<Committed | undefined, E | IcebergError | SinkError, R> =>
   Effect.gen(function*() {
-    const probe = yield* CrashProbe
+    const reached = options.reached ?? (() => {})
     const attempts = options.attempts ?? DEFAULT_ATTEMPTS
     const backoff = Duration.toMillis(Duration.decode(options.backoff ?? "100 millis"))
     for (let attempt = 1; attempt <= attempts; attempt++) {
@@ -130,12 +134,12 @@ export const commit = <E, R>(
         if (current.hintLags) yield* table.dest.write(keyIn(table, VERSION_HINT), String(current.version))
         return undefined
       }
-      probe.reached("staged")
+      reached("staged")
       const version = current.version + 1
       const { dropped, metadata } = withLog(current, table, proposal.metadata, Date.now())
       const created = yield* table.dest.create(metadataKey(table, version), formatMetadata(metadata))
       if (created) {
-        probe.reached("versioned")
+        reached("versioned")
         yield* table.dest.write(keyIn(table, VERSION_HINT), String(version))
         if (metadata.properties?.[DELETE_AFTER_COMMIT] === "true" && dropped.length > 0) {
           const keys = dropped.flatMap((e) => keyOfUri(table, e["metadata-file"]) ?? [])

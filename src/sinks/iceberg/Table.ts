@@ -1,6 +1,6 @@
 import * as Effect from "effect/Effect"
 import { randomUUID } from "node:crypto"
-import type { Column } from "../../decode/Columns.ts"
+import type { Column } from "../Columns.ts"
 import type { RecordedFile } from "../WrittenFile.ts"
 import { commit, type CommitOptions, type Committed, type Current, readCurrent } from "./Commit.ts"
 import { IcebergError } from "./Errors.ts"

@@ -1,10 +1,10 @@
-import type { Column, ColumnType, ScalarKind } from "../../decode/Columns.ts"
+import type { Column, ColumnType, ScalarKind } from "../Columns.ts"
 import type { FieldIds } from "../ParquetFieldIds.ts"
 import type { IcebergSchema, IcebergType, NestedField } from "./TableMetadata.ts"
 
 /**
  * The table's columns as an Iceberg schema ("Schemas and Data Types"): the columns an export writes
- * (raw, or decoded with --decode: decode/Columns.ts) with a field id each. Ids are stable: a column
+ * (raw, or decoded with --decode: sinks/Columns.ts) with a field id each. Ids are stable: a column
  * the table already has keeps its id, a new column gets the next unused one (a schema update, which
  * Iceberg allows: new columns are optional, a required column may become optional, an int may grow
  * to a long and a float to a double). Anything else (a column whose type changed, a required column

@@ -6,7 +6,7 @@
  */
 import * as path from "node:path"
 import { describe, expect, it } from "vitest"
-import { rawColumns } from "../../../src/decode/Columns.ts"
+import { rawColumns } from "../../../src/sinks/Columns.ts"
 import { metricsOf } from "../../../src/sinks/iceberg/Metrics.ts"
 import { evolve } from "../../../src/sinks/iceberg/TableSchema.ts"
 import { literal } from "../../support/duckdb.ts"
