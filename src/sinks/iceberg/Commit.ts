@@ -137,15 +137,26 @@ export const commit = <E, R>(
       reached("staged")
       const version = current.version + 1
       const { dropped, metadata } = withLog(current, table, proposal.metadata, Date.now())
-      const created = yield* table.dest.create(metadataKey(table, version), formatMetadata(metadata))
+      const text = formatMetadata(metadata)
+      const key = metadataKey(table, version)
+      // A store that took the create but whose answer was lost, its retry then told the key exists: ours.
+      const created = (yield* table.dest.create(key, text)) ||
+        Option.getOrUndefined(yield* table.dest.read(key)) === text
       if (created) {
         reached("versioned")
-        yield* table.dest.write(keyIn(table, VERSION_HINT), String(version))
+        // Committed: the hint only helps readers find it, and the next commit writes it again.
+        yield* Effect.catchAll(
+          table.dest.write(keyIn(table, VERSION_HINT), String(version)),
+          (error) =>
+            Effect.logWarning(
+              `Committed ${metadataFileName(version)} but could not update the version hint: ${error.message}`
+            )
+        )
         if (metadata.properties?.[DELETE_AFTER_COMMIT] === "true" && dropped.length > 0) {
           const keys = dropped.flatMap((e) => keyOfUri(table, e["metadata-file"]) ?? [])
           yield* Effect.ignore(table.dest.remove(keys))
         }
-        return { version, metadata, metadataFile: uriOf(table, metadataKey(table, version)) } satisfies Committed
+        return { version, metadata, metadataFile: uriOf(table, key) } satisfies Committed
       }
       yield* Effect.ignore(table.dest.remove(proposal.attemptFiles))
       if (attempt < attempts) yield* Effect.sleep(Duration.millis(backoff * 2 ** (attempt - 1) * (0.5 + Math.random())))

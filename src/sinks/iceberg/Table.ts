@@ -249,6 +249,9 @@ export const commitVersion = Effect.fn("Iceberg.commitVersion")(
     let proposed: Snapshot | undefined
     let attempt = 0
 
+    // What this run wrote besides the data files: gone again when it fails.
+    const written =
+      () => [...(staged === undefined ? [] : [staged.key]), ...[...deletesFor.values()].flatMap((d) => d.keys)]
     const committed = yield* commit(table, (current) =>
       Effect.gen(function*() {
         attempt++
@@ -323,15 +326,11 @@ export const commitVersion = Effect.fn("Iceberg.commitVersion")(
         }, attempt)
         proposed = proposal.snapshot
         return proposal
-      }), options.commit)
+      }), options.commit).pipe(Effect.tapError(() => Effect.ignore(table.dest.remove(written()))))
 
     if (committed === undefined || proposed === undefined) {
       // The version is tagged: the manifests and delete files made here are not needed.
-      const unused = [
-        ...(staged === undefined ? [] : [staged.key]),
-        ...[...deletesFor.values()].flatMap((d) => d.keys)
-      ]
-      yield* Effect.ignore(table.dest.remove(unused))
+      yield* Effect.ignore(table.dest.remove(written()))
       const metadata = (yield* readCurrent(table)).metadata
       const tagged = metadata === undefined ? undefined : tagsOf(metadata).find((t) => t.name === tag)?.snapshot
       const held = tagged === undefined

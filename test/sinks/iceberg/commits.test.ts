@@ -196,6 +196,21 @@ describe("Iceberg commits", () => {
     expect((await run(readCurrent(table))).version).toBe(1)
   })
 
+  it("a create the store took but whose answer was lost (its retry told 'exists') is the writer's own commit", async () => {
+    const dest = await run(destination(tempDir()))
+    const layer = initialLayer(25)
+    const forgetful = tableAt(
+      { ...dest, create: (key, content) => Effect.as(dest.create(key, content), false) },
+      "demo/places"
+    )
+    const result = await run(exportVersion(forgetful, { version: 0, rows: [...layer.values()] }))
+    expect(result._tag).toBe("Committed")
+    const table = tableAt(dest, "demo/places")
+    expect((await run(readCurrent(table))).version).toBe(1)
+    expect(await read(table.uri, "v0")).toEqual(expectedRows(layer.values()))
+    await expectNothingMissing(table)
+  })
+
   it("a table missing a file it references is reported as damaged (exit 6), naming the file", async () => {
     const out = tempDir()
     const table = tableAt(await run(destination(out)), "demo/places")
