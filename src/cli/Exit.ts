@@ -78,6 +78,14 @@ const bySinkReason: Record<string, number> = {
   Unavailable: ExitCode.transient
 }
 
+/** An Iceberg table that cannot be committed (other writers kept winning), is something else, or is damaged. */
+const byIcebergReason: Record<string, number> = {
+  Conflict: ExitCode.transient,
+  Mismatch: ExitCode.usage,
+  SchemaChange: ExitCode.usage,
+  Corrupt: ExitCode.integrity
+}
+
 /** An HTTP status the service answered with and the caller did not expect. */
 const byStatus = (status: number): number =>
   status === 401 || status === 403
@@ -137,6 +145,9 @@ export const exitCodeOf = (error: unknown): number => {
   if (tagged?._tag === "ApiError" && typeof tagged.status === "number") return byStatus(tagged.status)
   const reason = (error as { reason?: unknown })?.reason
   if (tagged?._tag === "SinkError" && typeof reason === "string" && reason in bySinkReason) return bySinkReason[reason]!
+  if (tagged?._tag === "IcebergError" && typeof reason === "string" && reason in byIcebergReason) {
+    return byIcebergReason[reason]!
+  }
   if (typeof tagged?._tag === "string" && tagged._tag in byTag) return byTag[tagged._tag]!
   return ExitCode.failure
 }

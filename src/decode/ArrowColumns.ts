@@ -17,7 +17,8 @@ import {
   Uint64,
   Utf8
 } from "apache-arrow"
-import type { Column, ColumnBatch, ColumnType, ScalarKind } from "./Columns.ts"
+import type { Column, ColumnType, ScalarKind } from "../sinks/Columns.ts"
+import type { ColumnBatch } from "./Columns.ts"
 
 /** The decoded columns (Columns.ts) as Arrow: structs and lists, built with apache-arrow's builders. */
 

@@ -1,38 +1,13 @@
 import type { ColumnSource, SchemaElement } from "hyparquet-writer"
+import type { Column, ColumnType, ScalarKind } from "../sinks/Columns.ts"
 
 /**
- * The decoded column model, and its Parquet rendering (nested groups and 3-level lists, written by
- * hyparquet-writer's Dremel encoder); ArrowColumns.ts renders it for Arrow, loaded only for Arrow
- * files. Batches are columnar at the top level: one JS array per column, whose values are plain JS
- * (structs as objects keyed by field name, lists as arrays, int64 as bigint, bytes as Uint8Array, JSON
- * and strings as strings, null for absent).
+ * The Parquet rendering of the column model (sinks/Columns.ts): nested groups and 3-level lists,
+ * written by hyparquet-writer's Dremel encoder; ArrowColumns.ts renders it for Arrow, loaded only for
+ * Arrow files. Batches are columnar at the top level: one JS array per column, whose values are plain
+ * JS (structs as objects keyed by field name, lists as arrays, int64 as bigint, bytes as Uint8Array,
+ * JSON and strings as strings, null for absent).
  */
-
-export type ScalarKind =
-  | "boolean"
-  | "int32"
-  | "uint32"
-  | "int64"
-  | "uint64"
-  | "float"
-  | "double"
-  | "string"
-  | "binary"
-  | "json"
-  | "wkb"
-
-export type ColumnType =
-  | { readonly kind: ScalarKind }
-  | { readonly kind: "struct"; readonly fields: ReadonlyArray<Column> }
-  | { readonly kind: "list"; readonly element: ColumnType }
-
-export interface Column {
-  readonly name: string
-  readonly type: ColumnType
-  readonly nullable: boolean
-}
-
-export const scalar = (kind: ScalarKind): ColumnType => ({ kind })
 
 /** A batch of output rows: `columns[i]` holds the values of `schema[i]` for every row. */
 export interface ColumnBatch {

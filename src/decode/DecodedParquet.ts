@@ -1,7 +1,10 @@
 import { ParquetWriter, type SchemaElement } from "hyparquet-writer"
+import { columnStats } from "../sinks/ColumnStats.ts"
 import type { FormatWriterOptions } from "../sinks/FormatWriter.ts"
 import type { ParquetCodec } from "../sinks/ParquetCodecs.ts"
+import { withFieldIds } from "../sinks/ParquetFieldIds.ts"
 import { SpillingByteWriter } from "../sinks/ParquetFileWriter.ts"
+import type { ColumnStats } from "../sinks/WrittenFile.ts"
 import { type ColumnBatch, footerSchema, parquetColumnData, parquetSchema } from "./Columns.ts"
 import type { DecodedBatch, Decoder } from "./Decoder.ts"
 import { DecodingWriter } from "./DecodingWriter.ts"
@@ -23,7 +26,8 @@ export class DecodedParquetWriter extends DecodingWriter {
     onDecoded: ((batch: DecodedBatch) => void) | undefined
   ) {
     super(options, decoder, onDecoded)
-    this.schema = parquetSchema(decoder.columns)
+    const schema = parquetSchema(decoder.columns)
+    this.schema = options.fieldIds === undefined ? schema : withFieldIds(schema, options.fieldIds)
     this.kvMetadata = Object.entries(options.metadata).map(([key, value]) => ({ key, value }))
     this.writer = new ParquetWriter({
       writer: new SpillingByteWriter(this.output),
@@ -43,5 +47,9 @@ export class DecodedParquetWriter extends DecodingWriter {
     for (const [key, value] of Object.entries(this.decoder.fileMetadata(this.geo))) this.kvMetadata.push({ key, value })
     footerSchema(this.schema)
     this.writer.finish()
+  }
+
+  protected override columnStats(): ReadonlyArray<ColumnStats> | undefined {
+    return this.options.fieldIds === undefined ? undefined : columnStats(this.writer)
   }
 }

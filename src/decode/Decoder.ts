@@ -1,7 +1,8 @@
+import { col, type Column, partitionColumns, rawColumns } from "../sinks/Columns.ts"
 import { type Slice, tileColumns, toInt64, toNullableInt64 } from "../sinks/Row.ts"
 import { dataAt, type RowBatch } from "../sinks/RowBatch.ts"
 import { mainMessageOf, readBundle } from "./Bundle.ts"
-import { type Column, type ColumnBatch, scalar } from "./Columns.ts"
+import type { ColumnBatch } from "./Columns.ts"
 import { geoParquetMetadata, GeoStats, parseFeatures } from "./GeoJson.ts"
 import { messageColumns } from "./Protobuf.ts"
 import { SchemaError } from "./ProtoSchema.ts"
@@ -98,33 +99,6 @@ export const resolveKind = (layer: LayerContent, mode: DecodeMode): DecodeKind =
   if (type === "application/json" || type.endsWith("+json")) return "json"
   return "raw"
 }
-
-// --- partition columns ---------------------------------------------------------------------------
-
-const col = (name: string, kind: Parameters<typeof scalar>[0], nullable = true): Column => ({
-  name,
-  type: scalar(kind),
-  nullable
-})
-
-const partitionColumns = (heretile: boolean): Array<Column> => [
-  col("partition", "string", false),
-  col("partition_version", "int64", false),
-  col("data_handle", "string", false),
-  col("data_size", "int64"),
-  col("checksum", "string"),
-  ...(heretile
-    ? [
-      col("tile_level", "int32"),
-      col("tile_x", "int32"),
-      col("tile_y", "int32"),
-      col("tile_west", "double"),
-      col("tile_south", "double"),
-      col("tile_east", "double"),
-      col("tile_north", "double")
-    ]
-    : [])
-]
 
 /** Raw mode keeps what did not decode: the bytes and why. */
 const RAW_COLUMNS: ReadonlyArray<Column> = [col("data", "binary"), col("decode_error", "string")]
@@ -238,7 +212,7 @@ export const decoderOf = (layer: LayerContent, options: DecodeOptions): Decoder 
   if (kind === "raw") {
     return {
       kind,
-      columns: [...base.slice(0, 5), col("data", "binary"), ...base.slice(5)],
+      columns: rawColumns(layer.heretile),
       geometryColumn: undefined,
       decode: (rows) => rawBatch(slicesOf(rows), layer.heretile),
       fileMetadata: () => ({})

@@ -1,5 +1,5 @@
 import protobuf from "protobufjs"
-import { type Column, type ColumnType, scalar, type ScalarKind } from "./Columns.ts"
+import { type Column, type ColumnType, scalar, type ScalarKind } from "../sinks/Columns.ts"
 import { SchemaError } from "./ProtoSchema.ts"
 
 /**

@@ -6,6 +6,7 @@ import type { DecodeCounts, DecodeSettings } from "../decode/Decoder.ts"
 import { publish } from "../sinks/Destination.ts"
 import { isObjectStore } from "../sinks/ObjectStore.ts"
 import { defaultParquetCompression, type ParquetCompression, parquetCompressions } from "../sinks/ParquetCodecs.ts"
+import type { FieldIds } from "../sinks/ParquetFieldIds.ts"
 import type { RowBatch } from "../sinks/RowBatch.ts"
 import { fromCause, SinkError } from "../sinks/SinkError.ts"
 import type { OutputFormat, RecordedFile } from "../sinks/WrittenFile.ts"
@@ -38,6 +39,11 @@ export interface Options {
   readonly workload?: EncoderWorkload
   /** Decode the blobs into columns (`--decode`); absent: the raw columns. */
   readonly decode?: DecodeSettings | undefined
+  /**
+   * Parquet only: the field id of each column by its path (an Iceberg table's schema, see
+   * sinks/iceberg/TableSchema.ts); the written files then carry their columns' statistics.
+   */
+  readonly fieldIds?: FieldIds | undefined
 }
 
 export interface RollingWriter {
@@ -83,6 +89,9 @@ const settingsOf = (options: Options): Effect.Effect<Settings, SinkError> => {
   if (!isPositiveInteger(rowGroupBytes) || rowGroupBytes > MAX_ROW_GROUP_BYTES) {
     return Effect.fail(invalid(dir, "rowGroupBytes must be a positive integer of at most 1 GiB"))
   }
+  if (options.fieldIds !== undefined && options.format !== "parquet") {
+    return Effect.fail(invalid(dir, `field ids (a table's columns) need format "parquet", not "${options.format}"`))
+  }
   const badKey = Object.entries(options.metadata).find(([, value]) => typeof value !== "string")
   if (badKey) return Effect.fail(invalid(dir, `metadata "${badKey[0]}" must be a string`))
   return Effect.succeed({
@@ -95,7 +104,8 @@ const settingsOf = (options: Options): Effect.Effect<Settings, SinkError> => {
     maxFileBytes,
     rowGroupBytes,
     createdBy: options.createdBy ?? "catalog-export",
-    ...(options.decode === undefined ? {} : { decode: options.decode })
+    ...(options.decode === undefined ? {} : { decode: options.decode }),
+    ...(options.fieldIds === undefined ? {} : { fieldIds: options.fieldIds })
   })
 }
 
@@ -164,8 +174,16 @@ export const make: (options: Options) => Effect.Effect<RollingWriter, EncoderErr
           for (const file of completed) {
             const etag = yield* publish(settings.dir, file)
             probe.reached("renamed")
-            const { path: name, format, rows, bytes, sha256 } = file
-            written.push({ path: name, format, rows, bytes, sha256, ...(etag === undefined ? {} : { etag }) })
+            const { path: name, format, rows, bytes, sha256, columns } = file
+            written.push({
+              path: name,
+              format,
+              rows,
+              bytes,
+              sha256,
+              ...(etag === undefined ? {} : { etag }),
+              ...(columns === undefined ? {} : { columns })
+            })
           }
           if (!remote) yield* fsyncDirectory(settings.dir)
           result = written

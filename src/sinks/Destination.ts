@@ -42,10 +42,22 @@ export interface Destination {
   readonly remote: boolean
   /** Where a key is, as files and messages name it: a local path or an `s3://` URL. */
   readonly at: (key: string) => string
+  /** The absolute URI of a key, as table formats record files: `file:///abs/path` or `s3://bucket/key`. */
+  readonly uri: (key: string) => string
   /** A file's text; none when it does not exist. */
   readonly read: (key: string) => Effect.Effect<Option.Option<string>, SinkError>
+  /** A file's bytes; none when it does not exist. */
+  readonly readBytes: (key: string) => Effect.Effect<Option.Option<Uint8Array>, SinkError>
+  /** Bytes `start` to `end` (exclusive) of a file, for readers that seek (a Parquet footer, a column). */
+  readonly readRange: (key: string, start: number, end: number) => Effect.Effect<Uint8Array, SinkError>
   /** Replaces a file whole: a reader sees the old content or the new one, never a part (also with two writers at once). */
-  readonly write: (key: string, text: string) => Effect.Effect<void, SinkError>
+  readonly write: (key: string, content: string | Uint8Array) => Effect.Effect<void, SinkError>
+  /**
+   * Creates a file whole only if it does not exist yet, atomically: of two writers creating one key at
+   * once exactly one succeeds (true); the other finds it there (false) and the file is left as the
+   * first wrote it. A local link() of a complete temporary file; a conditional PUT on a store.
+   */
+  readonly create: (key: string, content: string | Uint8Array) => Effect.Effect<boolean, SinkError>
   readonly stat: (key: string) => Effect.Effect<Option.Option<Entry>, SinkError>
   /** What is directly below `dir` (nothing when it does not exist). */
   readonly list: (dir: string) => Effect.Effect<ReadonlyArray<Entry>, SinkError>
@@ -125,6 +137,16 @@ const storeRequest = <A>(location: string, doing: string, run: () => Promise<A>)
 
 const errnoCode = (e: unknown) => (e as NodeJS.ErrnoException)?.code
 
+/** Makes a new name in `dir` durable. Best effort: some file systems cannot fsync a directory. */
+const fsyncDir = async (dir: string) => {
+  try {
+    const handle = await fs.open(dir, "r")
+    await handle.sync().finally(() => handle.close())
+  } catch {
+    // the name is there, only not yet durable
+  }
+}
+
 /** Names this process's temporary files: a write killed mid-way leaves one, which a later write of the same file on this host removes. */
 const WRITER = `${os.hostname()}-${process.pid}`
 
@@ -151,6 +173,31 @@ const removeOrphanedTemps = async (file: string) => {
   }
 }
 
+const isMissingFile = (e: unknown) => errnoCode(e) === "ENOENT" || errnoCode(e) === "ENOTDIR"
+
+/**
+ * Writes `content` to a temporary file beside `file` (unique per writer: two runs may write one file
+ * at once), flushed to disk, and hands it to `place`; the temporary file is gone afterwards, whatever
+ * happened (a full disk leaves nothing half-written behind).
+ */
+const viaTemp = async <A>(file: string, content: string | Uint8Array, place: (temp: string) => Promise<A>) => {
+  await fs.mkdir(path.dirname(file), { recursive: true })
+  await removeOrphanedTemps(file)
+  const temp = `${file}.${WRITER}.${randomBytes(4).toString("hex")}.partial`
+  try {
+    const handle = await fs.open(temp, "w")
+    try {
+      await handle.writeFile(content)
+      await handle.sync()
+    } finally {
+      await handle.close()
+    }
+    return await place(temp)
+  } finally {
+    await fs.rm(temp, { force: true })
+  }
+}
+
 const local = (root: string, name: string): Destination => {
   const at = (key: string) => (key === "" ? root : path.join(root, ...key.split("/")))
   const attempt = <A>(key: string, doing: string, run: () => Promise<A>) =>
@@ -159,49 +206,63 @@ const local = (root: string, name: string): Destination => {
     name,
     remote: false,
     at,
+    uri: (key) => `file://${path.resolve(at(key))}`,
     read: (key) =>
       attempt(
         key,
         "read",
         () =>
-          fs.readFile(at(key), "utf8").then(
-            Option.some,
-            (e) => (errnoCode(e) === "ENOENT" || errnoCode(e) === "ENOTDIR" ? Option.none() : Promise.reject(e))
+          fs.readFile(at(key), "utf8").then(Option.some, (e) => (isMissingFile(e) ? Option.none() : Promise.reject(e)))
+      ),
+    readBytes: (key) =>
+      attempt(
+        key,
+        "read",
+        () =>
+          fs.readFile(at(key)).then(
+            (bytes) => Option.some<Uint8Array>(bytes),
+            (e) => (isMissingFile(e) ? Option.none<Uint8Array>() : Promise.reject(e))
           )
       ),
-    write: (key, text) =>
-      attempt(key, "write", async () => {
-        const file = at(key)
-        await fs.mkdir(path.dirname(file), { recursive: true })
-        await removeOrphanedTemps(file)
-        // Unique per writer: two runs of one shard may write the same file at once.
-        const temp = `${file}.${WRITER}.${randomBytes(4).toString("hex")}.partial`
+    readRange: (key, start, end) =>
+      attempt(key, "read", async () => {
+        const handle = await fs.open(at(key), "r")
         try {
-          const handle = await fs.open(temp, "w")
-          try {
-            await handle.writeFile(text)
-            await handle.sync()
-          } finally {
-            await handle.close()
+          const bytes = new Uint8Array(end - start)
+          let done = 0
+          while (done < bytes.length) {
+            const { bytesRead } = await handle.read(bytes, done, bytes.length - done, start + done)
+            if (bytesRead === 0) throw new Error(`the file ends before byte ${start + done}`)
+            done += bytesRead
           }
-          await fs.rename(temp, file)
-        } catch (e) {
-          // A full disk leaves nothing half-written behind.
-          await fs.rm(temp, { force: true })
-          throw e
+          return bytes
+        } finally {
+          await handle.close()
         }
       }),
+    write: (key, content) => attempt(key, "write", () => viaTemp(at(key), content, (temp) => fs.rename(temp, at(key)))),
+    create: (key, content) =>
+      attempt(key, "create", () =>
+        viaTemp(at(key), content, async (temp) => {
+          // link() fails when the name exists: exclusive, and the file appears complete.
+          const created = await fs.link(temp, at(key)).then(
+            () => true,
+            (e) => (errnoCode(e) === "EEXIST" ? false : Promise.reject(e))
+          )
+          if (created) await fsyncDir(path.dirname(at(key)))
+          return created
+        })),
     stat: (key) =>
       attempt(key, "read", () =>
         fs.stat(at(key)).then(
           (s) => Option.some<Entry>({ name: path.basename(key), dir: s.isDirectory(), size: s.size }),
-          (e) => (errnoCode(e) === "ENOENT" || errnoCode(e) === "ENOTDIR" ? Option.none<Entry>() : Promise.reject(e))
+          (e) => (isMissingFile(e) ? Option.none<Entry>() : Promise.reject(e))
         )),
     list: (dir) =>
       attempt(dir, "list", async () => {
         const entries = await fs.readdir(at(dir), { withFileTypes: true }).catch((
           e
-        ) => (errnoCode(e) === "ENOENT" || errnoCode(e) === "ENOTDIR" ? [] : Promise.reject(e)))
+        ) => (isMissingFile(e) ? [] : Promise.reject(e)))
         const listed: Array<Entry> = []
         for (const entry of entries) {
           if (entry.isDirectory()) listed.push({ name: entry.name, dir: true, size: 0 })
@@ -274,26 +335,60 @@ const store = (name: string, url: StoreUrl, client: S3): Destination => {
       }
     }
   }
+  const get = async (k: string, Range?: string) => {
+    const { GetObjectCommand } = await sdk()
+    try {
+      const got = await client.send(
+        new GetObjectCommand({ Bucket, Key: key(k), ...(Range === undefined ? {} : { Range }) })
+      )
+      return got.Body!
+    } catch (e) {
+      if (isMissing(e)) return undefined
+      throw e
+    }
+  }
+  const put = async (k: string, content: string | Uint8Array, conditions: { IfNoneMatch?: string } = {}) => {
+    const { PutObjectCommand } = await sdk()
+    const ContentType = typeof content === "string" ? "application/json" : "application/octet-stream"
+    await client.send(new PutObjectCommand({ Bucket, Key: key(k), Body: content, ContentType, ...conditions }))
+  }
   return {
     name,
     remote: true,
     at,
+    uri: at,
     read: (k) =>
       storeRequest(at(k), "read", async () => {
-        const { GetObjectCommand } = await sdk()
-        try {
-          const got = await client.send(new GetObjectCommand({ Bucket, Key: key(k) }))
-          return Option.some(await got.Body!.transformToString("utf8"))
-        } catch (e) {
-          if (isMissing(e)) return Option.none()
-          throw e
+        const body = await get(k)
+        return body === undefined ? Option.none() : Option.some(await body.transformToString("utf8"))
+      }),
+    readBytes: (k) =>
+      storeRequest(at(k), "read", async () => {
+        const body = await get(k)
+        return body === undefined ? Option.none() : Option.some(await body.transformToByteArray())
+      }),
+    readRange: (k, start, end) =>
+      storeRequest(at(k), "read", async () => {
+        const body = await get(k, `bytes=${start}-${end - 1}`)
+        if (body === undefined) throw Object.assign(new Error("no such object"), { name: "NoSuchKey" })
+        const bytes = await body.transformToByteArray()
+        if (bytes.length !== end - start) {
+          throw new Error(`expected ${end - start} bytes from ${start}, got ${bytes.length}`)
         }
+        return bytes
       }),
-    write: (k, text) =>
-      storeRequest(at(k), "write", async () => {
-        const { PutObjectCommand } = await sdk()
-        await client.send(new PutObjectCommand({ Bucket, Key: key(k), Body: text, ContentType: "application/json" }))
-      }),
+    write: (k, content) => storeRequest(at(k), "write", () => put(k, content)),
+    create: (k, content) =>
+      storeRequest(at(k), "create", () =>
+        put(k, content, { IfNoneMatch: "*" }).then(
+          () => true,
+          (e) => {
+            // 412: the key exists; 409: another conditional write of the key is in progress (S3).
+            const status = (e as { $metadata?: { httpStatusCode?: number } })?.$metadata?.httpStatusCode
+            if (status === 412 || status === 409) return false
+            throw e
+          }
+        )),
     stat: (k) =>
       storeRequest(at(k), "read", async () => {
         const { HeadObjectCommand } = await sdk()

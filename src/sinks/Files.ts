@@ -3,6 +3,7 @@ import { type ByteOutput, FileOutput, type Landing } from "./FileOutput.ts"
 import type { FormatWriter, FormatWriterOptions } from "./FormatWriter.ts"
 import { isObjectStore, joinKey, parseStoreUrl, s3Client } from "./ObjectStore.ts"
 import { parquetCodec, type ParquetCompression } from "./ParquetCodecs.ts"
+import type { FieldIds } from "./ParquetFieldIds.ts"
 import { type RowBatch, rowBytes } from "./RowBatch.ts"
 import { describeSinkFailure, RejectedRow, SinkFailure } from "./SinkFailure.ts"
 import type { FileFormat, RecordedFile } from "./WrittenFile.ts"
@@ -26,6 +27,8 @@ export interface Settings {
   readonly maxFileBytes: number
   readonly rowGroupBytes: number
   readonly createdBy: string
+  /** Parquet: the field id of each column (Iceberg tables); the files' column statistics come back with them. */
+  readonly fieldIds?: FieldIds | undefined
 }
 
 /** Makes the output of the file `name` (relative to `dir`). */
@@ -143,7 +146,8 @@ class FileRoller {
       heretile: this.settings.heretile,
       metadata: this.settings.metadata,
       rowGroupBytes: this.settings.rowGroupBytes,
-      createdBy: this.settings.createdBy
+      createdBy: this.settings.createdBy,
+      ...(this.settings.fieldIds === undefined ? {} : { fieldIds: this.settings.fieldIds })
     }
     const writer = this.factory(options, this.settings.compression)
     this.current = { writer, name }

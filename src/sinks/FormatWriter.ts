@@ -1,6 +1,8 @@
 import { type ByteOutput, FileOutput } from "./FileOutput.ts"
+import type { FieldIds } from "./ParquetFieldIds.ts"
 import { checkRows, type Slice } from "./Row.ts"
 import { type RowBatch, rowBytes } from "./RowBatch.ts"
+import type { ColumnStats } from "./WrittenFile.ts"
 
 export interface FormatWriterOptions {
   readonly path: string
@@ -12,12 +14,16 @@ export interface FormatWriterOptions {
   /** buffered row bytes that make one Parquet row group / Arrow record batch */
   readonly rowGroupBytes: number
   readonly createdBy: string
+  /** Parquet: the field id of each column (Iceberg tables); the file's column statistics come back with it. */
+  readonly fieldIds?: FieldIds | undefined
 }
 
 export interface WrittenContent {
   readonly rows: number
   readonly bytes: number
   readonly sha256: string
+  /** Files written with field ids: their columns' statistics. */
+  readonly columns?: ReadonlyArray<ColumnStats> | undefined
 }
 
 /**
@@ -38,6 +44,10 @@ export abstract class FormatWriter {
 
   protected abstract writeRowGroup(rows: ReadonlyArray<Slice>): void
   protected abstract writeFooter(): void
+  /** After the footer: the columns' statistics, where the format keeps them. */
+  protected columnStats(): ReadonlyArray<ColumnStats> | undefined {
+    return undefined
+  }
 
   /** Rows in the file (a decoding writer writes rows of its own: features, exploded elements). */
   get rows(): number {
@@ -79,7 +89,8 @@ export abstract class FormatWriter {
     this.flush()
     this.writeFooter()
     const sha256 = this.output.close()
-    return { rows: this.rows, bytes: this.output.bytes, sha256 }
+    const columns = this.columnStats()
+    return { rows: this.rows, bytes: this.output.bytes, sha256, ...(columns === undefined ? {} : { columns }) }
   }
 
   /** Closes the file as it is (incomplete). Never throws. */

@@ -1,9 +1,12 @@
 import { ByteWriter, type ColumnSource, ParquetWriter, type SchemaElement } from "hyparquet-writer"
+import { columnStats } from "./ColumnStats.ts"
 import type { ByteOutput } from "./FileOutput.ts"
 import { FormatWriter, type FormatWriterOptions } from "./FormatWriter.ts"
 import type { ParquetCodec } from "./ParquetCodecs.ts"
+import { withFieldIds } from "./ParquetFieldIds.ts"
 import { gather, type Slice, tileColumns, toInt64, toNullableInt64 } from "./Row.ts"
 import { dataAt } from "./RowBatch.ts"
+import type { ColumnStats } from "./WrittenFile.ts"
 
 const BUFFER_BYTES = 1 << 20
 
@@ -108,10 +111,11 @@ export class ParquetFileWriter extends FormatWriter {
 
   constructor(options: ParquetFileWriterOptions) {
     super(options)
-    const { codec } = options
+    const { codec, fieldIds } = options
+    const schema = parquetSchema(options.heretile)
     this.writer = new ParquetWriter({
       writer: new SpillingByteWriter(this.output),
-      schema: parquetSchema(options.heretile),
+      schema: fieldIds === undefined ? schema : withFieldIds(schema, fieldIds),
       codec: codec.name,
       compressors: codec.compress === undefined ? {} : { [codec.name]: codec.compress },
       kvMetadata: Object.entries(options.metadata).map(([key, value]) => ({ key, value })),
@@ -126,5 +130,9 @@ export class ParquetFileWriter extends FormatWriter {
 
   protected writeFooter(): void {
     this.writer.finish()
+  }
+
+  protected override columnStats(): ReadonlyArray<ColumnStats> | undefined {
+    return this.options.fieldIds === undefined ? undefined : columnStats(this.writer)
   }
 }

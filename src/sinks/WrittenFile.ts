@@ -22,6 +22,29 @@ export const WrittenFile = Schema.Struct({
 })
 export type WrittenFile = typeof WrittenFile.Type
 
-/** A data file as a writer returns it and a checkpoint or shard manifest records it: on an object store with its ETag, which commit checks. */
-export const RecordedFile = Schema.Struct({ ...WrittenFile.fields, etag: Schema.optional(Schema.String) })
+/**
+ * A column's statistics in one data file (files written with field ids: Iceberg tables), as the
+ * table's manifests record them: value and null counts, and the least and greatest value (int64 as a
+ * decimal string) where the writer kept them.
+ */
+export const ColumnStats = Schema.Struct({
+  fieldId: Schema.Number,
+  /** values in the column, nulls included */
+  values: Schema.Number,
+  nulls: Schema.optional(Schema.Number),
+  nans: Schema.optional(Schema.Number),
+  min: Schema.optional(Schema.Union(Schema.String, Schema.Number, Schema.Boolean)),
+  max: Schema.optional(Schema.Union(Schema.String, Schema.Number, Schema.Boolean))
+})
+export type ColumnStats = typeof ColumnStats.Type
+
+/**
+ * A data file as a writer returns it and a checkpoint or shard manifest records it: on an object
+ * store with its ETag, which commit checks; with its columns' statistics when written with field ids.
+ */
+export const RecordedFile = Schema.Struct({
+  ...WrittenFile.fields,
+  etag: Schema.optional(Schema.String),
+  columns: Schema.optional(Schema.Array(ColumnStats))
+})
 export type RecordedFile = typeof RecordedFile.Type

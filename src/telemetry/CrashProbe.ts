@@ -17,9 +17,21 @@ import * as Option from "effect/Option"
  *   checkpoint a part's checkpoint (`_parts/part-<i>.json`) was written
  *   manifest   every shard is done (`_shards/shard-<i>.json`); the manifest is about to be written
  *   committed  the manifest is written; the cursor (`_state.json`) and the tidying are next
+ *   staged     an Iceberg commit wrote its manifests and manifest list; the table's next metadata file is next
+ *   versioned  the table's next metadata file exists; `version-hint.text` is next
  * Per partition and per blob the probe is a plain call on a probe read once per stage, no Effect.
  */
-export const CRASH_POINTS = ["listed", "fetched", "written", "renamed", "checkpoint", "manifest", "committed"] as const
+export const CRASH_POINTS = [
+  "listed",
+  "fetched",
+  "written",
+  "renamed",
+  "checkpoint",
+  "manifest",
+  "committed",
+  "staged",
+  "versioned"
+] as const
 export type CrashPoint = (typeof CRASH_POINTS)[number]
 
 export interface CrashProbeShape {

@@ -1,8 +1,9 @@
 /**
- * A real S3-protocol server on loopback for the tests: s3rver (file-backed), with the two requests
- * it lacks and the export needs added in front of its router: ListMultipartUploads
- * (`GET /bucket?uploads`) and AbortMultipartUpload (`DELETE /bucket/key?uploadId=`), over s3rver's
- * own upload directories. `deny` answers AccessDenied as S3 does, for the permission tests.
+ * A real S3-protocol server on loopback for the tests: s3rver (file-backed), with what it lacks and
+ * the export needs added in front of its router: ListMultipartUploads (`GET /bucket?uploads`) and
+ * AbortMultipartUpload (`DELETE /bucket/key?uploadId=`), over s3rver's own upload directories, and
+ * conditional PUTs (`If-None-Match: *`: 412 PreconditionFailed when the key exists or another such
+ * PUT of it is under way, as S3 answers). `deny` answers AccessDenied as S3 does, for the permission tests.
  */
 import { GetObjectCommand, ListObjectsV2Command, S3Client } from "@aws-sdk/client-s3"
 import * as fs from "node:fs"
@@ -33,9 +34,11 @@ type Ctx = {
   url: string
   path: string
   query: Record<string, string | undefined>
+  headers: Record<string, string | undefined>
   status: number
   body: unknown
   type: string
+  store: { existsObject: (bucket: string, key: string) => Promise<boolean> }
 }
 type Middleware = (ctx: Ctx, next: () => Promise<void>) => Promise<void>
 
@@ -93,10 +96,33 @@ export const startStore = async (bucket = "exports"): Promise<TestStore> => {
     }
     return next()
   }
+  // Keys with a conditional PUT under way: claimed before the existence check, so that of two PUTs
+  // racing for one key exactly one gets through.
+  const creating = new Set<string>()
+  const conditionalPut: Middleware = async (ctx, next) => {
+    if (ctx.method !== "PUT" || ctx.headers["if-none-match"] !== "*" || "uploadId" in ctx.query) return next()
+    const [, b, ...rest] = ctx.path.split("/")
+    const key = decodeURIComponent(rest.join("/"))
+    const id = `${b}/${key}`
+    const precondition = () => {
+      ctx.status = 412
+      ctx.type = "application/xml"
+      ctx.body = `<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>PreconditionFailed</Code>` +
+        `<Message>At least one of the pre-conditions you specified did not hold</Message><Condition>If-None-Match</Condition></Error>`
+    }
+    if (creating.has(id)) return precondition()
+    creating.add(id)
+    try {
+      if (await ctx.store.existsObject(b!, key)) return precondition()
+      await next()
+    } finally {
+      creating.delete(id)
+    }
+  }
   const middleware = (server as unknown as { middleware: Array<Middleware> }).middleware
   middleware.splice(1, 0, deny)
   // Before the router (the last one), after the XML encoder of plain bodies.
-  middleware.splice(middleware.length - 1, 0, multipart)
+  middleware.splice(middleware.length - 1, 0, multipart, conditionalPut)
   const address = (await server.run()) as AddressInfo
   const endpoint = `http://127.0.0.1:${address.port}`
   const client = new S3Client({

@@ -1,0 +1,78 @@
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import { randomUUID } from "node:crypto"
+import type { Destination } from "../Destination.ts"
+import type { SinkError } from "../SinkError.ts"
+import { IcebergError } from "./Errors.ts"
+
+/**
+ * Where a table is: a directory (key) of a Destination, and its absolute URI (the table's
+ * `location`, and the prefix of every file path the table records: `file:///…` or `s3://bucket/…`).
+ * The file-system catalog layout: `metadata/` (metadata files, the version hint, manifest lists and
+ * manifests) and `data/` (data and position delete files).
+ */
+export interface TableLocation {
+  readonly dest: Destination
+  /** The table's directory below the destination's root ("" for the root itself). */
+  readonly key: string
+  /** The table's `location`. */
+  readonly uri: string
+}
+
+const join = (dir: string, name: string) => (dir === "" ? name : `${dir}/${name}`)
+
+export const tableAt = (dest: Destination, key: string): TableLocation => {
+  const clean = key.split("/").filter((s) => s !== "").join("/")
+  return { dest, key: clean, uri: dest.uri(clean) }
+}
+
+/** The key of a file below the table's directory (`metadata/v3.metadata.json`, `data/…`). */
+export const keyIn = (table: TableLocation, relative: string): string => join(table.key, relative)
+
+export const uriOf = (table: TableLocation, key: string): string => table.dest.uri(key)
+
+/** The key of a file the table records by URI; undefined when it is not below the table's location. */
+export const keyOfUri = (table: TableLocation, uri: string): string | undefined =>
+  uri.startsWith(`${table.uri}/`) ? join(table.key, uri.slice(table.uri.length + 1)) : undefined
+
+export const metadataFileName = (version: number) => `v${version}.metadata.json`
+export const VERSION_HINT = "metadata/version-hint.text"
+
+/** A new, unique name for a file the table will record (uuid-named, as Iceberg writers name theirs). */
+export const newFileName = (prefix: string, extension: string) => `${prefix}-${randomUUID()}.${extension}`
+
+const corrupt = (table: TableLocation, uri: string, why: string, cause?: unknown) =>
+  new IcebergError({
+    table: table.uri,
+    reason: "Corrupt",
+    message:
+      `The table ${table.uri} references ${uri}, which ${why}. The table cannot be read as it is: restore the file, or expire the snapshots that use it.`,
+    ...(cause === undefined ? {} : { cause })
+  })
+
+/** The key of a file the table records, which must be below its location. */
+export const keyOrFail = (table: TableLocation, uri: string): Effect.Effect<string, IcebergError> => {
+  const key = keyOfUri(table, uri)
+  return key === undefined ? Effect.fail(corrupt(table, uri, "lies outside the table's location")) : Effect.succeed(key)
+}
+
+/** The bytes of a file the table records by URI; a missing one is a corrupt table. */
+export const readRecorded = (table: TableLocation, uri: string): Effect.Effect<Uint8Array, IcebergError | SinkError> =>
+  Effect.gen(function*() {
+    const key = yield* keyOrFail(table, uri)
+    const bytes = yield* table.dest.readBytes(key)
+    if (Option.isNone(bytes)) return yield* corrupt(table, uri, "does not exist")
+    return bytes.value
+  })
+
+/** Decodes a file the table records; a file that does not decode is a corrupt table. */
+export const decodeRecorded = <A>(
+  table: TableLocation,
+  uri: string,
+  decode: (bytes: Uint8Array) => Promise<A>
+): Effect.Effect<A, IcebergError | SinkError> =>
+  Effect.flatMap(readRecorded(table, uri), (bytes) =>
+    Effect.tryPromise({
+      try: () => decode(bytes),
+      catch: (cause) => corrupt(table, uri, `is not a valid Iceberg file (${String(cause)})`, cause)
+    }))
