@@ -76,7 +76,7 @@ const call = (o: Flags, state: "up" | "down" | undefined, rawRegion: string | un
       undefined,
       { concurrency: 2, retry: { maxRetries: 2 } }
     )),
-    Effect.provide(loggerLayer({ ...o, region: Option.none() }))
+    Effect.provide(loggerLayer(o))
   )
 
 const json = Options.boolean("json").pipe(Options.withDescription("Print the regions' states as JSON."))
