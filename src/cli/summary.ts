@@ -14,6 +14,7 @@ import { ExitCode, exitCodeOf, exitMeaning, sentenceOf } from "./Exit.ts"
 import { duration, megabytes } from "./progress.ts"
 
 const RUN_REPORT = "_run.json"
+const RUN_REPORTS = "_runs"
 
 const mb = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`
 
@@ -208,8 +209,8 @@ export const reportTable = (outcomes: ReadonlyArray<LayerOutcome>, exitCode: num
   return [line(header), ...rows.map(line), `Exit ${exitCode}: ${exitMeaning(exitCode)}.`]
 }
 
-/** The run report as one JSON document: what `--json` prints and `_run.json` holds. */
-export const reportDocument = (fields: Record<string, unknown> & { readonly exitCode: number }, startedAt: number) => ({
+/** The run report as one JSON document: what `--json` prints and `_runs/` and `_run.json` hold. */
+export const reportDocument = <F extends { readonly exitCode: number }>(fields: F, startedAt: number) => ({
   ...fields,
   exitMeaning: exitMeaning(fields.exitCode),
   startedAt: new Date(startedAt).toISOString(),
@@ -218,21 +219,27 @@ export const reportDocument = (fields: Record<string, unknown> & { readonly exit
   tool: { name: TOOL.name, version: TOOL.version }
 })
 
+/** `_runs/20261125T184217.123Z-nightly-export.json`: one report per run, in the order they started. */
+export const runReportKey = (report: { readonly job: string; readonly startedAt: string }) =>
+  `${RUN_REPORTS}/${report.startedAt.replace(/[-:]/g, "")}-${report.job}.json`
+
 /**
- * Writes the run report as `OUT/_run.json` (replaced whole) when the output location exists: a run
- * refused before it wrote anything leaves no trace, nor does one whose output failed (a full disk:
- * nothing more is written there). A report that cannot be written does not change the run's
- * outcome; it is logged.
+ * Writes the run report as `OUT/_runs/<UTC start>-<job>.json`, and as `OUT/_run.json` (replaced
+ * whole: the newest run's), when the output location exists: a run refused before it wrote anything
+ * leaves no trace, nor does one whose output failed (a full disk: nothing more is written there).
+ * Runs of several jobs into one output keep their reports apart. A report that cannot be written
+ * does not change the run's outcome; it is logged.
  */
 export const writeRunReport = (
   out: string,
-  document: unknown,
+  document: { readonly job: string; readonly startedAt: string },
   outcomes: ReadonlyArray<Pick<LayerOutcome, "result">> = []
 ) =>
   Effect.gen(function*() {
     if (outcomes.some((o) => Either.isLeft(o.result) && Predicate.isTagged(o.result.left, "SinkError"))) return
     const dest = yield* destination(out)
     if (!dest.remote && Option.isNone(yield* dest.stat(""))) return
+    yield* writeJson(dest, runReportKey(document), document)
     yield* writeJson(dest, RUN_REPORT, document)
   }).pipe(
     Effect.catchAll((e) => Effect.logWarning(`could not write the run report ${RUN_REPORT} in ${out}: ${e.message}`))
