@@ -1,9 +1,10 @@
 import type * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import { identity } from "effect/Function"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as RcMap from "effect/RcMap"
 import * as Schema from "effect/Schema"
 import type * as DataClient from "../src/client/DataClient.ts"
 import { MetadataApi } from "../src/client/MetadataApi.ts"
@@ -180,13 +181,10 @@ const acrossAttempts = (attempts: ReadonlyArray<Counters>): Counters => {
 }
 
 export interface NightlyRun {
-  /**
-   * The Data API client for a catalog, and the key (its lookup URL) under which layers share one:
-   * each catalog's HRN implies its own lookup service unless one is configured.
-   */
-  readonly clientFor: (
-    catalog: string
-  ) => { readonly key: string; readonly layer: Layer.Layer<DataClient.DataClient, unknown> }
+  /** The lookup service of a catalog (its HRN implies one unless one is configured): layers whose catalogs share it share a client. */
+  readonly lookupUrlOf: (catalog: string) => string
+  /** The Data API client of a lookup service. */
+  readonly client: (lookupUrl: string) => Layer.Layer<DataClient.DataClient, unknown>
   /** Called when a layer's plan falls back (e.g. to a full export), before it is exported. */
   readonly onNote?: (catalog: string, layer: string, note: string) => Effect.Effect<void>
 }
@@ -198,17 +196,16 @@ export interface NightlyRun {
  */
 export const runNightly = (job: NightlyJob, run: NightlyRun) =>
   Effect.scoped(Effect.gen(function*() {
-    const clients = new Map<string, Either.Either<Context.Context<DataClient.DataClient>, unknown>>()
-    const clientOf = (catalog: string) =>
-      Effect.gen(function*() {
-        const { key, layer } = run.clientFor(catalog)
-        let built = clients.get(key)
-        if (built === undefined) clients.set(key, built = yield* Effect.either(Layer.build(layer)))
-        return built
-      })
+    // One client per lookup service, built once and kept for the run; a client that cannot be built
+    // fails each layer that needs it.
+    const clients = yield* RcMap.make({
+      lookup: (lookupUrl: string) => Layer.build(run.client(lookupUrl)),
+      idleTimeToLive: Duration.infinity
+    })
+    const clientOf = (catalog: string) => RcMap.get(clients, run.lookupUrlOf(catalog))
     const retriedBefore = yield* Metrics.retriesSoFar
     // Built up front, one per lookup service, so concurrent layers share them.
-    for (const target of job.layers) yield* clientOf(target.catalog)
+    for (const target of job.layers) yield* Effect.either(clientOf(target.catalog))
 
     const atOnce = Math.min(job.layerConcurrency ?? 1, job.layers.length)
     const write = writeSettingsOf(job)
@@ -225,7 +222,7 @@ export const runNightly = (job: NightlyJob, run: NightlyRun) =>
     }
     const outcomes = yield* Effect.forEach(job.layers, (target) =>
       Effect.gen(function*() {
-        const client = yield* clientOf(target.catalog)
+        const client = yield* Effect.either(clientOf(target.catalog))
         if (Either.isLeft(client)) {
           return {
             ...target,
@@ -246,7 +243,7 @@ export const runNightly = (job: NightlyJob, run: NightlyRun) =>
 
     // The exports stay committed when a raise is refused; the next run decides again.
     const { raised, raiseFailure } = job.raiseMinimum === true && outcomes.every((o) => Either.isRight(o.result))
-      ? yield* raiseExported(outcomes, job.out, (catalogHrn) => Effect.flatMap(clientOf(catalogHrn), identity))
+      ? yield* raiseExported(outcomes, job.out, clientOf)
       : { raised: [], raiseFailure: Option.none() }
     const retries = (yield* Metrics.retriesSoFar) - retriedBefore
     /** `raiseFailure`: why raising a minimum was refused or failed (after the exports were committed). */

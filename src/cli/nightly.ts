@@ -4,7 +4,7 @@ import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import { type NightlyJob, runNightly } from "../../pipelines/nightly-export.ts"
 import { writeSettingsOf } from "../export/JobConfig.ts"
-import { clientFor, connectionOf, type GlobalOptions, lookupUrlFor, retryPolicyOf } from "./common.ts"
+import { clientLayer, connectionOf, type GlobalOptions, lookupUrlFor, retryPolicyOf } from "./common.ts"
 import { decidingExitCode, ExitCode, exitCodeOf, JobFailed, sentenceOf } from "./Exit.ts"
 import { checkOutputDir } from "./export.ts"
 import { type ProgressFlags, progressLayer } from "./progress.ts"
@@ -30,10 +30,15 @@ export const runNightlyJob = (
     const failover = global.noFailover === true ? false : job.failover
     const { outcomes, raised, raiseFailure, retries } = yield* runNightly({ ...job, region, failover }, {
       // Each layer's lookup service follows from its own catalog's HRN, unless one is configured.
-      clientFor: (catalog) => ({
-        key: lookupUrlFor(connection.lookupUrl, catalog),
-        layer: clientFor(connection, catalog, { concurrency, retry: retryPolicyOf(global) })
-      }),
+      lookupUrlOf: (catalog) => lookupUrlFor(connection.lookupUrl, catalog),
+      client: (lookupUrl) =>
+        clientLayer({
+          lookupUrl,
+          credentials: connection.credentials,
+          concurrency,
+          retry: retryPolicyOf(global),
+          region: connection.region
+        }),
       onNote: (catalog, layer, note) => Effect.logInfo(`${catalog} ${layer}: ${note}`)
     }).pipe(Effect.provide(progressLayer(global)))
     const failed = outcomes.filter((o) => Either.isLeft(o.result))
