@@ -10,15 +10,22 @@ import type * as DataClient from "../src/client/DataClient.ts"
 import { MetadataApi } from "../src/client/MetadataApi.ts"
 import { RetryTally } from "../src/client/Retry.ts"
 import * as Hrn from "../src/domain/Hrn.ts"
-import type { DecodeRequest } from "../src/export/Decoding.ts"
 import { InvalidLayerId } from "../src/export/Errors.ts"
 import type { ExportResult } from "../src/export/Export.ts"
 import { type Failover, regionsFor, versionMissing, withFailover } from "../src/export/Failover.ts"
 import { planExport, type Planned } from "../src/export/Incremental.ts"
-import { DecodeConfig, decodeRequest, ExportSettings, PositiveInt, writeSettingsOf } from "../src/export/JobConfig.ts"
+import { ConnectionFields } from "../src/export/JobConfig.ts"
 import { runExport } from "../src/export/Lazy.ts"
 import { versionBounds } from "../src/export/Plan.ts"
 import { Counters, tracking } from "../src/export/Progress.ts"
+import {
+  DecodeOverrides,
+  decodeRequest,
+  ExportSettings,
+  PositiveInt,
+  type WriteSettings,
+  writeSettingsOf
+} from "../src/export/Settings.ts"
 import { pruneSnapshots } from "../src/export/Snapshots.ts"
 import { exportLocation } from "../src/retention/ExportLocation.ts"
 import { guard } from "../src/retention/Guard.ts"
@@ -27,7 +34,8 @@ import * as Metrics from "../src/telemetry/Metrics.ts"
 /** Exports the latest version of each listed layer (volatile layers: a snapshot of their data). */
 export const NightlyJob = Schema.Struct({
   job: Schema.Literal("nightly-export"),
-  ...ExportSettings,
+  ...ConnectionFields,
+  ...ExportSettings.fields,
   /** Export only what changed since the last run (the layer's `_state.json`), else everything. */
   incremental: Schema.optional(Schema.Boolean),
   /** After every layer is committed, raise each catalog's minimum version to what was exported (guarded). */
@@ -39,7 +47,7 @@ export const NightlyJob = Schema.Struct({
   /** Multi-region catalogs: read from the other region when the selected one keeps failing (default true). */
   failover: Schema.optional(Schema.Boolean),
   /** Each layer may decode otherwise than the job's decoding fields say. */
-  layers: Schema.NonEmptyArray(Schema.Struct({ catalog: Schema.String, layer: Schema.String, ...DecodeConfig }))
+  layers: Schema.NonEmptyArray(Schema.Struct({ catalog: Schema.String, layer: Schema.String, ...DecodeOverrides }))
 })
 export type NightlyJob = typeof NightlyJob.Type
 
@@ -71,27 +79,22 @@ export interface MinimumRaised {
   readonly to: number
 }
 
+/** How one layer is exported: where, with which write settings, what to plan, and what to do around it. */
+export interface LayerSettings extends WriteSettings, Pick<ExportSettings, "out"> {
+  readonly mode: "full" | "changes"
+  readonly version: number | "latest"
+  readonly force: boolean
+  readonly keepSnapshots: number | undefined
+  /** Lookup's `region` to read from (default: the catalog's primary region). */
+  readonly region?: string | undefined
+  /** Multi-region catalogs: go on in the other region when the selected one keeps failing (default true). */
+  readonly failover?: boolean | undefined
+}
+
 /** One layer: plan (incremental when asked and possible), export, then tidy old snapshots. */
 export const exportLayer = (
   target: { readonly catalog: string; readonly layer: string },
-  settings: {
-    readonly out: string
-    readonly mode: "full" | "changes"
-    readonly version: number | "latest"
-    readonly parts: number
-    readonly format: NonNullable<NightlyJob["format"]>
-    readonly compression: NonNullable<NightlyJob["compression"]>
-    readonly concurrency: number
-    readonly listConcurrency: number
-    readonly maxFileBytes: number | undefined
-    readonly force: boolean
-    readonly keepSnapshots: number | undefined
-    /** Lookup's `region` to read from (default: the catalog's primary region). */
-    readonly region?: string | undefined
-    /** Multi-region catalogs: go on in the other region when the selected one keeps failing (default true). */
-    readonly failover?: boolean | undefined
-    readonly decode: DecodeRequest
-  },
+  settings: LayerSettings,
   /** Called once the plan is known, with the note that explains a fallback (a full export instead of changes). */
   onNote: (note: string) => Effect.Effect<void> = () => Effect.void
 ) =>
@@ -292,7 +295,7 @@ const raiseExported = <R>(
  */
 export const exportOne = (
   target: { readonly catalog: string; readonly layer: string },
-  settings: Parameters<typeof exportLayer>[1],
+  settings: LayerSettings,
   raiseMinimum: boolean,
   onNote?: (note: string) => Effect.Effect<void>
 ) =>

@@ -6,8 +6,9 @@ import { ConfigApi } from "../src/client/ConfigApi.ts"
 import { MetadataApi } from "../src/client/MetadataApi.ts"
 import { DurationString } from "../src/domain/DurationString.ts"
 import * as Hrn from "../src/domain/Hrn.ts"
-import { JobConfigError, PositiveInt } from "../src/export/JobConfig.ts"
+import { ConnectionFields, JobConfigError } from "../src/export/JobConfig.ts"
 import { versionBounds } from "../src/export/Plan.ts"
+import { PositiveInt } from "../src/export/Settings.ts"
 import { type ExportCheck, guard, guardedLayers } from "../src/retention/Guard.ts"
 import { type SharedHandle, sharedHandles } from "../src/retention/HandleReuse.ts"
 import { describePolicy, type Policy, RetentionRefused, targetMinimum } from "../src/retention/Policy.ts"
@@ -18,9 +19,7 @@ import { describePolicy, type Policy, RetentionRefused, targetMinimum } from "..
  */
 export const RetentionJob = Schema.Struct({
   job: Schema.Literal("retention"),
-  lookupUrl: Schema.optional(Schema.String),
-  credentials: Schema.optional(Schema.String),
-  region: Schema.optional(Schema.String),
+  ...ConnectionFields,
   catalog: Schema.String,
   keepLast: Schema.optional(PositiveInt),
   olderThan: Schema.optional(DurationString),

@@ -3,8 +3,9 @@ import * as Options from "@effect/cli/Options"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import { type BackfillJob, runBackfill, type VersionOutcome } from "../../pipelines/backfill.ts"
-import { type WriteSettings, writeSettingsOf } from "../export/JobConfig.ts"
+import { type WriteSettings, writeSettingsOf } from "../export/Settings.ts"
 import {
+  checkSettings,
   clientFor,
   type Connection,
   connectionOf,
@@ -15,7 +16,7 @@ import {
   summaryJson
 } from "./common.ts"
 import { unfinishedWhenInterrupted, UsageError } from "./Exit.ts"
-import { checkOutputDir, checkWriteSettings, positive, writeOptions } from "./export.ts"
+import { checkOutputDir, positive, writeOptions } from "./export.ts"
 import { loggerLayer } from "./Logging.ts"
 import { type ProgressFlags, progressLayer } from "./progress.ts"
 import { reportDocument, writeRunReport } from "./summary.ts"
@@ -157,8 +158,10 @@ export const backfillCommand = Command.make(
     json: summaryJson
   },
   (o) =>
-    checkWriteSettings(o).pipe(
-      Effect.flatMap(({ out, ...write }) => backfill({ ...o, out, write }, o, connectionOf(o))),
+    checkSettings(o).pipe(
+      Effect.flatMap((settings) =>
+        backfill({ ...o, out: settings.out, write: writeSettingsOf(settings) }, o, connectionOf(o))
+      ),
       unfinishedWhenInterrupted,
       Effect.provide(loggerLayer(o))
     )

@@ -7,13 +7,12 @@ import * as Option from "effect/Option"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { exportOne } from "../../pipelines/nightly-export.ts"
-import { decodeModes, onDecodeErrors } from "../decode/Shared.ts"
 import { planExport } from "../export/Incremental.ts"
-import { Compression, decodeRequest, defaults, type WriteSettings } from "../export/JobConfig.ts"
+import { writeSettingsOf } from "../export/Settings.ts"
 import { destination } from "../sinks/Destination.ts"
 import { isObjectStore } from "../sinks/ObjectStore.ts"
-import { OutputFormat } from "../sinks/WrittenFile.ts"
 import {
+  checkSettings,
   choiceOption,
   clientFor,
   connectionOf,
@@ -22,6 +21,7 @@ import {
   noFailover,
   retryOptions,
   retryPolicyOf,
+  settingFlags,
   summaryJson
 } from "./common.ts"
 import { unfinishedWhenInterrupted, UsageError } from "./Exit.ts"
@@ -76,112 +76,8 @@ export const versionArg = (raw: string) =>
     ? Effect.succeed(Number(raw))
     : Effect.fail(new UsageError({ message: `--version must be a non-negative integer or 'latest', got '${raw}'.` }))
 
-/** The knobs of writing an export, shared by export and backfill. */
-export const writeOptions = {
-  out: Options.text("out").pipe(
-    Options.withDescription(
-      "Output directory or object store (s3://bucket/prefix); files go to OUT/<catalog-id>/<layer-id>/version=<V>/."
-    )
-  ),
-  format: choiceOption("format", OutputFormat.literals).pipe(
-    Options.withDefault(defaults.format),
-    Options.withDescription("parquet, arrow or both.")
-  ),
-  compression: choiceOption("compression", Compression.literals).pipe(
-    Options.withDefault(defaults.compression),
-    Options.withDescription("Parquet page compression.")
-  ),
-  concurrency: integerOption("concurrency").pipe(
-    Options.withDefault(defaults.concurrency),
-    Options.withDescription("Blob downloads in flight at once.")
-  ),
-  listConcurrency: integerOption("list-concurrency").pipe(
-    Options.withDefault(defaults.listConcurrency),
-    Options.withDescription("Metadata parts listed and written at once.")
-  ),
-  parts: integerOption("parts").pipe(
-    Options.withDefault(defaults.parts),
-    Options.withDescription("Metadata parts to ask for (the unit of parallel listing and of resume).")
-  ),
-  maxFileBytes: integerOption("max-file-bytes").pipe(
-    Options.optional,
-    Options.withDescription("Start a new file once one reaches this size (default 256 MiB).")
-  ),
-  decode: choiceOption("decode", decodeModes).pipe(
-    Options.withDefault(defaults.decode),
-    Options.withDescription(
-      "Columns instead of blobs: auto decodes protobuf with the layer's schema, GeoJSON to GeoParquet and JSON by content type; none (the default) writes the raw bytes."
-    )
-  ),
-  schemaBundle: Options.text("schema-bundle").pipe(
-    Options.withPseudoName("FILE.zip"),
-    Options.optional,
-    Options.withDescription("Decode protobuf with this schema bundle instead of the layer's schema.")
-  ),
-  explode: Options.text("explode").pipe(
-    Options.withPseudoName("FIELD"),
-    Options.optional,
-    Options.withDescription("Protobuf: one row per element of this repeated top-level field.")
-  ),
-  onDecodeError: choiceOption("on-decode-error", onDecodeErrors).pipe(
-    Options.withDefault(defaults.onDecodeError),
-    Options.withDescription(
-      "A blob that does not decode: fail (exit 6), skip it, or write it raw (data and decode_error columns)."
-    )
-  ),
-  ...retryOptions,
-  ...progressOptions
-}
-
-/** The write flags as parsed (export, backfill); `checkWriteSettings` makes them WriteSettings. */
-export interface WriteFlags {
-  readonly out: string
-  readonly format: typeof OutputFormat.Type
-  readonly compression: typeof Compression.Type
-  readonly concurrency: number
-  readonly listConcurrency: number
-  readonly parts: number
-  readonly maxFileBytes: Option.Option<number>
-  readonly decode: (typeof decodeModes)[number]
-  readonly schemaBundle: Option.Option<string>
-  readonly explode: Option.Option<string>
-  readonly onDecodeError: (typeof onDecodeErrors)[number]
-}
-
-export const checkWriteSettings = (
-  o: WriteFlags
-): Effect.Effect<WriteSettings & { readonly out: string }, UsageError> =>
-  Effect.gen(function*() {
-    const concurrency = yield* positive("concurrency")(o.concurrency)
-    const listConcurrency = yield* positive("list-concurrency")(o.listConcurrency)
-    const parts = yield* positive("parts")(o.parts)
-    const maxFileBytes = Option.isSome(o.maxFileBytes)
-      ? yield* positive("max-file-bytes")(o.maxFileBytes.value)
-      : undefined
-    if (o.decode === "none" && (Option.isSome(o.explode) || Option.isSome(o.schemaBundle))) {
-      return yield* new UsageError({
-        message: `--${
-          Option.isSome(o.explode) ? "explode" : "schema-bundle"
-        } decodes protobuf: add --decode auto or --decode protobuf.`
-      })
-    }
-    const decode = decodeRequest({
-      decode: o.decode,
-      onDecodeError: o.onDecodeError,
-      explode: Option.getOrUndefined(o.explode),
-      schemaBundle: Option.getOrUndefined(o.schemaBundle)
-    })
-    return {
-      out: o.out,
-      format: o.format,
-      compression: o.compression,
-      concurrency,
-      listConcurrency,
-      parts,
-      maxFileBytes,
-      decode
-    }
-  })
+/** The flags of export and backfill: the export settings, how long to retry, progress. */
+export const writeOptions = { ...settingFlags, ...retryOptions, ...progressOptions }
 
 export const exportCommand = Command.make(
   "export",
@@ -256,7 +152,7 @@ export const exportCommand = Command.make(
         if (Option.isSome(flags.shard) && flags.shard.value < 0) {
           return yield* new UsageError({ message: `--shard must be 0 or more, got ${flags.shard.value}.` })
         }
-        const settings = yield* checkWriteSettings({ ...flags, out: "" })
+        const settings = writeSettingsOf(yield* checkSettings({ ...flags, out: "" }))
         const { runShardCommand } = yield* Effect.promise(() => import("./shards.ts"))
         return yield* runShardCommand(
           { ...settings, plan: flags.plan.value, shard: flags.shard, json: flags.json },
@@ -283,7 +179,7 @@ export const exportCommand = Command.make(
         out: Option.getOrThrow(flags.out)
       }
       const version = yield* versionArg(o.version)
-      const settings = yield* checkWriteSettings(o)
+      const settings = writeSettingsOf(yield* checkSettings(o))
       const keepSnapshots = Option.isSome(o.keepSnapshots)
         ? yield* positive("keep-snapshots")(o.keepSnapshots.value)
         : undefined
@@ -307,6 +203,7 @@ export const exportCommand = Command.make(
           { catalog: o.catalog, layer: o.layer },
           {
             ...settings,
+            out: o.out,
             mode: o.mode,
             version,
             force: o.force,

@@ -4,12 +4,11 @@ import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { raiseToExported } from "../../pipelines/nightly-export.ts"
-import type { DecodeRequest } from "../export/Decoding.ts"
 import { planExport } from "../export/Incremental.ts"
-import { defaults } from "../export/JobConfig.ts"
 import { readManifest } from "../export/Manifest.ts"
 import { exportDir, type Plan, shardsOf, withShards } from "../export/Plan.ts"
 import { Counters, tracking } from "../export/Progress.ts"
+import { defaults, type WriteSettings } from "../export/Settings.ts"
 import { forgetRuns, pinPlan, planKey, readPlan } from "../export/Shards.ts"
 import { destination } from "../sinks/Destination.ts"
 import { isObjectStore } from "../sinks/ObjectStore.ts"
@@ -175,16 +174,10 @@ export const planCommand = Command.make(
   )
 )
 
-export interface ShardRunSettings {
+/** `export --plan`: which plan and shard, and how to write (the plan says what and how many parts). */
+export interface ShardRunSettings extends Omit<WriteSettings, "parts"> {
   readonly plan: string
   readonly shard: Option.Option<number>
-  readonly format: "parquet" | "arrow" | "both"
-  readonly compression: "zstd" | "snappy" | "gzip" | "none"
-  readonly concurrency: number
-  readonly listConcurrency: number
-  readonly maxFileBytes: number | undefined
-  /** Every shard of a plan must decode alike: commit refuses shards decoded otherwise. */
-  readonly decode: DecodeRequest | undefined
   readonly json: boolean
 }
 
@@ -214,7 +207,7 @@ export const runShardCommand = (s: ShardRunSettings, o: GlobalOptions & Progress
       const started = Date.now()
       const label = `${plan.catalogHrn} ${plan.layerId} shard ${shard}/${count}`
       // The versions answer counts the whole layer; a shard's total is known once its parts are listed.
-      const run = runShard(dest, plan, shard, { ...s, compression: s.compression }, counters)
+      const run = runShard(dest, plan, shard, s, counters)
       const result = yield* tracking(plan, label, counters, run, { wholeLayer: count === 1 })
       const elapsedMs = Date.now() - started
       const retries = counters.retries
