@@ -9,6 +9,7 @@ import * as Schema from "effect/Schema"
 import type * as DataClient from "../src/client/DataClient.ts"
 import { MetadataApi } from "../src/client/MetadataApi.ts"
 import { RetryTally } from "../src/client/Retry.ts"
+import type { HasExitCode } from "../src/domain/ExitCode.ts"
 import * as Hrn from "../src/domain/Hrn.ts"
 import { InvalidLayerId } from "../src/export/Errors.ts"
 import type { ExportResult } from "../src/export/Export.ts"
@@ -58,10 +59,11 @@ export type LayerResult = ExportResult | {
   readonly version: number
 }
 
-export interface LayerOutcome {
+/** A layer's outcome; what it failed with says its exit code. */
+export interface LayerOutcome<E extends HasExitCode = HasExitCode> {
   readonly catalog: string
   readonly layer: string
-  readonly result: Either.Either<LayerResult, unknown>
+  readonly result: Either.Either<LayerResult, E>
   /** Why a layer was exported differently than asked (a full export instead of changes). */
   readonly note: string | undefined
   /** Old snapshot directories removed after this one (`keepSnapshots`). */
@@ -165,6 +167,10 @@ export const exportLayer = (
     } satisfies LayerOutcome
   })
 
+/** What exporting one layer can fail with. */
+export type LayerError = Effect.Effect.Success<ReturnType<typeof exportLayer>>["result"] extends
+  Either.Either<LayerResult, infer E> ? E : never
+
 /**
  * One count for a layer exported in several attempts (a failover): the last attempt's, which counted
  * the parts earlier attempts finished from their checkpoints, with the first attempt's reused parts
@@ -183,11 +189,11 @@ const acrossAttempts = (attempts: ReadonlyArray<Counters>): Counters => {
   return last
 }
 
-export interface NightlyRun {
+export interface NightlyRun<E extends HasExitCode> {
   /** The lookup service of a catalog (its HRN implies one unless one is configured): layers whose catalogs share it share a client. */
   readonly lookupUrlOf: (catalog: string) => string
   /** The Data API client of a lookup service. */
-  readonly client: (lookupUrl: string) => Layer.Layer<DataClient.DataClient, unknown>
+  readonly client: (lookupUrl: string) => Layer.Layer<DataClient.DataClient, E>
   /** Called when a layer's plan falls back (e.g. to a full export), before it is exported. */
   readonly onNote?: (catalog: string, layer: string, note: string) => Effect.Effect<void>
 }
@@ -197,7 +203,7 @@ export interface NightlyRun {
  * that fails does not stop the others, and every layer's outcome is returned. Then, if asked and
  * only if every layer is committed, raises each catalog's minimum version (guarded).
  */
-export const runNightly = (job: NightlyJob, run: NightlyRun) =>
+export const runNightly = <E extends HasExitCode>(job: NightlyJob, run: NightlyRun<E>) =>
   Effect.scoped(Effect.gen(function*() {
     // One client per lookup service, built once and kept for the run; a client that cannot be built
     // fails each layer that needs it.
@@ -227,21 +233,25 @@ export const runNightly = (job: NightlyJob, run: NightlyRun) =>
       Effect.gen(function*() {
         const client = yield* Effect.either(clientOf(target.catalog))
         if (Either.isLeft(client)) {
-          return {
+          const failed: LayerOutcome<LayerError | E> = {
             ...target,
             result: Either.left(client.left),
             note: undefined,
             pruned: [],
             elapsedMs: 0,
             counters: new Counters()
-          } satisfies LayerOutcome
+          }
+          return failed
         }
         const onNote = run.onNote === undefined
           ? undefined
           : (note: string) => run.onNote!(target.catalog, target.layer, note)
-        return yield* exportLayer(target, { ...settings, decode: decodeRequest(job, target) }, onNote).pipe(
-          Effect.provide(client.right)
-        )
+        const outcome: LayerOutcome<LayerError | E> = yield* exportLayer(
+          target,
+          { ...settings, decode: decodeRequest(job, target) },
+          onNote
+        ).pipe(Effect.provide(client.right))
+        return outcome
       }), { concurrency: atOnce })
 
     // The exports stay committed when a raise is refused; the next run decides again.
@@ -273,10 +283,10 @@ export const exportedVersions = (outcomes: ReadonlyArray<Pick<LayerOutcome, "res
  * Raises each catalog's minimum to the lowest version the outcomes committed, under the export guard;
  * `clientOf` gives the catalog's client. A refusal stops the raising (`raiseFailure`), not the caller.
  */
-const raiseExported = <R>(
+const raiseExported = <E, R>(
   outcomes: ReadonlyArray<Pick<LayerOutcome, "result">>,
   out: string,
-  clientOf: (catalogHrn: string) => Effect.Effect<Context.Context<DataClient.DataClient>, unknown, R>
+  clientOf: (catalogHrn: string) => Effect.Effect<Context.Context<DataClient.DataClient>, E, R>
 ) =>
   Effect.gen(function*() {
     const raised: Array<MinimumRaised> = []

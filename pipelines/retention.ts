@@ -5,6 +5,7 @@ import * as Stream from "effect/Stream"
 import { ConfigApi } from "../src/client/ConfigApi.ts"
 import { MetadataApi } from "../src/client/MetadataApi.ts"
 import { DurationString } from "../src/domain/DurationString.ts"
+import { ExitCode } from "../src/domain/ExitCode.ts"
 import * as Hrn from "../src/domain/Hrn.ts"
 import { ConnectionFields, JobConfigError } from "../src/export/JobConfig.ts"
 import { versionBounds } from "../src/export/Plan.ts"
@@ -181,6 +182,10 @@ export const setAutomaticDeletion = (catalog: string, keep: number | "disable") 
 export class AutomaticDeletionPending
   extends Schema.TaggedError<AutomaticDeletionPending>()("AutomaticDeletionPending", { catalogHrn: Schema.String })
 {
+  get exitCode() {
+    return ExitCode.failure
+  }
+
   override get message() {
     return `The change to automatic version deletion of ${this.catalogHrn} was accepted but its configuration did not show it within a minute; check it with catalog-export catalogs get --catalog ${this.catalogHrn}.`
   }

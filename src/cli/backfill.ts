@@ -3,6 +3,7 @@ import * as Options from "@effect/cli/Options"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import { type BackfillJob, runBackfill, type VersionOutcome } from "../../pipelines/backfill.ts"
+import { ExitCode, UsageError } from "../domain/ExitCode.ts"
 import { type WriteSettings, writeSettingsOf } from "../export/Settings.ts"
 import {
   checkSettings,
@@ -15,7 +16,7 @@ import {
   retryPolicyOf,
   summaryJson
 } from "./common.ts"
-import { unfinishedWhenInterrupted, UsageError } from "./Exit.ts"
+import { unfinishedWhenInterrupted } from "./Exit.ts"
 import { checkOutputDir, positive, writeOptions } from "./export.ts"
 import { loggerLayer } from "./Logging.ts"
 import { type ProgressFlags, progressLayer } from "./progress.ts"
@@ -101,7 +102,7 @@ const backfill = (
     const report = reportDocument(
       {
         job: "backfill",
-        exitCode: 0,
+        exitCode: ExitCode.ok,
         catalog: s.catalog,
         layer: s.layer,
         from: s.from,

@@ -4,7 +4,6 @@ import * as Options from "@effect/cli/Options"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import type * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
@@ -18,8 +17,8 @@ import { Auth } from "../client/Auth.ts"
 import { BlobApi, VolatileBlobApi } from "../client/BlobApi.ts"
 import { ConfigApi } from "../client/ConfigApi.ts"
 import { load as loadCredentials, looseAccess, resolvePath } from "../client/Credentials.ts"
-import * as DataClient from "../client/DataClient.ts"
 import { Lookup } from "../client/Lookup.ts"
+import { ExitCode, type HasExitCode } from "../domain/ExitCode.ts"
 import { jobKindOf, load as loadJob } from "../export/JobConfig.ts"
 import { listPart } from "../export/Listing.ts"
 import { makePlan } from "../export/Plan.ts"
@@ -35,7 +34,7 @@ import {
   retryPolicyOf,
   summaryJson
 } from "./common.ts"
-import { ExitCode, exitCodeOf, exitMeaning, JobFailed, sentenceOf } from "./Exit.ts"
+import { exitCodeOf, exitMeaning, JobFailed, sentenceOf } from "./Exit.ts"
 import { loggerLayer } from "./Logging.ts"
 
 /**
@@ -51,13 +50,13 @@ export interface CheckResult {
   readonly check: string
   readonly status: Status
   readonly detail: string
-  readonly exitCode?: number
+  readonly exitCode?: ExitCode
 }
 
 const ok = (check: string, detail: string): CheckResult => ({ check, status: "ok", detail })
 const warn = (check: string, detail: string): CheckResult => ({ check, status: "warn", detail })
 const skip = (check: string, detail: string): CheckResult => ({ check, status: "skip", detail })
-const failed = (check: string, subject: string, error: unknown): CheckResult => ({
+const failed = (check: string, subject: string, error: HasExitCode): CheckResult => ({
   check,
   status: "fail",
   detail: `${subject}${sentenceOf(error)}`,
@@ -258,7 +257,7 @@ export const runChecks = (
           region: targets.region
         })
         const checked = yield* checkService(lookupUrl, layers).pipe(
-          Effect.provide(client as Layer.Layer<DataClient.DataClient, unknown>),
+          Effect.provide(client),
           Effect.catchAll((error) => Effect.succeed([failed("lookup", `${lookupUrl}: `, error)])),
           // What the client would log (a loose credentials file, a clock re-signed) is a check line here.
           Logger.withMinimumLogLevel(LogLevel.Error)

@@ -1,14 +1,16 @@
 import type * as Command from "@effect/cli/Command"
 import type * as NodeContext from "@effect/platform-node/NodeContext"
+import type { HasExitCode } from "../domain/ExitCode.ts"
 import type { Encoder } from "../sinks/Encoder.ts"
 import type { CrashProbe } from "../telemetry/CrashProbe.ts"
 
 /** What main.ts provides to every command. */
 export type CommandContext = NodeContext.NodeContext | Encoder | CrashProbe
 
-// The name, arguments and errors differ from command to command (the name is a literal type, which
-// makes it invariant); what a command may require is checked. main.ts handles any error.
-export type TopLevelCommand = Command.Command<any, CommandContext, any, any>
+// The name and arguments differ from command to command (the name is a literal type, which makes it
+// invariant); what a command may require is checked, and that every error it can fail with says
+// its exit code (HasExitCode): one without does not compile.
+export type TopLevelCommand = Command.Command<any, CommandContext, HasExitCode, any>
 
 interface CommandModule {
   /** The top-level commands the module defines, in the order help lists them. */

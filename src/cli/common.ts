@@ -15,9 +15,9 @@ import * as DataClient from "../client/DataClient.ts"
 import type { CredentialsError } from "../client/Errors.ts"
 import type { RetryPolicyShape } from "../client/Retry.ts"
 import { DurationString } from "../domain/DurationString.ts"
+import { UsageError } from "../domain/ExitCode.ts"
 import * as Hrn from "../domain/Hrn.ts"
 import { ExportSettings, PositiveInt } from "../export/Settings.ts"
-import { UsageError } from "./Exit.ts"
 import { loggerLayer } from "./Logging.ts"
 
 const invalidValue = (sentence: string) => ValidationError.invalidValue(HelpDoc.p(sentence))

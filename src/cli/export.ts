@@ -7,6 +7,7 @@ import * as Option from "effect/Option"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { exportOne } from "../../pipelines/nightly-export.ts"
+import { UsageError } from "../domain/ExitCode.ts"
 import { planExport } from "../export/Incremental.ts"
 import { writeSettingsOf } from "../export/Settings.ts"
 import { destination } from "../sinks/Destination.ts"
@@ -24,7 +25,7 @@ import {
   settingFlags,
   summaryJson
 } from "./common.ts"
-import { unfinishedWhenInterrupted, UsageError } from "./Exit.ts"
+import { unfinishedWhenInterrupted } from "./Exit.ts"
 import { loggerLayer } from "./Logging.ts"
 import { progressLayer, progressOptions } from "./progress.ts"
 import { describeRaised, outcomeJson, outcomeLines, reportDocument, reportTable, writeRunReport } from "./summary.ts"

@@ -10,13 +10,13 @@ import { ConfigApi } from "../client/ConfigApi.ts"
 import { Lookup } from "../client/Lookup.ts"
 import { MetadataApi } from "../client/MetadataApi.ts"
 import { QueryApi } from "../client/QueryApi.ts"
+import { UsageError } from "../domain/ExitCode.ts"
 import * as Hrn from "../domain/Hrn.ts"
 import { ADDITIONAL_FIELDS, type AdditionalField } from "../domain/Partition.ts"
 import { NotFound } from "../export/Errors.ts"
 import { fromCause } from "../sinks/SinkError.ts"
 import { catalogAdminCommands, layerAdminCommands } from "./admin.ts"
 import { globalOptions, withClient } from "./common.ts"
-import { UsageError } from "./Exit.ts"
 
 const json = Options.boolean("json").pipe(
   Options.withDescription("Print JSON (one document, or one line per item for listings).")

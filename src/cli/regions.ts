@@ -6,6 +6,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { ApiClient } from "../client/ApiClient.ts"
 import { ApiError } from "../client/Errors.ts"
+import { UsageError } from "../domain/ExitCode.ts"
 import {
   LOCAL_REGIONS_PATH,
   regionOf,
@@ -14,7 +15,6 @@ import {
   SELECTABLE_REGIONS
 } from "../domain/Region.ts"
 import { clientFor, type GlobalOptions, globalOptions } from "./common.ts"
-import { UsageError } from "./Exit.ts"
 import { loggerLayer } from "./Logging.ts"
 
 /**

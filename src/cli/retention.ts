@@ -11,6 +11,7 @@ import {
   type RetentionPlan,
   setAutomaticDeletion
 } from "../../pipelines/retention.ts"
+import { UsageError } from "../domain/ExitCode.ts"
 import { exportCheckOf } from "../retention/Guard.ts"
 import type { SharedHandle } from "../retention/HandleReuse.ts"
 import type { Policy } from "../retention/Policy.ts"
@@ -22,7 +23,6 @@ import {
   type GlobalOptions,
   globalOptions
 } from "./common.ts"
-import { UsageError } from "./Exit.ts"
 import { loggerLayer } from "./Logging.ts"
 
 const date = (ms: number) => new Date(ms).toISOString()

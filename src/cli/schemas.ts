@@ -15,8 +15,8 @@ import {
   type SchemaInfo,
   variantUrl
 } from "../domain/Artifact.ts"
+import { UsageError } from "../domain/ExitCode.ts"
 import { globalOptions, withClient } from "./common.ts"
-import { UsageError } from "./Exit.ts"
 
 /**
  * `schemas publish|get|list`: schemas in the artifact API. Publishing registers the bundle's artifact

@@ -7,9 +7,9 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as DurationString from "../domain/DurationString.ts"
+import { UsageError } from "../domain/ExitCode.ts"
 import { regionOf, SELECTABLE_REGIONS } from "../domain/Region.ts"
 import { MAX_TOKEN_SECONDS, SEED_DEFAULTS } from "../server/Defaults.ts"
-import { UsageError } from "./Exit.ts"
 import { loadServer } from "./lazy.ts"
 
 /** A bound of `--latency` in milliseconds: a duration (DurationString), or a bare number of milliseconds. */

@@ -4,6 +4,7 @@ import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { raiseToExported } from "../../pipelines/nightly-export.ts"
+import { UsageError } from "../domain/ExitCode.ts"
 import { planExport } from "../export/Incremental.ts"
 import { readManifest } from "../export/Manifest.ts"
 import { exportDir, type Plan, shardsOf, withShards } from "../export/Plan.ts"
@@ -23,7 +24,7 @@ import {
   retryPolicyOf,
   summaryJson
 } from "./common.ts"
-import { unfinishedWhenInterrupted, UsageError } from "./Exit.ts"
+import { unfinishedWhenInterrupted } from "./Exit.ts"
 import { checkOutputDir, positive, versionArg } from "./export.ts"
 import { loggerLayer } from "./Logging.ts"
 import { type ProgressFlags, progressLayer } from "./progress.ts"

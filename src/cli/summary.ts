@@ -4,13 +4,14 @@ import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 import { decodeCounts } from "../../pipelines/backfill.ts"
 import type { LayerOutcome, LayerResult, MinimumRaised } from "../../pipelines/nightly-export.ts"
+import { ExitCode } from "../domain/ExitCode.ts"
 import { TOOL } from "../domain/Tool.ts"
 import type { Failover } from "../export/Failover.ts"
 import { writeJson } from "../export/Json.ts"
 import type { Manifest } from "../export/Manifest.ts"
 import { rate } from "../export/Progress.ts"
 import { destination } from "../sinks/Destination.ts"
-import { ExitCode, exitCodeOf, exitMeaning, sentenceOf } from "./Exit.ts"
+import { exitCodeOf, exitMeaning, sentenceOf } from "./Exit.ts"
 import { duration, megabytes } from "./progress.ts"
 
 const RUN_REPORT = "_run.json"
@@ -113,12 +114,12 @@ export const outcomeJson = (o: LayerOutcome) => {
     }
   }
   const r = o.result.right
-  if (r._tag === "UpToDate") return { ...common, status: "up-to-date", exitCode: 0, version: r.version }
+  if (r._tag === "UpToDate") return { ...common, status: "up-to-date", exitCode: ExitCode.ok, version: r.version }
   const m = r.manifest
   return {
     ...common,
     status: r._tag === "Exported" ? "exported" : "already-exported",
-    exitCode: 0,
+    exitCode: ExitCode.ok,
     version: m.version,
     ...(m.snapshot === undefined ? {} : { snapshot: m.snapshot }),
     mode: m.mode,
@@ -170,7 +171,7 @@ export const describeRaised = (r: MinimumRaised) =>
  * The run report for a person at a terminal: a row per layer (outcome, partitions, bytes, files,
  * duration, retries) and what the exit code means.
  */
-export const reportTable = (outcomes: ReadonlyArray<LayerOutcome>, exitCode: number): ReadonlyArray<string> => {
+export const reportTable = (outcomes: ReadonlyArray<LayerOutcome>, exitCode: ExitCode): ReadonlyArray<string> => {
   const rows = outcomes.map((o) => {
     const retries = o.counters.retries === 0
       ? "0"
@@ -210,7 +211,7 @@ export const reportTable = (outcomes: ReadonlyArray<LayerOutcome>, exitCode: num
 }
 
 /** The run report as one JSON document: what `--json` prints and `_runs/` and `_run.json` hold. */
-export const reportDocument = <F extends { readonly exitCode: number }>(fields: F, startedAt: number) => ({
+export const reportDocument = <F extends { readonly exitCode: ExitCode }>(fields: F, startedAt: number) => ({
   ...fields,
   exitMeaning: exitMeaning(fields.exitCode),
   startedAt: new Date(startedAt).toISOString(),

@@ -1,11 +1,14 @@
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import { ExitCode } from "../domain/ExitCode.ts"
 import { describeIssues, type FileUnreadable, JsonInvalid, readJsonFile } from "./Json.ts"
 
 /** A job config file that cannot be used: the message names the file and the field. */
-export class JobConfigError
-  extends Schema.TaggedError<JobConfigError>()("JobConfigError", { message: Schema.String })
-{}
+export class JobConfigError extends Schema.TaggedError<JobConfigError>()("JobConfigError", { message: Schema.String }) {
+  get exitCode() {
+    return ExitCode.usage
+  }
+}
 
 /** How a job reaches the catalog service; flags (and their environment variables) override them. */
 export const ConnectionFields = {
