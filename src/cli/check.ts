@@ -1,7 +1,6 @@
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
-import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Logger from "effect/Logger"
@@ -36,6 +35,7 @@ import {
 } from "./common.ts"
 import { exitCodeOf, exitMeaning, JobFailed, sentenceOf } from "./Exit.ts"
 import { loggerLayer } from "./Logging.ts"
+import { render, type Renderer } from "./render.ts"
 
 /**
  * `catalog-export check`: the pre-flight of a job config (or of a catalog and layers), one line per
@@ -275,6 +275,23 @@ export const describeCheck = (r: CheckResult) =>
     r.check.padEnd(15)
   } ${r.detail}${r.exitCode === undefined ? "" : ` [exit ${r.exitCode}]`}`
 
+/** A check's line as soon as it is done; with --json, the checks are in the one document at the end. */
+const checked: Renderer<CheckResult> = { json: () => undefined, text: (r) => [describeCheck(r)] }
+
+/** The counts and what the exit code means; with --json, every check and the exit code. */
+const allChecked: Renderer<{ readonly results: ReadonlyArray<CheckResult>; readonly exitCode: ExitCode }> = {
+  json: ({ exitCode, results }) => ({ checks: results, exitCode, exitMeaning: exitMeaning(exitCode) }),
+  text: ({ exitCode, results }) => {
+    const count = (s: Status) => results.filter((r) => r.status === s).length
+    return [
+      `${count("ok")} ok, ${count("warn")} warning(s), ${count("fail")} failed${
+        count("skip") > 0 ? `, ${count("skip")} skipped` : ""
+      }. ` +
+      `Exit ${exitCode}: ${exitMeaning(exitCode)}.`
+    ]
+  }
+}
+
 /** What a job config asks a run to reach and write. */
 const targetsOfConfig = (file: string) =>
   Effect.gen(function*() {
@@ -363,19 +380,10 @@ export const checkCommand = Command.make(
         exportLocation: Option.getOrElse(o.requireExported, () => fromConfig.exportLocation),
         ...connectionOf(o, fromConfig)
       }
-      const results = yield* runChecks(targets, o, (r) => (o.json ? Effect.void : Console.log(describeCheck(r))))
+      const results = yield* runChecks(targets, o, (r) => render(checked, r, o.json))
       const failure = results.find((r) => r.status === "fail")
       const exitCode = failure?.exitCode ?? (failure === undefined ? ExitCode.ok : ExitCode.failure)
-      const count = (s: Status) => results.filter((r) => r.status === s).length
-      if (o.json) yield* Console.log(JSON.stringify({ checks: results, exitCode, exitMeaning: exitMeaning(exitCode) }))
-      else {
-        yield* Console.log(
-          `${count("ok")} ok, ${count("warn")} warning(s), ${count("fail")} failed${
-            count("skip") > 0 ? `, ${count("skip")} skipped` : ""
-          }. ` +
-            `Exit ${exitCode}: ${exitMeaning(exitCode)}.`
-        )
-      }
+      yield* render(allChecked, { results, exitCode }, o.json)
       if (failure !== undefined) {
         return yield* new JobFailed({ exitCode, message: `check failed: ${failure.check}: ${failure.detail}` })
       }

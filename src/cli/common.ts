@@ -11,6 +11,8 @@ import * as ParseResult from "effect/ParseResult"
 import * as Predicate from "effect/Predicate"
 import * as Schema from "effect/Schema"
 import * as Struct from "effect/Struct"
+import * as fs from "node:fs"
+import * as path from "node:path"
 import * as DataClient from "../client/DataClient.ts"
 import type { CredentialsError } from "../client/Errors.ts"
 import type { RetryPolicyShape } from "../client/Retry.ts"
@@ -18,6 +20,8 @@ import { DurationString } from "../domain/DurationString.ts"
 import { UsageError } from "../domain/ExitCode.ts"
 import * as Hrn from "../domain/Hrn.ts"
 import { ExportSettings, PositiveInt } from "../export/Settings.ts"
+import { destination } from "../sinks/Destination.ts"
+import { isObjectStore } from "../sinks/ObjectStore.ts"
 import { loggerLayer } from "./Logging.ts"
 
 const invalidValue = (sentence: string) => ValidationError.invalidValue(HelpDoc.p(sentence))
@@ -102,6 +106,22 @@ export const retryPolicyOf = (flags: RetryFlags): Partial<RetryPolicyShape> => (
     : {}),
   ...(flags.maxRetries !== undefined && Option.isSome(flags.maxRetries) ? { maxRetries: flags.maxRetries.value } : {})
 })
+
+/** How often progress is reported where it is not drawn on a terminal (src/cli/progress.ts). */
+export const progressOptions = {
+  progressInterval: durationOption(
+    "progress-interval",
+    "a duration of 100ms or more such as 10s or 1m",
+    Duration.greaterThanOrEqualTo(Duration.millis(100))
+  ).pipe(
+    Options.optional,
+    Options.withDescription("How often a JSON progress line is written when stderr is not a terminal (default 10s).")
+  )
+}
+
+export interface ProgressFlags {
+  readonly progressInterval?: Option.Option<Duration.Duration>
+}
 
 /** Off switch of the failover of multi-region catalogs, for the commands that export (export, run). */
 export const noFailover = Options.boolean("no-failover").pipe(
@@ -222,6 +242,56 @@ export const checkSettings = (flags: SettingFlags): Effect.Effect<ExportSettings
     }
     return settings
   })
+
+export const positive = (name: string) => (value: number) =>
+  value >= 1
+    ? Effect.succeed(value)
+    : Effect.fail(new UsageError({ message: `--${name} must be a positive integer, got ${value}.` }))
+
+/**
+ * Refuses an output path that is a file or cannot be written, before any data is fetched. Creates
+ * nothing: a run refused later (unknown catalog, bad credentials) leaves no trace; the export
+ * creates the directories it writes to. An object store (`s3://bucket/prefix`) is asked to list the
+ * prefix: an unknown bucket, refused credentials or a missing permission stop the run here.
+ */
+export const checkOutputDir = (out: string) =>
+  isObjectStore(out) ? Effect.asVoid(Effect.flatMap(destination(out), (dest) => dest.list(""))) : checkLocalDir(out)
+
+const checkLocalDir = (out: string) =>
+  Effect.try({
+    try: () => {
+      let existing = path.resolve(out)
+      while (!fs.existsSync(existing) && path.dirname(existing) !== existing) existing = path.dirname(existing)
+      if (!fs.statSync(existing).isDirectory()) {
+        throw Object.assign(new Error(`${existing} is a file`), {
+          code: existing === path.resolve(out) ? "EEXIST" : "ENOTDIR",
+          file: existing
+        })
+      }
+      fs.accessSync(existing, fs.constants.W_OK)
+    },
+    catch: (e) => {
+      const code = (e as NodeJS.ErrnoException).code
+      const reason = code === "EEXIST"
+        ? "is a file, not a directory"
+        : code === "ENOTDIR"
+        ? `cannot be created: ${(e as { file?: string }).file} is a file`
+        : code === "EACCES" || code === "EPERM" || code === "EROFS"
+        ? `is not writable (${code})`
+        : `cannot be created (${code ?? String(e)})`
+      return new UsageError({ message: `Output directory ${out} ${reason}; choose a writable directory with --out.` })
+    }
+  })
+
+export const versionArg = (raw: string) =>
+  raw === "latest"
+    ? Effect.succeed("latest" as const)
+    : /^\d+$/.test(raw)
+    ? Effect.succeed(Number(raw))
+    : Effect.fail(new UsageError({ message: `--version must be a non-negative integer or 'latest', got '${raw}'.` }))
+
+/** The flags of export and backfill: the export settings, how long to retry, progress. */
+export const writeOptions = { ...settingFlags, ...retryOptions, ...progressOptions }
 
 /** Options every command that talks to a catalog service takes (DESIGN.md "CLI"). */
 export const globalOptions = {

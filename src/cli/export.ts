@@ -4,15 +4,12 @@ import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import * as fs from "node:fs"
-import * as path from "node:path"
 import { exportOne } from "../../pipelines/nightly-export.ts"
 import { UsageError } from "../domain/ExitCode.ts"
 import { planExport } from "../export/Incremental.ts"
 import { writeSettingsOf } from "../export/Settings.ts"
-import { destination } from "../sinks/Destination.ts"
-import { isObjectStore } from "../sinks/ObjectStore.ts"
 import {
+  checkOutputDir,
   checkSettings,
   choiceOption,
   clientFor,
@@ -20,77 +17,25 @@ import {
   globalOptions,
   integerOption,
   noFailover,
-  retryOptions,
+  positive,
   retryPolicyOf,
   settingFlags,
-  summaryJson
+  summaryJson,
+  versionArg,
+  writeOptions
 } from "./common.ts"
 import { unfinishedWhenInterrupted } from "./Exit.ts"
 import { loggerLayer } from "./Logging.ts"
-import { progressLayer, progressOptions } from "./progress.ts"
-import { describeRaised, outcomeJson, outcomeLines, reportDocument, reportTable, writeRunReport } from "./summary.ts"
-
-export const positive = (name: string) => (value: number) =>
-  value >= 1
-    ? Effect.succeed(value)
-    : Effect.fail(new UsageError({ message: `--${name} must be a positive integer, got ${value}.` }))
-
-/**
- * Refuses an output path that is a file or cannot be written, before any data is fetched. Creates
- * nothing: a run refused later (unknown catalog, bad credentials) leaves no trace; the export
- * creates the directories it writes to. An object store (`s3://bucket/prefix`) is asked to list the
- * prefix: an unknown bucket, refused credentials or a missing permission stop the run here.
- */
-export const checkOutputDir = (out: string) =>
-  isObjectStore(out) ? Effect.asVoid(Effect.flatMap(destination(out), (dest) => dest.list(""))) : checkLocalDir(out)
-
-const checkLocalDir = (out: string) =>
-  Effect.try({
-    try: () => {
-      let existing = path.resolve(out)
-      while (!fs.existsSync(existing) && path.dirname(existing) !== existing) existing = path.dirname(existing)
-      if (!fs.statSync(existing).isDirectory()) {
-        throw Object.assign(new Error(`${existing} is a file`), {
-          code: existing === path.resolve(out) ? "EEXIST" : "ENOTDIR",
-          file: existing
-        })
-      }
-      fs.accessSync(existing, fs.constants.W_OK)
-    },
-    catch: (e) => {
-      const code = (e as NodeJS.ErrnoException).code
-      const reason = code === "EEXIST"
-        ? "is a file, not a directory"
-        : code === "ENOTDIR"
-        ? `cannot be created: ${(e as { file?: string }).file} is a file`
-        : code === "EACCES" || code === "EPERM" || code === "EROFS"
-        ? `is not writable (${code})`
-        : `cannot be created (${code ?? String(e)})`
-      return new UsageError({ message: `Output directory ${out} ${reason}; choose a writable directory with --out.` })
-    }
-  })
-
-export const versionArg = (raw: string) =>
-  raw === "latest"
-    ? Effect.succeed("latest" as const)
-    : /^\d+$/.test(raw)
-    ? Effect.succeed(Number(raw))
-    : Effect.fail(new UsageError({ message: `--version must be a non-negative integer or 'latest', got '${raw}'.` }))
-
-/** The flags of export and backfill: the export settings, how long to retry, progress. */
-export const writeOptions = { ...settingFlags, ...retryOptions, ...progressOptions }
+import { progressLayer } from "./progress.ts"
+import { render } from "./render.ts"
+import { exported, outcomeJson, reportDocument, writeRunReport } from "./summary.ts"
 
 export const exportCommand = Command.make(
   "export",
   {
     ...globalOptions,
     ...writeOptions,
-    out: Options.text("out").pipe(
-      Options.optional,
-      Options.withDescription(
-        "Output directory or object store (s3://bucket/prefix); files go to OUT/<catalog-id>/<layer-id>/version=<V>/."
-      )
-    ),
+    out: Options.optional(settingFlags.out),
     catalog: Options.text("catalog").pipe(
       Options.optional,
       Options.withDescription("Catalog HRN, e.g. hrn:here:data::olp-here:rib-2.")
@@ -217,12 +162,7 @@ export const exportCommand = Command.make(
         ).pipe(Effect.provide(progressLayer(o)))
         const report = reportDocument(outcomeJson(outcome), startedAt)
         yield* writeRunReport(o.out, { job: "export", ...report }, [outcome])
-        if (o.json) yield* Console.log(JSON.stringify(report))
-        else {
-          yield* Console.log(outcomeLines(outcome, false).join("\n"))
-          if (process.stdout.isTTY) yield* Console.log(["", ...reportTable([outcome], report.exitCode)].join("\n"))
-          for (const r of raised) yield* Console.log(describeRaised(r))
-        }
+        yield* render(exported, { outcomes: [outcome], raised, report }, o.json)
         if (Either.isLeft(outcome.result)) return yield* Effect.fail(outcome.result.left)
         if (Option.isSome(raiseFailure)) return yield* Effect.fail(raiseFailure.value)
       }).pipe(Effect.provide(client))

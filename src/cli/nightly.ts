@@ -1,15 +1,22 @@
-import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import { type NightlyJob, runNightly } from "../../pipelines/nightly-export.ts"
 import { ExitCode } from "../domain/ExitCode.ts"
 import { writeSettingsOf } from "../export/Settings.ts"
-import { clientLayer, connectionOf, type GlobalOptions, lookupUrlFor, retryPolicyOf } from "./common.ts"
+import {
+  checkOutputDir,
+  clientLayer,
+  connectionOf,
+  type GlobalOptions,
+  lookupUrlFor,
+  type ProgressFlags,
+  retryPolicyOf
+} from "./common.ts"
 import { decidingExitCode, exitCodeOf, JobFailed, sentenceOf } from "./Exit.ts"
-import { checkOutputDir } from "./export.ts"
-import { type ProgressFlags, progressLayer } from "./progress.ts"
-import { describeRaised, outcomeJson, outcomeLines, reportDocument, reportTable, writeRunReport } from "./summary.ts"
+import { progressLayer } from "./progress.ts"
+import { render } from "./render.ts"
+import { nightlyRun, outcomeJson, reportDocument, writeRunReport } from "./summary.ts"
 
 /**
  * Runs a nightly job and reports every layer's outcome on stdout (text, with the run report's table
@@ -55,13 +62,7 @@ export const runNightlyJob = (
       retries
     }, startedAt)
     yield* writeRunReport(job.out, report, outcomes)
-    if (global.json === true) {
-      yield* Console.log(JSON.stringify(report))
-    } else {
-      for (const outcome of outcomes) for (const line of outcomeLines(outcome, showHints)) yield* Console.log(line)
-      for (const r of raised) yield* Console.log(describeRaised(r))
-      if (process.stdout.isTTY) yield* Console.log(["", ...reportTable(outcomes, exitCode)].join("\n"))
-    }
+    yield* render(nightlyRun(showHints), { outcomes, raised, report }, global.json === true)
     if (failed.length > 0) {
       const deciding = failed.find((o) => Either.isLeft(o.result) && exitCodeOf(o.result.left) === exitCode)!
       const why = Either.isLeft(deciding.result) ? sentenceOf(deciding.result.left) : ""

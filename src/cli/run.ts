@@ -6,11 +6,10 @@ import { NightlyJob } from "../../pipelines/nightly-export.ts"
 import { RetentionJob } from "../../pipelines/retention.ts"
 import { jobKindOf, load } from "../export/JobConfig.ts"
 import { runBackfillJob } from "./backfill.ts"
-import { globalOptions, noFailover, retryOptions, summaryJson } from "./common.ts"
+import { globalOptions, noFailover, progressOptions, retryOptions, summaryJson } from "./common.ts"
 import { unfinishedWhenInterrupted } from "./Exit.ts"
 import { loggerLayer } from "./Logging.ts"
 import { runNightlyJob } from "./nightly.ts"
-import { progressOptions } from "./progress.ts"
 import { runRetentionJob } from "./retention.ts"
 
 /** `run config.json`: the `job` field says which pipeline; the rest is that pipeline's validated config. */

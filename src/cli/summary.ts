@@ -13,6 +13,7 @@ import { rate } from "../export/Progress.ts"
 import { destination } from "../sinks/Destination.ts"
 import { exitCodeOf, exitMeaning, sentenceOf } from "./Exit.ts"
 import { duration, megabytes } from "./progress.ts"
+import type { Renderer } from "./render.ts"
 
 const RUN_REPORT = "_run.json"
 const RUN_REPORTS = "_runs"
@@ -166,6 +167,39 @@ export const describeRaised = (r: MinimumRaised) =>
   `Raised the minimum version of ${r.catalogHrn} from ${r.from} to ${r.to}: versions ${r.from}..${
     r.to - 1
   } are deleted.`
+
+/** A minimum version raised after a commit (`commit --raise-minimum`): a line of text; nothing more with --json. */
+export const raisedMinimum: Renderer<MinimumRaised> = {
+  json: () => undefined,
+  text: (r) => [describeRaised(r)]
+}
+
+/** What a run of one export or of a nightly job shows: every layer's outcome, the minimums raised, its run report. */
+export interface RunShown {
+  readonly outcomes: ReadonlyArray<LayerOutcome>
+  readonly raised: ReadonlyArray<MinimumRaised>
+  readonly report: { readonly exitCode: ExitCode }
+}
+
+/** `export`: the layer's lines, the run report's table on a terminal, the minimum raised; the run report with --json. */
+export const exported: Renderer<RunShown> = {
+  json: (r) => r.report,
+  text: (r, terminal) => [
+    ...r.outcomes.flatMap((o) => outcomeLines(o, false)),
+    ...(terminal ? ["", ...reportTable(r.outcomes, r.report.exitCode)] : []),
+    ...r.raised.map(describeRaised)
+  ]
+}
+
+/** A nightly job (`run`, `demo`, which adds a query hint per layer): every layer's lines, the minimums raised, the table on a terminal. */
+export const nightlyRun = (showHints: boolean): Renderer<RunShown> => ({
+  json: (r) => r.report,
+  text: (r, terminal) => [
+    ...r.outcomes.flatMap((o) => outcomeLines(o, showHints)),
+    ...r.raised.map(describeRaised),
+    ...(terminal ? ["", ...reportTable(r.outcomes, r.report.exitCode)] : [])
+  ]
+})
 
 /**
  * The run report for a person at a terminal: a row per layer (outcome, partitions, bytes, files,
