@@ -5,21 +5,17 @@ import { type BackfillJob, type BackfillTotals, runBackfill, type VersionOutcome
 import { ExitCode, UsageError } from "../domain/ExitCode.ts"
 import { writeSettingsOf } from "../export/Settings.ts"
 import {
-  checkOutputDir,
-  checkSettings,
   clientFor,
   type Connection,
   connectionOf,
   type GlobalOptions,
   globalOptions,
   integerOption,
-  positive,
-  type ProgressFlags,
   retryPolicyOf,
-  summaryJson,
-  writeOptions
+  summaryJson
 } from "./common.ts"
 import { unfinishedWhenInterrupted } from "./Exit.ts"
+import { checkOutputDir, checkSettings, positive, type ProgressFlags, writeOptions } from "./exporting.ts"
 import { loggerLayer } from "./Logging.ts"
 import { progressLayer } from "./progress.ts"
 import { render, type Renderer } from "./render.ts"

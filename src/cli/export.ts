@@ -9,22 +9,17 @@ import { UsageError } from "../domain/ExitCode.ts"
 import { planExport } from "../export/Incremental.ts"
 import { writeSettingsOf } from "../export/Settings.ts"
 import {
-  checkOutputDir,
-  checkSettings,
   choiceOption,
   clientFor,
   connectionOf,
   globalOptions,
   integerOption,
   noFailover,
-  positive,
   retryPolicyOf,
-  settingFlags,
-  summaryJson,
-  versionArg,
-  writeOptions
+  summaryJson
 } from "./common.ts"
 import { unfinishedWhenInterrupted } from "./Exit.ts"
+import { checkOutputDir, checkSettings, positive, settingFlags, versionArg, writeOptions } from "./exporting.ts"
 import { loggerLayer } from "./Logging.ts"
 import { progressLayer } from "./progress.ts"
 import { render } from "./render.ts"

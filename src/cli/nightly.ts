@@ -4,16 +4,9 @@ import * as Option from "effect/Option"
 import { type NightlyJob, runNightly } from "../../pipelines/nightly-export.ts"
 import { ExitCode } from "../domain/ExitCode.ts"
 import { writeSettingsOf } from "../export/Settings.ts"
-import {
-  checkOutputDir,
-  clientLayer,
-  connectionOf,
-  type GlobalOptions,
-  lookupUrlFor,
-  type ProgressFlags,
-  retryPolicyOf
-} from "./common.ts"
+import { clientLayer, connectionOf, type GlobalOptions, lookupUrlFor, retryPolicyOf } from "./common.ts"
 import { decidingExitCode, exitCodeOf, JobFailed, sentenceOf } from "./Exit.ts"
+import { checkOutputDir, type ProgressFlags } from "./exporting.ts"
 import { progressLayer } from "./progress.ts"
 import { render } from "./render.ts"
 import { nightlyRun, outcomeJson, reportDocument, writeRunReport } from "./summary.ts"

@@ -4,7 +4,8 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import { Progress, type ProgressStyle, type Snapshot, type Tracked } from "../export/Progress.ts"
-import type { GlobalOptions, ProgressFlags } from "./common.ts"
+import type { GlobalOptions } from "./common.ts"
+import type { ProgressFlags } from "./exporting.ts"
 
 /**
  * The progress of running exports, on stderr: on a terminal a bar per export redrawn in place (four

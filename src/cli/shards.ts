@@ -17,21 +17,18 @@ import type { Manifest } from "../export/Manifest.ts"
 import { type Plan, shardsOf } from "../export/Plan.ts"
 import { defaults, type WriteSettings } from "../export/Settings.ts"
 import {
-  checkOutputDir,
   choiceOption,
   clientFor,
   connectionOf,
   type GlobalOptions,
   globalOptions,
   integerOption,
-  positive,
-  type ProgressFlags,
   retryOptions,
   retryPolicyOf,
-  summaryJson,
-  versionArg
+  summaryJson
 } from "./common.ts"
 import { unfinishedWhenInterrupted } from "./Exit.ts"
+import { checkOutputDir, positive, type ProgressFlags, versionArg } from "./exporting.ts"
 import { loggerLayer } from "./Logging.ts"
 import { progressLayer } from "./progress.ts"
 import { render, type Renderer } from "./render.ts"

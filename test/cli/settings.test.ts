@@ -10,7 +10,7 @@ import * as Schema from "effect/Schema"
 import { describe, expect, it } from "vitest"
 import { BackfillJob } from "../../pipelines/backfill.ts"
 import { NightlyJob } from "../../pipelines/nightly-export.ts"
-import { checkSettings, settingFlags } from "../../src/cli/common.ts"
+import { checkSettings, settingFlags } from "../../src/cli/exporting.ts"
 import { defaults, ExportSettings } from "../../src/export/Settings.ts"
 
 /**
