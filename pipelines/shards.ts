@@ -2,7 +2,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { UsageError } from "../src/domain/ExitCode.ts"
 import type { ShardResult } from "../src/export/Export.ts"
-import { planExport } from "../src/export/Incremental.ts"
+import { type ExportRequest, planExport } from "../src/export/Incremental.ts"
 import { type Manifest, readManifest } from "../src/export/Manifest.ts"
 import { exportDir, type Plan, shardsOf, withShards } from "../src/export/Plan.ts"
 import { Counters, tracking } from "../src/export/Progress.ts"
@@ -18,14 +18,8 @@ import { isObjectStore } from "../src/sinks/ObjectStore.ts"
  * the location the plan command printed.
  */
 
-export interface ShardsRequest {
-  readonly catalog: string
-  readonly layer: string
-  readonly version: number | "latest"
-  readonly mode: "full" | "changes"
-  readonly out: string
-  /** Metadata parts to ask for, dealt to the shards. */
-  readonly parts: number
+/** An export to plan (its metadata parts are dealt to the shards), for `shards` workers. */
+export interface ShardsRequest extends ExportRequest {
   readonly shards: number
   /** Plan again, forgetting what an earlier plan of the same version finished. */
   readonly force: boolean
@@ -45,14 +39,7 @@ export const planShards = (
   onNote: (note: string) => Effect.Effect<void> = () => Effect.void
 ) =>
   Effect.gen(function*() {
-    const planned = yield* planExport({
-      catalog: request.catalog,
-      layer: request.layer,
-      version: request.version,
-      mode: request.mode,
-      out: request.out,
-      parts: request.parts
-    })
+    const planned = yield* planExport(request)
     if (planned._tag === "UpToDate") return { _tag: "UpToDate", version: planned.version } satisfies ShardsPlanned
     if (planned.note !== undefined) yield* onNote(planned.note)
     const dest = yield* destination(request.out)
