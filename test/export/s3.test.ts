@@ -52,7 +52,7 @@ const exportArgs = (
 const rowsIn = async (prefix: string) =>
   readParquet(path.join(await store.download(prefix), "demo", "places", "version=0"))
 
-/** What a committed export leaves in the bucket: its data files, its manifest, the cursor, the run report; nothing half-done. */
+/** What a committed export leaves in the bucket: its data files, its manifest, the cursor, the run reports; nothing half-done. */
 const expectCommitted = async (prefix: string) => {
   const keys = await store.keys(`${prefix}/`)
   const local = await store.download(prefix)
@@ -62,7 +62,14 @@ const expectCommitted = async (prefix: string) => {
     exitCode: 0,
     partitions: manifest.partitions
   })
-  expect(keys).toEqual([
+  // One report per run (_runs/<UTC start>-<job>.json), the newest also as _run.json.
+  const reports = keys.filter((k) => k.startsWith(`${prefix}/_runs/`)).sort()
+  expect(reports.length).toBeGreaterThan(0)
+  for (const k of reports) expect(k).toMatch(/\/_runs\/\d{8}T\d{6}\.\d{3}Z-export\.json$/)
+  expect(readJson(path.join(local, reports.at(-1)!.slice(prefix.length + 1)))).toEqual(
+    readJson(path.join(local, "_run.json"))
+  )
+  expect(keys.filter((k) => !reports.includes(k))).toEqual([
     `${prefix}/_run.json`,
     `${prefix}/demo/places/_state.json`,
     ...[
