@@ -28,6 +28,7 @@ import {
   clientLayer,
   connectionOf,
   globalOptions,
+  lookupFromOf,
   lookupUrlFor,
   retryOptions,
   retryPolicyOf,
@@ -69,6 +70,8 @@ export interface CheckTargets {
   readonly out: string | undefined
   readonly exportLocation: string | undefined
   readonly lookupUrl: string | undefined
+  /** Where a given lookup URL came from (`connectionOf`). */
+  readonly lookupFrom?: string | undefined
   readonly credentials: string | undefined
   readonly region: string | undefined
 }
@@ -251,6 +254,7 @@ export const runChecks = (
       for (const [lookupUrl, layers] of groups) {
         const client = clientLayer({
           lookupUrl,
+          lookupFrom: lookupFromOf(targets, lookupUrl),
           credentials: targets.credentials,
           concurrency: 2,
           retry: { maxElapsed: "15 seconds", maxRetries: 2, ...retryPolicyOf(retry) },

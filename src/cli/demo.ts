@@ -56,7 +56,11 @@ export const demoCommand = Command.make(
       )
       yield* runNightlyJob(
         { ...job, ...(Option.isSome(o.out) ? { out: o.out.value } : {}) },
-        { ...o, lookupUrl: Option.some(service.lookupUrl), credentials: Option.some(credentials) },
+        {
+          ...o,
+          lookupUrl: Option.some({ url: service.lookupUrl, from: "is the demo service's" }),
+          credentials: Option.some(credentials)
+        },
         true
       )
       yield* Console.log(

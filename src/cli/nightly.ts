@@ -4,7 +4,7 @@ import * as Option from "effect/Option"
 import { type NightlyJob, runNightly } from "../../pipelines/nightly-export.ts"
 import { ExitCode } from "../domain/ExitCode.ts"
 import { writeSettingsOf } from "../export/Settings.ts"
-import { clientLayer, connectionOf, type GlobalOptions, lookupUrlFor, retryPolicyOf } from "./common.ts"
+import { clientLayer, connectionOf, type GlobalOptions, lookupFromOf, lookupUrlFor, retryPolicyOf } from "./common.ts"
 import { decidingExitCode, exitCodeOf, JobFailed, sentenceOf } from "./Exit.ts"
 import { checkOutputDir, type ProgressFlags } from "./exporting.ts"
 import { progressLayer } from "./progress.ts"
@@ -35,6 +35,7 @@ export const runNightlyJob = (
       client: (lookupUrl) =>
         clientLayer({
           lookupUrl,
+          lookupFrom: lookupFromOf(connection, lookupUrl),
           credentials: connection.credentials,
           concurrency,
           retry: retryPolicyOf(global),

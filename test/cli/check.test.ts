@@ -100,7 +100,7 @@ describe("check", () => {
     )
   })
 
-  it("a wrong secret fails the token (3); an unreachable lookup service 5; an unknown layer 4 before an output that is a file (2)", async () => {
+  it("a wrong secret fails the token (3); an unreachable lookup service 2; an unknown layer 4 before an output that is a file (2)", async () => {
     const dir = tempDir("check-classes-")
     const wrong = path.join(dir, "wrong.properties")
     fs.writeFileSync(
@@ -127,7 +127,8 @@ describe("check", () => {
       "--retry-budget",
       "1s"
     ])
-    expect(lookup.code).toBe(5)
+    expect(lookup.code).toBe(2)
+    expect(lookup.stdout).toMatch(/Nothing answers at the lookup URL http:\/\/127\.0\.0\.1:1\/lookup\/v1/)
     expect(statusOf(lookup.stdout)).toEqual([["ok", "credentials"], ["ok", "token"], ["FAIL", "lookup"], [
       "skip",
       "catalogs"
