@@ -49,6 +49,8 @@ export type VersionOutcome =
     }
   }
   | { readonly version: number; readonly status: "already-exported" }
+  /** A dry run: the version would be exported. */
+  | { readonly version: number; readonly status: "would-export" }
   /** Versions `version..through` hold the layer's state of version `since`, which is exported: nothing new to export. */
   | { readonly version: number; readonly through: number; readonly status: "unchanged"; readonly since: number }
   /** The layer has no data at versions `version..through` (it was first published later). */
@@ -70,6 +72,8 @@ export interface BackfillTotals {
   noData: number
   belowMinimum: number
   notYetPublished: number
+  /** A dry run's versions that would be exported (absent unless a dry run). */
+  wouldExport?: number
 }
 
 export interface BackfillRequest {
@@ -89,6 +93,8 @@ export interface BackfillRequest {
    * with the other region.
    */
   readonly region?: string | undefined
+  /** Decide every version as a run would, but export nothing: those to export are reported as "would-export". */
+  readonly dryRun?: boolean | undefined
 }
 
 /** A manifest's decode counts, for the outcome of a version. */
@@ -119,9 +125,10 @@ const orderedReporter = (report: (outcome: VersionOutcome) => Effect.Effect<void
       "unchanged": "unchanged",
       "no-data": "noData",
       "below-minimum": "belowMinimum",
-      "not-yet-published": "notYetPublished"
+      "not-yet-published": "notYetPublished",
+      "would-export": "wouldExport"
     } as const)[o.status]
-    totals[key] += n
+    totals[key] = (totals[key] ?? 0) + n
   }
   const emitPending = Effect.suspend(() => {
     const p = pending
@@ -192,7 +199,8 @@ export const runBackfill = (request: BackfillRequest, report: (outcome: VersionO
       unchanged: 0,
       noData: 0,
       belowMinimum: 0,
-      notYetPublished: 0
+      notYetPublished: 0,
+      ...(request.dryRun === true ? { wouldExport: 0 } : {})
     }
     const reporter = orderedReporter(report, totals)
     const dest = yield* destination(request.export.out)
@@ -267,6 +275,11 @@ export const runBackfill = (request: BackfillRequest, report: (outcome: VersionO
     }
     if (changeCheck !== undefined) yield* Effect.logInfo(`${catalogHrn} ${layer.id}: ${changeCheck}`)
 
+    if (request.dryRun === true) {
+      for (const { slot, version } of toExport) yield* reporter.settle(slot, { version, status: "would-export" })
+      yield* reporter.end
+      return { ...totals, changeCheck }
+    }
     const atOnce = Math.max(1, Math.min(request.versionConcurrency ?? 1, toExport.length))
     const options = {
       ...request.export,
