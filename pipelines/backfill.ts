@@ -14,7 +14,7 @@ import { runExport } from "../src/export/Lazy.ts"
 import { type Manifest, readManifest } from "../src/export/Manifest.ts"
 import { exportDir, makePlan, versionBounds } from "../src/export/Plan.ts"
 import { Counters, tracking } from "../src/export/Progress.ts"
-import { ExportSettings, PositiveInt } from "../src/export/Settings.ts"
+import { ExportSettings, PositiveInt, writeSettingsOf } from "../src/export/Settings.ts"
 import { destination } from "../src/sinks/Destination.ts"
 
 /** Exports every version in from..to of one versioned layer, once each; restartable. */
@@ -95,6 +95,24 @@ export interface BackfillRequest {
   readonly region?: string | undefined
   /** Decide every version as a run would, but export nothing: those to export are reported as "would-export". */
   readonly dryRun?: boolean | undefined
+}
+
+/** The request of a backfill job (or of the flags that say the same), with what the caller decides. */
+export const backfillRequestOf = (
+  job: Omit<BackfillJob, "job" | "lookupUrl" | "credentials" | "region">,
+  options: Pick<BackfillRequest, "versionConcurrency" | "region" | "dryRun">
+): BackfillRequest => {
+  const write = writeSettingsOf(job)
+  return {
+    catalog: job.catalog,
+    layer: job.layer,
+    from: job.from,
+    to: job.to,
+    parts: write.parts,
+    export: { ...write, out: job.out },
+    everyVersion: job.everyVersion ?? false,
+    ...options
+  }
 }
 
 /** A manifest's decode counts, for the outcome of a version. */

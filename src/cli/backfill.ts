@@ -1,7 +1,13 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
-import { type BackfillJob, type BackfillTotals, runBackfill, type VersionOutcome } from "../../pipelines/backfill.ts"
+import {
+  type BackfillJob,
+  backfillRequestOf,
+  type BackfillTotals,
+  runBackfill,
+  type VersionOutcome
+} from "../../pipelines/backfill.ts"
 import { ExitCode, UsageError } from "../domain/ExitCode.ts"
 import { writeSettingsOf } from "../export/Settings.ts"
 import {
@@ -96,18 +102,7 @@ const backfill = (
     const client = clientFor(connection, job.catalog, { concurrency: write.concurrency, retry: retryPolicyOf(global) })
     const outcomes: Array<VersionOutcome> = []
     const totals = yield* runBackfill(
-      {
-        catalog: job.catalog,
-        layer: job.layer,
-        from: job.from,
-        to: job.to,
-        parts: write.parts,
-        export: { ...write, out: job.out },
-        versionConcurrency,
-        everyVersion: job.everyVersion ?? false,
-        region,
-        dryRun: global.dryRun === true
-      },
+      backfillRequestOf(job, { versionConcurrency, region, dryRun: global.dryRun === true }),
       (outcome) =>
         Effect.zipRight(Effect.sync(() => outcomes.push(outcome)), render(versionDecided, outcome, global.json))
     ).pipe(Effect.provide(client), Effect.provide(progressLayer(global)))

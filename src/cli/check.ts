@@ -9,7 +9,7 @@ import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { BackfillJob, runBackfill } from "../../pipelines/backfill.ts"
+import { BackfillJob, backfillRequestOf, runBackfill } from "../../pipelines/backfill.ts"
 import { NightlyJob, previewLayer } from "../../pipelines/nightly-export.ts"
 import { planRetention, policyOfJob, RetentionJob } from "../../pipelines/retention.ts"
 import { Auth } from "../client/Auth.ts"
@@ -353,23 +353,14 @@ const targetsOfConfig = (file: string) =>
       }
       case "backfill": {
         const job = yield* loadJob(BackfillJob, file)
-        const write = writeSettingsOf(job)
         return {
           layers: [{ catalog: job.catalog, layer: job.layer }],
           out: job.out,
           exportLocation: undefined,
           decide: Effect.gen(function*() {
             const versions: Array<number> = []
-            yield* runBackfill({
-              catalog: job.catalog,
-              layer: job.layer,
-              from: job.from,
-              to: job.to,
-              parts: write.parts,
-              export: { ...write, out: job.out },
-              everyVersion: job.everyVersion ?? false,
-              dryRun: true
-            }, (o) => Effect.sync(() => o.status === "would-export" && versions.push(o.version)))
+            yield* runBackfill(backfillRequestOf(job, { region: job.region, dryRun: true }), (o) =>
+              Effect.sync(() => o.status === "would-export" && versions.push(o.version)))
             return [
               ok(
                 "decision",
@@ -379,7 +370,9 @@ const targetsOfConfig = (file: string) =>
               )
             ]
           }).pipe(
-            Effect.catchAll((error) => Effect.succeed([failed("decision", `${job.catalog} ${job.layer}: `, error)]))
+            Effect.catchAll((error) =>
+              Effect.succeed([failed("decision", `${job.catalog} ${job.layer}: `, error)])
+            )
           ),
           lookupUrl: job.lookupUrl,
           credentials: job.credentials,
