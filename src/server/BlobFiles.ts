@@ -144,9 +144,9 @@ export const make = (dataDir: string) =>
         return stored
       })
 
-    /** Copies the files one after the other into `at`, hashing as it goes; the bytes' SHA-256. */
-    const copyInto = async (files: ReadonlyArray<string>, at: Location) => {
-      const hash = createHash("sha256")
+    /** Copies the files one after the other into `at`; the bytes' SHA-256 unless the caller knows it. */
+    const copyInto = async (files: ReadonlyArray<string>, at: Location, sha256: string | undefined) => {
+      const hash = sha256 === undefined ? createHash("sha256") : undefined
       const buffer = Buffer.allocUnsafe(Math.min(COPY_CHUNK, Math.max(1, at.length)))
       const target = fdOf(at.pack)
       let position = at.offset
@@ -157,7 +157,7 @@ export const make = (dataDir: string) =>
             const { bytesRead } = await read(fd, buffer, 0, buffer.byteLength, null)
             if (bytesRead === 0) break
             const chunk = buffer.subarray(0, bytesRead)
-            hash.update(chunk)
+            hash?.update(chunk)
             for (let done = 0; done < bytesRead;) {
               done += (await write(target, chunk, done, bytesRead - done, position + done)).bytesWritten
             }
@@ -168,7 +168,7 @@ export const make = (dataDir: string) =>
         }
       }
       if (position !== at.offset + at.length) throw new Error(`${files.join(", ")} changed while being stored`)
-      return hash.digest("hex")
+      return hash?.digest("hex") ?? sha256!
     }
 
     const putFiles = (files: ReadonlyArray<string>, sha256?: string) =>
@@ -176,7 +176,7 @@ export const make = (dataDir: string) =>
         const length = files.reduce((n, file) => n + fs.statSync(file).size, 0)
         if (sha256 !== undefined && (yield* locate(sha256)) !== undefined) return { sha256, size: length }
         const at = reserve(length)
-        const digest = yield* Effect.promise(() => copyInto(files, at))
+        const digest = yield* Effect.promise(() => copyInto(files, at, sha256))
         yield* sql`INSERT OR IGNORE INTO contents ${sql.insert({ sha256: digest, ...at })}`.pipe(Effect.orDie)
         return { sha256: digest, size: length }
       })

@@ -87,6 +87,10 @@ export const toFile = (
   withBody(async (source, maxBytes) => {
     const hashes = algorithms.map((algorithm) => [algorithm, createHash(algorithm)] as const)
     const out = fs.createWriteStream(file, { flags: "wx" })
+    // Kept, not thrown: a write that fails between two awaits, or after the stream was given up
+    // (a client gone mid-body), must neither pass unnoticed nor reach the process as uncaught.
+    let failure: Error | undefined
+    out.on("error", (e) => (failure ??= e))
     try {
       const size = await receive(source, maxBytes, async (bytes) => {
         for (const [, hash] of hashes) hash.update(bytes)
@@ -94,6 +98,7 @@ export const toFile = (
       })
       out.end()
       await once(out, "close")
+      if (failure !== undefined) throw failure
       return { size, digests: Object.fromEntries(hashes.map(([algorithm, hash]) => [algorithm, hash.digest("hex")])) }
     } catch (e) {
       out.destroy()

@@ -16,8 +16,9 @@ import * as RequestBody from "./RequestBody.ts"
 /**
  * Blob bodies on their way in, on disk: the parts of multipart uploads (routes/Multipart.ts) and the
  * body of a single PUT (routes/Blob.ts), under `<data>/uploads/`. A part is the file
- * `<token>/<number>.<etag>.part`, its ETag the SHA-256 of its bytes, so a part uploaded again under
- * its number replaces the earlier one and a retry of the same bytes changes nothing. Completing an
+ * `<token>/<number>.<etag>.part` (the ETag is random: hashing every part too would cost a pass over
+ * the bytes); a part uploaded again under its number replaces the earlier one, whose ETag then no
+ * longer completes the upload. Completing an
  * upload streams its parts, in order, into the blob packs (BlobFiles.putFiles); until then nothing
  * of it is readable. An upload untouched for `expiryMs` (default a day) is forgotten with its parts,
  * completed or not, when the next upload starts or the service starts.
@@ -27,7 +28,7 @@ export const DEFAULT_UPLOAD_EXPIRY_MS = 24 * 60 * 60 * 1000
 
 /** Upload tokens are chosen here (32 hex digits); a token from a request reaches a path only once it matched. */
 export const UPLOAD_TOKEN = /^[0-9a-f]{32}$/
-const ETAG = /^[0-9a-f]{64}$/
+const ETAG = /^[0-9a-f]{32}$/
 
 export interface CompletedPart {
   readonly etag: string
@@ -69,8 +70,11 @@ export class Uploads extends Context.Tag("catalog-export/server/Uploads")<Upload
 
 const unquote = (etag: string) => etag.trim().replace(/^W\//, "").replace(/^"(.*)"$/, "$1")
 
+/** A completion's parts in a canonical form (by number, ETags unquoted), to recognise the same list again. */
 const partList = (parts: ReadonlyArray<CompletedPart>) =>
-  JSON.stringify(parts.map((p) => ({ number: p.number, etag: unquote(p.etag) })))
+  JSON.stringify(
+    [...parts].sort((a, b) => a.number - b.number).map((p) => ({ number: p.number, etag: unquote(p.etag) }))
+  )
 
 const make = (dataDir: string, expiryMs: number) =>
   Effect.gen(function*() {
@@ -82,8 +86,11 @@ const make = (dataDir: string, expiryMs: number) =>
     const dirOf = (token: string) => path.join(root, token)
     const completing = new Map<string, Deferred.Deferred<void, Reply>>()
 
-    const forget = (token: string) =>
-      Effect.zipRight(repo.remove(token), Effect.sync(() => fs.rmSync(dirOf(token), { recursive: true, force: true })))
+    // Off the main thread: unlinking the parts of a large blob takes a while.
+    const removeParts = (token: string) =>
+      Effect.promise(() => fs.promises.rm(dirOf(token), { recursive: true, force: true }))
+
+    const forget = (token: string) => Effect.zipRight(repo.remove(token), removeParts(token))
 
     const sweep = Effect.gen(function*() {
       const expired = yield* repo.untouchedSince(Date.now() - expiryMs)
@@ -98,14 +105,14 @@ const make = (dataDir: string, expiryMs: number) =>
     yield* sweep
 
     const partFiles = (token: string) =>
-      fs.readdirSync(dirOf(token)).map((name) => /^(\d+)\.([0-9a-f]{64})\.part$/.exec(name)).filter((m) => m !== null)
+      fs.readdirSync(dirOf(token)).map((name) => /^(\d+)\.([0-9a-f]{32})\.part$/.exec(name)).filter((m) => m !== null)
 
     const putPart = (upload: UploadRow, number: number) =>
       Effect.gen(function*() {
         const dir = dirOf(upload.token)
-        const incoming = path.join(dir, `${number}.${randomBytes(8).toString("hex")}.tmp`)
-        const { digests } = yield* RequestBody.toFile(incoming, ["sha256"], false)
-        const etag = digests["sha256"]!
+        const etag = randomBytes(16).toString("hex")
+        const incoming = path.join(dir, `${number}.${etag}.tmp`)
+        yield* RequestBody.toFile(incoming, [], false)
         fs.renameSync(incoming, path.join(dir, `${number}.${etag}.part`))
         for (const m of partFiles(upload.token)) {
           if (Number(m[1]) === number && m[2] !== etag) fs.rmSync(path.join(dir, m[0]), { force: true })
@@ -144,7 +151,7 @@ const make = (dataDir: string, expiryMs: number) =>
     const fail = (upload: UploadRow, reply: Reply) =>
       Effect.gen(function*() {
         yield* repo.setState(upload.token, "failed", null, Date.now())
-        fs.rmSync(dirOf(upload.token), { recursive: true, force: true })
+        yield* removeParts(upload.token)
         return yield* reply
       })
 
@@ -161,7 +168,7 @@ const make = (dataDir: string, expiryMs: number) =>
         const stored = yield* files.putFiles(list)
         yield* blobs.putBlob(upload.layer_pk, upload.data_handle, stored.sha256, stored.size, upload.content_encoding)
         yield* repo.setState(upload.token, "completed", partList(parts), Date.now())
-        fs.rmSync(dirOf(upload.token), { recursive: true, force: true })
+        yield* removeParts(upload.token)
       })
 
     const complete = (upload: UploadRow, parts: ReadonlyArray<CompletedPart>) =>
