@@ -1,4 +1,4 @@
-import * as NodeStream from "@effect/platform-node/NodeStream"
+import * as HttpBody from "@effect/platform/HttpBody"
 import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
@@ -74,11 +74,14 @@ export interface BlobUploadsShape {
   ) => Effect.Effect<UploadedFile, UploadFailure>
 }
 
-/** The bytes to store, in a file (the one given, or its gzip in a temporary directory), and their SHA-256. */
+/**
+ * The bytes to store, in a file (the one given, or its gzip in a temporary directory), and their
+ * SHA-256 when a PUT sends it (a multipart upload does without: hashing costs a pass over the bytes).
+ */
 interface Staged {
   readonly path: string
   readonly size: number
-  readonly sha256: string
+  readonly sha256: string | undefined
 }
 
 const hashing = (hashes: ReadonlyArray<Hash | undefined>, count: (n: number) => void) =>
@@ -90,47 +93,72 @@ const hashing = (hashes: ReadonlyArray<Hash | undefined>, count: (n: number) => 
     }
   }
 
+const unreadable = (file: string) => (e: unknown) =>
+  new LocalFileError({ path: file, reason: e instanceof Error ? e.message : String(e) })
+
+const readFile = (file: string) => fs.createReadStream(file, { highWaterMark: 1024 * 1024 })
+
+/** Feeds a file to `hashes` through one reused buffer (no allocation per chunk); its length. */
+const hashFile = async (file: string, hashes: ReadonlyArray<Hash | undefined>) => {
+  const handle = await fs.promises.open(file, "r")
+  try {
+    const buffer = Buffer.allocUnsafe(1024 * 1024)
+    let size = 0
+    for (let n; (n = (await handle.read(buffer, 0, buffer.byteLength, null)).bytesRead) > 0; size += n) {
+      for (const hash of hashes) hash?.update(buffer.subarray(0, n))
+    }
+    return size
+  } finally {
+    await handle.close()
+  }
+}
+
+/** The SHA-256 of a file's bytes. */
+const sha256Of = (file: string) =>
+  Effect.tryPromise({
+    try: async () => {
+      const hash = createHash("sha256")
+      await hashFile(file, [hash])
+      return hash.digest("hex")
+    },
+    catch: unreadable(file)
+  })
+
 /**
- * Reads `file` once: its size and checksum, and the bytes to store with their SHA-256 (gzip: written
- * to a temporary file, removed with the scope).
+ * Reads `file` once: its size and checksum, and the bytes to store (gzip: written to a temporary file,
+ * removed with the scope) with their SHA-256 when `digest` says that size needs it.
  */
-const stage = (file: string, options: FileUploadOptions) =>
+const stage = (file: string, options: FileUploadOptions, digest: (storedSize: number) => boolean) =>
   Effect.gen(function*() {
-    const unreadable = (e: unknown) =>
-      new LocalFileError({ path: file, reason: e instanceof Error ? e.message : String(e) })
     const checksum = options.checksum === undefined ? undefined : createHash(options.checksum)
     const sha256 = createHash("sha256")
     let dataSize = 0
     let size = 0
-    const read = () => fs.createReadStream(file, { highWaterMark: 1024 * 1024 })
-    let stored = file
+    let staged: Staged
     if (options.gzip) {
       const dir = yield* Effect.acquireRelease(
         Effect.sync(() => fs.mkdtempSync(path.join(os.tmpdir(), "catalog-export-upload-"))),
         (dir) => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))
       )
-      stored = path.join(dir, "blob.gz")
+      const stored = path.join(dir, "blob.gz")
       yield* Effect.tryPromise({
         try: () =>
           pipeline(
-            read(),
+            readFile(file),
             hashing([checksum], (n) => (dataSize += n)),
             createGzip(),
             hashing([sha256], (n) => (size += n)),
             fs.createWriteStream(stored)
           ),
-        catch: unreadable
+        catch: unreadable(file)
       })
+      staged = { path: stored, size, sha256: sha256.digest("hex") }
     } else {
-      yield* Effect.tryPromise({
-        try: () =>
-          pipeline(read(), hashing([checksum, sha256], (n) => (dataSize = size += n)), async (chunks) => {
-            for await (const _ of chunks) { /* hashed on the way */ }
-          }),
-        catch: unreadable
-      })
+      const expected = yield* Effect.try({ try: () => fs.statSync(file).size, catch: unreadable(file) })
+      const hashes = digest(expected) ? [checksum, sha256] : [checksum]
+      dataSize = size = yield* Effect.tryPromise({ try: () => hashFile(file, hashes), catch: unreadable(file) })
+      staged = { path: file, size, sha256: hashes.length === 2 ? sha256.digest("hex") : undefined }
     }
-    const staged: Staged = { path: stored, size, sha256: sha256.digest("hex") }
     const uploaded: UploadedFile = {
       dataSize,
       ...(options.gzip ? { compressedDataSize: size } : {}),
@@ -139,18 +167,25 @@ const stage = (file: string, options: FileUploadOptions) =>
     return { staged, uploaded }
   })
 
-/** Bytes [start, start + length) of a file, read afresh each time the stream runs (each attempt of a request). */
-const fileBytes = (staged: Staged, start: number, length: number) =>
-  NodeStream.fromReadable(
-    () => fs.createReadStream(staged.path, { start, end: start + length - 1, highWaterMark: 1024 * 1024 }),
-    (e) => new LocalFileError({ path: staged.path, reason: e instanceof Error ? e.message : String(e) })
-  )
-
-/** A body of `length` bytes of the file from `start`: streamed, so the first-byte timeout runs from its last byte. */
+/**
+ * `length` bytes of the file from `start` as a request body, read as they are sent: an iterable that
+ * opens the file afresh for each attempt of the request. A streamed body also keeps undici's
+ * first-byte timeout from counting the upload itself (it restarts while the body is being written).
+ */
 const withFileBody = (staged: Staged, start: number, length: number, contentType: string) =>
   length === 0
     ? HttpClientRequest.bodyUint8Array(new Uint8Array(0), contentType)
-    : HttpClientRequest.bodyStream(fileBytes(staged, start, length), { contentType, contentLength: length })
+    : HttpClientRequest.setBody(
+      HttpBody.raw({
+        [Symbol.asyncIterator]: () =>
+          fs.createReadStream(staged.path, { start, end: start + length - 1, highWaterMark: 1024 * 1024 })[
+            Symbol.asyncIterator
+          ]()
+      }, { contentType, contentLength: length })
+    )
+
+/** Volatile layers take blobs in one PUT only (their API has no multipart upload). */
+const goesInParts = (target: BlobTarget, size: number) => target.api === "blob" && size >= SINGLE_PUT_LIMIT
 
 const isStatus = (status: number) => (e: unknown): e is ApiError => e instanceof ApiError && e.status === status
 
@@ -200,13 +235,14 @@ export class BlobUploads extends Context.Tag("catalog-export/client/BlobUploads"
                 `it already holds another blob (${info.contentLength} bytes, not the ${staged.size} bytes uploaded)`
               )
             }
-            if (info.etag !== `"${staged.sha256}"`) {
+            const sha256 = staged.sha256 ?? (yield* sha256Of(staged.path))
+            if (info.etag !== `"${sha256}"`) {
               const digest = yield* Stream.runFold(
                 reader.getStream(target.hrn, target.layer, target.dataHandle),
                 createHash("sha256"),
                 (hash, chunk) => hash.update(chunk)
               )
-              if (digest.digest("hex") !== staged.sha256) {
+              if (digest.digest("hex") !== sha256) {
                 return yield* integrity(target, "it already holds another blob of the same size")
               }
             }
@@ -217,9 +253,10 @@ export class BlobUploads extends Context.Tag("catalog-export/client/BlobUploads"
 
         const put = (target: BlobTarget, staged: Staged, contentType: string, encoding: string | undefined) =>
           Effect.gen(function*() {
+            const sha256 = staged.sha256 ?? (yield* sha256Of(staged.path))
             let request = HttpClientRequest.put(yield* blobUrl(target)).pipe(
               withFileBody(staged, 0, staged.size, contentType),
-              HttpClientRequest.setHeader("x-here-digest", `SHA256:${staged.sha256}`)
+              HttpClientRequest.setHeader("x-here-digest", `SHA256:${sha256}`)
             )
             if (encoding !== undefined) request = HttpClientRequest.setHeader(request, "content-encoding", encoding)
             yield* api.discard(request)
@@ -283,11 +320,15 @@ export class BlobUploads extends Context.Tag("catalog-export/client/BlobUploads"
                 (number) => uploadPart(links.uploadPart.href, staged, number, contentType),
                 { concurrency: PARTS_IN_FLIGHT }
               )
-              yield* api.discard(
-                HttpClientRequest.put(links.complete.href).pipe(HttpClientRequest.bodyUnsafeJson({ parts }))
+              const complete = HttpClientRequest.put(links.complete.href).pipe(
+                HttpClientRequest.bodyUnsafeJson({ parts })
               )
-                .pipe(Effect.catchIf(isStatus(409), () => verifyOwn(target, staged)))
-              yield* awaitStored(target, links.status.href)
+              // A 409 here: the handle got a blob meanwhile, this upload's own only if its bytes are these.
+              const completed = yield* api.discard(complete).pipe(
+                Effect.as(true),
+                Effect.catchIf(isStatus(409), () => Effect.as(verifyOwn(target, staged), false))
+              )
+              if (completed) yield* awaitStored(target, links.status.href)
             }).pipe(
               // Nothing of a cancelled upload is readable; one abandoned (a killed process) expires on its own.
               Effect.onError(() => Effect.ignore(api.discard(HttpClientRequest.del(links.delete.href))))
@@ -296,8 +337,8 @@ export class BlobUploads extends Context.Tag("catalog-export/client/BlobUploads"
 
         const upload = (target: BlobTarget, staged: Staged, options: FileUploadOptions) => {
           const encoding = options.gzip ? "gzip" : undefined
+          if (goesInParts(target, staged.size)) return multipart(target, staged, options.contentType, encoding)
           if (target.api === "volatile-blob") return put(target, staged, options.contentType, encoding)
-          if (staged.size >= SINGLE_PUT_LIMIT) return multipart(target, staged, options.contentType, encoding)
           // A service that takes smaller bodies than the platform's advice (413) still takes the blob in parts.
           return put(target, staged, options.contentType, encoding).pipe(
             Effect.catchIf(isStatus(413), () => multipart(target, staged, options.contentType, encoding))
@@ -306,7 +347,7 @@ export class BlobUploads extends Context.Tag("catalog-export/client/BlobUploads"
 
         const uploadFile = Effect.fn("BlobUploads.uploadFile")(
           function*(target: BlobTarget, file: string, options: FileUploadOptions) {
-            const { staged, uploaded } = yield* stage(file, options)
+            const { staged, uploaded } = yield* stage(file, options, (size) => !goesInParts(target, size))
             yield* upload(target, staged, options)
             return uploaded
           },
