@@ -20,7 +20,16 @@ export interface Interceptor {
   readonly close: () => Promise<void>
 }
 
-export const intercept = async (svc: TestService, hook: Hook): Promise<Interceptor> => {
+export interface InterceptOptions {
+  /** Request bodies reach the service at most this fast (a slow uplink). */
+  readonly bytesPerSecond?: number
+}
+
+export const intercept = async (
+  svc: TestService,
+  hook: Hook,
+  options: InterceptOptions = {}
+): Promise<Interceptor> => {
   const target = new URL(svc.url)
   const seen: Array<string> = []
   const server = http.createServer(async (req, res) => {
@@ -50,7 +59,17 @@ export const intercept = async (svc: TestService, hook: Hook): Promise<Intercept
     req.on("close", () => {
       if (!req.complete) upstream.destroy()
     })
-    req.pipe(upstream)
+    if (options.bytesPerSecond === undefined) {
+      req.pipe(upstream)
+    } else {
+      const rate = options.bytesPerSecond
+      req.on("data", (chunk: Buffer) => {
+        req.pause()
+        upstream.write(chunk)
+        setTimeout(() => req.resume(), (chunk.byteLength / rate) * 1000)
+      })
+      req.on("end", () => upstream.end())
+    }
   })
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
   const { port } = server.address() as AddressInfo
