@@ -16,28 +16,35 @@ import { ACCESS_KEY, SECRET_KEY, startStore, type TestStore } from "../support/s
 import { type Context, expectRefused, exportsToStore, startExportService, type StoreUnderTest } from "./objectStores.ts"
 
 let store: TestStore
+/** The S3-protocol server behind gs:// (a bucket of its own). */
+let gcsStore: TestStore
 let service: Awaited<ReturnType<typeof startExportService>>
 
 beforeAll(async () => {
-  ;[service, store] = await Promise.all([startExportService(), startStore()])
+  ;[service, store, gcsStore] = await Promise.all([startExportService(), startStore(), startStore("gcs-exports")])
 })
 afterAll(async () => {
   await store?.close()
+  await gcsStore?.close()
   await service?.svc.close()
 })
 
-const underTest = (scheme: "s3" | "gs", env: () => Record<string, string>): StoreUnderTest => ({
-  out: (prefix) => `${scheme}://${store.bucket}/${prefix}`,
+const underTest = (
+  scheme: "s3" | "gs",
+  store: () => TestStore,
+  env: () => Record<string, string>
+): StoreUnderTest => ({
+  out: (prefix) => `${scheme}://${store().bucket}/${prefix}`,
   get env() {
     return env()
   },
-  keys: (prefix) => store.keys(prefix),
-  download: (prefix) => store.download(prefix),
-  pending: async (prefix = "") => store.openUploads().map((u) => u.key).filter((key) => key.startsWith(prefix)),
+  keys: (prefix) => store().keys(prefix),
+  download: (prefix) => store().download(prefix),
+  pending: async (prefix = "") => store().openUploads().map((u) => u.key).filter((key) => key.startsWith(prefix)),
   keepsStaged: false
 })
 
-const s3: StoreUnderTest = underTest("s3", () => store.env)
+const s3: StoreUnderTest = underTest("s3", () => store, () => store.env)
 const s3Context = (): Context => ({ ...service, store: s3 })
 
 /** GCS as DuckDB reaches it, the endpoint overridden; no AWS variable set, so the GCS ones must do. */
@@ -46,13 +53,13 @@ const gcsEnv = () => ({
   AWS_SECRET_ACCESS_KEY: "",
   AWS_REGION: "",
   AWS_ENDPOINT_URL_S3: "",
-  AWS_CONFIG_FILE: store.env.AWS_CONFIG_FILE!,
-  AWS_SHARED_CREDENTIALS_FILE: store.env.AWS_SHARED_CREDENTIALS_FILE!,
-  GCS_ENDPOINT_URL: store.endpoint,
+  AWS_CONFIG_FILE: gcsStore.env.AWS_CONFIG_FILE!,
+  AWS_SHARED_CREDENTIALS_FILE: gcsStore.env.AWS_SHARED_CREDENTIALS_FILE!,
+  GCS_ENDPOINT_URL: gcsStore.endpoint,
   GCS_HMAC_KEY_ID: ACCESS_KEY,
   GCS_HMAC_SECRET: SECRET_KEY
 })
-const gcs: StoreUnderTest = underTest("gs", gcsEnv)
+const gcs: StoreUnderTest = underTest("gs", () => gcsStore, gcsEnv)
 const gcsContext = (): Context => ({ ...service, store: gcs })
 
 describe("export to s3://bucket/prefix", () => {
@@ -114,7 +121,7 @@ describe("bad output locations", () => {
     },
     {
       name: "gs://, a wrong HMAC key",
-      out: "gs://exports/denied",
+      out: "gs://gcs-exports/denied",
       gcs: true,
       env: { GCS_HMAC_KEY_ID: "GOOG1EUNKNOWN", GCS_HMAC_SECRET: "not-the-secret" },
       code: 3,
@@ -122,7 +129,7 @@ describe("bad output locations", () => {
     },
     {
       name: "gs://, half an HMAC key",
-      out: "gs://exports/denied",
+      out: "gs://gcs-exports/denied",
       gcs: true,
       env: { GCS_HMAC_KEY_ID: "GOOG1EKEY", GCS_HMAC_SECRET: "" },
       code: 2,
@@ -151,12 +158,13 @@ describe("the file writers on a store", () => {
     "stream a file of several parts to %s:// with the %s encoder",
     ([scheme, name, encoder]) =>
       Effect.gen(function*() {
+        const target = scheme === "gs" ? gcsStore : store
         Object.assign(process.env, scheme === "gs" ? gcsEnv() : store.env)
         const rows = 1200
         const blob = new Uint8Array(8 * 1024).fill(7)
         const files = yield* Effect.scoped(Effect.gen(function*() {
           const writer = yield* RollingWriter.make({
-            dir: `${scheme}://${store.bucket}/writers/${scheme}-${name}`,
+            dir: `${scheme}://${target.bucket}/writers/${name}`,
             format: "parquet",
             compression: "none",
             metadata: {},
@@ -171,7 +179,7 @@ describe("the file writers on a store", () => {
         })).pipe(Effect.provide(Layer.fresh(encoder)))
         expect(files).toHaveLength(1)
         expect(files[0]!.bytes).toBeGreaterThan(8 * 1024 * 1024)
-        const local = yield* Effect.promise(() => store.download(`writers/${scheme}-${name}`))
+        const local = yield* Effect.promise(() => target.download(`writers/${name}`))
         const read = yield* Effect.promise(() =>
           withDuckDB((c) =>
             query(
@@ -183,7 +191,7 @@ describe("the file writers on a store", () => {
           )
         )
         expect(read).toEqual([{ n: BigInt(rows), ids: BigInt(rows), size: BigInt(blob.byteLength) }])
-        expect(store.openUploads()).toEqual([])
+        expect(target.openUploads()).toEqual([])
       })
   )
 })
