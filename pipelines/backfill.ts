@@ -9,17 +9,19 @@ import { tidyCommitted } from "../src/export/Commit.ts"
 import { InvalidLayerId, LayerNotExportable, LayerNotVersioned, NotFound } from "../src/export/Errors.ts"
 import type { ExportOptions } from "../src/export/Export.ts"
 import { regionsOf } from "../src/export/Failover.ts"
-import { ExportSettings, PositiveInt } from "../src/export/JobConfig.ts"
+import { ConnectionFields } from "../src/export/JobConfig.ts"
 import { runExport } from "../src/export/Lazy.ts"
 import { type Manifest, readManifest } from "../src/export/Manifest.ts"
 import { exportDir, makePlan, versionBounds } from "../src/export/Plan.ts"
 import { Counters, tracking } from "../src/export/Progress.ts"
+import { ExportSettings, PositiveInt } from "../src/export/Settings.ts"
 import { destination } from "../src/sinks/Destination.ts"
 
 /** Exports every version in from..to of one versioned layer, once each; restartable. */
 export const BackfillJob = Schema.Struct({
   job: Schema.Literal("backfill"),
-  ...ExportSettings,
+  ...ConnectionFields,
+  ...ExportSettings.fields,
   catalog: Schema.String,
   layer: Schema.String,
   from: Schema.Int.pipe(Schema.nonNegative()),

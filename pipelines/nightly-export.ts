@@ -1,23 +1,32 @@
 import type * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import { identity } from "effect/Function"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as RcMap from "effect/RcMap"
 import * as Schema from "effect/Schema"
 import type * as DataClient from "../src/client/DataClient.ts"
 import { MetadataApi } from "../src/client/MetadataApi.ts"
 import { RetryTally } from "../src/client/Retry.ts"
+import type { HasExitCode } from "../src/domain/ExitCode.ts"
 import * as Hrn from "../src/domain/Hrn.ts"
-import type { DecodeRequest } from "../src/export/Decoding.ts"
 import { InvalidLayerId } from "../src/export/Errors.ts"
 import type { ExportResult } from "../src/export/Export.ts"
 import { type Failover, regionsFor, versionMissing, withFailover } from "../src/export/Failover.ts"
 import { planExport, type Planned } from "../src/export/Incremental.ts"
-import { DecodeConfig, decodeRequest, ExportSettings, PositiveInt, writeSettingsOf } from "../src/export/JobConfig.ts"
+import { ConnectionFields } from "../src/export/JobConfig.ts"
 import { runExport } from "../src/export/Lazy.ts"
 import { versionBounds } from "../src/export/Plan.ts"
 import { Counters, tracking } from "../src/export/Progress.ts"
+import {
+  DecodeOverrides,
+  decodeRequest,
+  ExportSettings,
+  PositiveInt,
+  type WriteSettings,
+  writeSettingsOf
+} from "../src/export/Settings.ts"
 import { pruneSnapshots } from "../src/export/Snapshots.ts"
 import { exportLocation } from "../src/retention/ExportLocation.ts"
 import { guard } from "../src/retention/Guard.ts"
@@ -26,7 +35,8 @@ import * as Metrics from "../src/telemetry/Metrics.ts"
 /** Exports the latest version of each listed layer (volatile layers: a snapshot of their data). */
 export const NightlyJob = Schema.Struct({
   job: Schema.Literal("nightly-export"),
-  ...ExportSettings,
+  ...ConnectionFields,
+  ...ExportSettings.fields,
   /** Export only what changed since the last run (the layer's `_state.json`), else everything. */
   incremental: Schema.optional(Schema.Boolean),
   /** After every layer is committed, raise each catalog's minimum version to what was exported (guarded). */
@@ -38,7 +48,7 @@ export const NightlyJob = Schema.Struct({
   /** Multi-region catalogs: read from the other region when the selected one keeps failing (default true). */
   failover: Schema.optional(Schema.Boolean),
   /** Each layer may decode otherwise than the job's decoding fields say. */
-  layers: Schema.NonEmptyArray(Schema.Struct({ catalog: Schema.String, layer: Schema.String, ...DecodeConfig }))
+  layers: Schema.NonEmptyArray(Schema.Struct({ catalog: Schema.String, layer: Schema.String, ...DecodeOverrides }))
 })
 export type NightlyJob = typeof NightlyJob.Type
 
@@ -49,10 +59,11 @@ export type LayerResult = ExportResult | {
   readonly version: number
 }
 
-export interface LayerOutcome {
+/** A layer's outcome; what it failed with says its exit code. */
+export interface LayerOutcome<E extends HasExitCode = HasExitCode> {
   readonly catalog: string
   readonly layer: string
-  readonly result: Either.Either<LayerResult, unknown>
+  readonly result: Either.Either<LayerResult, E>
   /** Why a layer was exported differently than asked (a full export instead of changes). */
   readonly note: string | undefined
   /** Old snapshot directories removed after this one (`keepSnapshots`). */
@@ -70,27 +81,22 @@ export interface MinimumRaised {
   readonly to: number
 }
 
+/** How one layer is exported: where, with which write settings, what to plan, and what to do around it. */
+export interface LayerSettings extends WriteSettings, Pick<ExportSettings, "out"> {
+  readonly mode: "full" | "changes"
+  readonly version: number | "latest"
+  readonly force: boolean
+  readonly keepSnapshots: number | undefined
+  /** Lookup's `region` to read from (default: the catalog's primary region). */
+  readonly region?: string | undefined
+  /** Multi-region catalogs: go on in the other region when the selected one keeps failing (default true). */
+  readonly failover?: boolean | undefined
+}
+
 /** One layer: plan (incremental when asked and possible), export, then tidy old snapshots. */
 export const exportLayer = (
   target: { readonly catalog: string; readonly layer: string },
-  settings: {
-    readonly out: string
-    readonly mode: "full" | "changes"
-    readonly version: number | "latest"
-    readonly parts: number
-    readonly format: NonNullable<NightlyJob["format"]>
-    readonly compression: NonNullable<NightlyJob["compression"]>
-    readonly concurrency: number
-    readonly listConcurrency: number
-    readonly maxFileBytes: number | undefined
-    readonly force: boolean
-    readonly keepSnapshots: number | undefined
-    /** Lookup's `region` to read from (default: the catalog's primary region). */
-    readonly region?: string | undefined
-    /** Multi-region catalogs: go on in the other region when the selected one keeps failing (default true). */
-    readonly failover?: boolean | undefined
-    readonly decode: DecodeRequest
-  },
+  settings: LayerSettings,
   /** Called once the plan is known, with the note that explains a fallback (a full export instead of changes). */
   onNote: (note: string) => Effect.Effect<void> = () => Effect.void
 ) =>
@@ -161,6 +167,10 @@ export const exportLayer = (
     } satisfies LayerOutcome
   })
 
+/** What exporting one layer can fail with. */
+export type LayerError = Effect.Effect.Success<ReturnType<typeof exportLayer>>["result"] extends
+  Either.Either<LayerResult, infer E> ? E : never
+
 /**
  * One count for a layer exported in several attempts (a failover): the last attempt's, which counted
  * the parts earlier attempts finished from their checkpoints, with the first attempt's reused parts
@@ -179,14 +189,11 @@ const acrossAttempts = (attempts: ReadonlyArray<Counters>): Counters => {
   return last
 }
 
-export interface NightlyRun {
-  /**
-   * The Data API client for a catalog, and the key (its lookup URL) under which layers share one:
-   * each catalog's HRN implies its own lookup service unless one is configured.
-   */
-  readonly clientFor: (
-    catalog: string
-  ) => { readonly key: string; readonly layer: Layer.Layer<DataClient.DataClient, unknown> }
+export interface NightlyRun<E extends HasExitCode> {
+  /** The lookup service of a catalog (its HRN implies one unless one is configured): layers whose catalogs share it share a client. */
+  readonly lookupUrlOf: (catalog: string) => string
+  /** The Data API client of a lookup service. */
+  readonly client: (lookupUrl: string) => Layer.Layer<DataClient.DataClient, E>
   /** Called when a layer's plan falls back (e.g. to a full export), before it is exported. */
   readonly onNote?: (catalog: string, layer: string, note: string) => Effect.Effect<void>
 }
@@ -196,19 +203,18 @@ export interface NightlyRun {
  * that fails does not stop the others, and every layer's outcome is returned. Then, if asked and
  * only if every layer is committed, raises each catalog's minimum version (guarded).
  */
-export const runNightly = (job: NightlyJob, run: NightlyRun) =>
+export const runNightly = <E extends HasExitCode>(job: NightlyJob, run: NightlyRun<E>) =>
   Effect.scoped(Effect.gen(function*() {
-    const clients = new Map<string, Either.Either<Context.Context<DataClient.DataClient>, unknown>>()
-    const clientOf = (catalog: string) =>
-      Effect.gen(function*() {
-        const { key, layer } = run.clientFor(catalog)
-        let built = clients.get(key)
-        if (built === undefined) clients.set(key, built = yield* Effect.either(Layer.build(layer)))
-        return built
-      })
+    // One client per lookup service, built once and kept for the run; a client that cannot be built
+    // fails each layer that needs it.
+    const clients = yield* RcMap.make({
+      lookup: (lookupUrl: string) => Layer.build(run.client(lookupUrl)),
+      idleTimeToLive: Duration.infinity
+    })
+    const clientOf = (catalog: string) => RcMap.get(clients, run.lookupUrlOf(catalog))
     const retriedBefore = yield* Metrics.retriesSoFar
     // Built up front, one per lookup service, so concurrent layers share them.
-    for (const target of job.layers) yield* clientOf(target.catalog)
+    for (const target of job.layers) yield* Effect.either(clientOf(target.catalog))
 
     const atOnce = Math.min(job.layerConcurrency ?? 1, job.layers.length)
     const write = writeSettingsOf(job)
@@ -225,28 +231,32 @@ export const runNightly = (job: NightlyJob, run: NightlyRun) =>
     }
     const outcomes = yield* Effect.forEach(job.layers, (target) =>
       Effect.gen(function*() {
-        const client = yield* clientOf(target.catalog)
+        const client = yield* Effect.either(clientOf(target.catalog))
         if (Either.isLeft(client)) {
-          return {
+          const failed: LayerOutcome<LayerError | E> = {
             ...target,
             result: Either.left(client.left),
             note: undefined,
             pruned: [],
             elapsedMs: 0,
             counters: new Counters()
-          } satisfies LayerOutcome
+          }
+          return failed
         }
         const onNote = run.onNote === undefined
           ? undefined
           : (note: string) => run.onNote!(target.catalog, target.layer, note)
-        return yield* exportLayer(target, { ...settings, decode: decodeRequest(job, target) }, onNote).pipe(
-          Effect.provide(client.right)
-        )
+        const outcome: LayerOutcome<LayerError | E> = yield* exportLayer(
+          target,
+          { ...settings, decode: decodeRequest(job, target) },
+          onNote
+        ).pipe(Effect.provide(client.right))
+        return outcome
       }), { concurrency: atOnce })
 
     // The exports stay committed when a raise is refused; the next run decides again.
     const { raised, raiseFailure } = job.raiseMinimum === true && outcomes.every((o) => Either.isRight(o.result))
-      ? yield* raiseExported(outcomes, job.out, (catalogHrn) => Effect.flatMap(clientOf(catalogHrn), identity))
+      ? yield* raiseExported(outcomes, job.out, clientOf)
       : { raised: [], raiseFailure: Option.none() }
     const retries = (yield* Metrics.retriesSoFar) - retriedBefore
     /** `raiseFailure`: why raising a minimum was refused or failed (after the exports were committed). */
@@ -273,10 +283,10 @@ export const exportedVersions = (outcomes: ReadonlyArray<Pick<LayerOutcome, "res
  * Raises each catalog's minimum to the lowest version the outcomes committed, under the export guard;
  * `clientOf` gives the catalog's client. A refusal stops the raising (`raiseFailure`), not the caller.
  */
-const raiseExported = <R>(
+const raiseExported = <E, R>(
   outcomes: ReadonlyArray<Pick<LayerOutcome, "result">>,
   out: string,
-  clientOf: (catalogHrn: string) => Effect.Effect<Context.Context<DataClient.DataClient>, unknown, R>
+  clientOf: (catalogHrn: string) => Effect.Effect<Context.Context<DataClient.DataClient>, E, R>
 ) =>
   Effect.gen(function*() {
     const raised: Array<MinimumRaised> = []
@@ -295,7 +305,7 @@ const raiseExported = <R>(
  */
 export const exportOne = (
   target: { readonly catalog: string; readonly layer: string },
-  settings: Parameters<typeof exportLayer>[1],
+  settings: LayerSettings,
   raiseMinimum: boolean,
   onNote?: (note: string) => Effect.Effect<void>
 ) =>

@@ -5,9 +5,11 @@ import * as Stream from "effect/Stream"
 import { ConfigApi } from "../src/client/ConfigApi.ts"
 import { MetadataApi } from "../src/client/MetadataApi.ts"
 import { DurationString } from "../src/domain/DurationString.ts"
+import { ExitCode } from "../src/domain/ExitCode.ts"
 import * as Hrn from "../src/domain/Hrn.ts"
-import { JobConfigError, PositiveInt } from "../src/export/JobConfig.ts"
+import { ConnectionFields, JobConfigError } from "../src/export/JobConfig.ts"
 import { versionBounds } from "../src/export/Plan.ts"
+import { PositiveInt } from "../src/export/Settings.ts"
 import { type ExportCheck, guard, guardedLayers } from "../src/retention/Guard.ts"
 import { type SharedHandle, sharedHandles } from "../src/retention/HandleReuse.ts"
 import { describePolicy, type Policy, RetentionRefused, targetMinimum } from "../src/retention/Policy.ts"
@@ -18,9 +20,7 @@ import { describePolicy, type Policy, RetentionRefused, targetMinimum } from "..
  */
 export const RetentionJob = Schema.Struct({
   job: Schema.Literal("retention"),
-  lookupUrl: Schema.optional(Schema.String),
-  credentials: Schema.optional(Schema.String),
-  region: Schema.optional(Schema.String),
+  ...ConnectionFields,
   catalog: Schema.String,
   keepLast: Schema.optional(PositiveInt),
   olderThan: Schema.optional(DurationString),
@@ -182,6 +182,10 @@ export const setAutomaticDeletion = (catalog: string, keep: number | "disable") 
 export class AutomaticDeletionPending
   extends Schema.TaggedError<AutomaticDeletionPending>()("AutomaticDeletionPending", { catalogHrn: Schema.String })
 {
+  get exitCode() {
+    return ExitCode.failure
+  }
+
   override get message() {
     return `The change to automatic version deletion of ${this.catalogHrn} was accepted but its configuration did not show it within a minute; check it with catalog-export catalogs get --catalog ${this.catalogHrn}.`
   }

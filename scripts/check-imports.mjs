@@ -119,7 +119,7 @@ const connect = (file) => {
   if (low.get(file) !== index.get(file)) return
   const loop = stack.splice(stack.indexOf(file))
   const selfImport = graph.get(file).includes(file)
-  if ((loop.length > 1 || selfImport) && !loop.every((f) => areaOf(f) === "src/cli")) {
+  if (loop.length > 1 || selfImport) {
     violations.push(`these modules import each other: ${loop.map((f) => relative(root, f)).sort().join(", ")}`)
   }
 }

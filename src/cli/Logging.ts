@@ -3,7 +3,6 @@ import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
-import type { GlobalOptions } from "./common.ts"
 
 const defaultLogFormat = (): "text" | "json" => (process.stderr.isTTY ? "text" : "json")
 
@@ -22,7 +21,9 @@ export const defaultLoggerLayer = Layer.merge(
  * Logs go to stderr once, as text or JSON lines; stdout carries only results (the summary), so a
  * cron job can keep it, and a `--json` summary stays parseable.
  */
-export const loggerLayer = (global: GlobalOptions) =>
+export const loggerLayer = (
+  global: { readonly logFormat: Option.Option<"text" | "json">; readonly quiet: boolean }
+) =>
   Layer.mergeAll(
     Logger.remove(Logger.defaultLogger),
     Logger.replace(initialLogger, stderrLogger(Option.getOrElse(global.logFormat, defaultLogFormat))),

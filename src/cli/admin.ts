@@ -8,12 +8,12 @@ import { type Accepted, AdminApi, createdHrn } from "../client/AdminApi.ts"
 import { lastOffsets, StreamApi } from "../client/StreamApi.ts"
 import { SubscriptionsApi } from "../client/SubscriptionsApi.ts"
 import type { OperationStatus } from "../domain/Catalog.ts"
+import { UsageError } from "../domain/ExitCode.ts"
 import * as Hrn from "../domain/Hrn.ts"
 import type { StreamMessage } from "../domain/Stream.ts"
 import { type Subscription, SUBSCRIPTION_TYPES, type SubscriptionRequest } from "../domain/Subscription.ts"
 import { readJsonFile } from "../export/Json.ts"
 import { globalOptions, withClient } from "./common.ts"
-import { UsageError } from "./Exit.ts"
 
 /**
  * Administration commands over the rest of the interface: create, update and delete catalogs,

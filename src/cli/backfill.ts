@@ -1,9 +1,9 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
-import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
-import { type BackfillJob, runBackfill, type VersionOutcome } from "../../pipelines/backfill.ts"
-import { type WriteSettings, writeSettingsOf } from "../export/JobConfig.ts"
+import { type BackfillJob, type BackfillTotals, runBackfill, type VersionOutcome } from "../../pipelines/backfill.ts"
+import { ExitCode, UsageError } from "../domain/ExitCode.ts"
+import { writeSettingsOf } from "../export/Settings.ts"
 import {
   clientFor,
   type Connection,
@@ -14,12 +14,12 @@ import {
   retryPolicyOf,
   summaryJson
 } from "./common.ts"
-import { unfinishedWhenInterrupted, UsageError } from "./Exit.ts"
-import { checkOutputDir, checkWriteSettings, positive, writeOptions } from "./export.ts"
+import { unfinishedWhenInterrupted } from "./Exit.ts"
+import { checkOutputDir, checkSettings, positive, type ProgressFlags, writeOptions } from "./exporting.ts"
 import { loggerLayer } from "./Logging.ts"
-import { type ProgressFlags, progressLayer } from "./progress.ts"
-import { reportDocument, writeRunReport } from "./summary.ts"
-import { describeDecode } from "./summary.ts"
+import { progressLayer } from "./progress.ts"
+import { render, type Renderer } from "./render.ts"
+import { describeDecode, reportDocument, writeRunReport } from "./summary.ts"
 
 const versions = (
   from: number,
@@ -47,94 +47,85 @@ const describeOutcome = (o: VersionOutcome) => {
   }
 }
 
-interface BackfillSettings {
-  readonly out: string
-  readonly write: WriteSettings
-  readonly catalog: string
-  readonly layer: string
-  readonly from: number
-  readonly to: number
-  readonly versionConcurrency: number
-  readonly everyVersion: boolean
+/** A version's line as soon as it is decided; with --json, versions are in the run report. */
+const versionDecided: Renderer<VersionOutcome> = { json: () => undefined, text: (o) => [describeOutcome(o)] }
+
+/** The end of a backfill: how unchanged versions were found (when it matters) and the counts; the run report with --json. */
+const backfilled: Renderer<{
+  readonly job: Backfill
+  readonly totals: BackfillTotals & { readonly changeCheck: string | undefined }
+  readonly report: unknown
+}> = {
+  json: (r) => r.report,
+  text: ({ job, totals }) => [
+    ...(totals.changeCheck === undefined ? [] : [`Note: ${totals.changeCheck}.`]),
+    `Backfill of ${job.catalog} ${job.layer} ${job.from}..${job.to}: ${totals.exported} exported, ${totals.alreadyExported} already exported, ` +
+    `${totals.unchanged} unchanged, ${totals.noData} without data, ${totals.belowMinimum} deleted, ${totals.notYetPublished} not published yet.`
+  ]
 }
 
+/** What a backfill runs: a backfill job config's fields (but how to reach the service), from a config or from the flags. */
+type Backfill = Omit<BackfillJob, "job" | keyof Connection>
+
 const backfill = (
-  s: BackfillSettings,
+  job: Backfill,
   global: GlobalOptions & ProgressFlags & { readonly json: boolean },
   connection: Connection
 ) =>
   Effect.gen(function*() {
-    if (s.from < 0 || s.to < 0) {
+    if (job.from < 0 || job.to < 0) {
       return yield* new UsageError({
-        message: `--from and --to must be non-negative versions, got ${s.from}..${s.to}.`
+        message: `--from and --to must be non-negative versions, got ${job.from}..${job.to}.`
       })
     }
-    if (s.from > s.to) {
+    if (job.from > job.to) {
       return yield* new UsageError({
-        message: `--from ${s.from} is greater than --to ${s.to}; give the range oldest first.`
+        message: `--from ${job.from} is greater than --to ${job.to}; give the range oldest first.`
       })
     }
     const startedAt = Date.now()
-    const versionConcurrency = yield* positive("version-concurrency")(s.versionConcurrency)
-    yield* checkOutputDir(s.out)
+    const versionConcurrency = yield* positive("version-concurrency")(job.versionConcurrency ?? 1)
+    yield* checkOutputDir(job.out)
     const { region } = connection
-    const client = clientFor(connection, s.catalog, { concurrency: s.write.concurrency, retry: retryPolicyOf(global) })
+    const write = writeSettingsOf(job)
+    const client = clientFor(connection, job.catalog, { concurrency: write.concurrency, retry: retryPolicyOf(global) })
     const outcomes: Array<VersionOutcome> = []
     const totals = yield* runBackfill(
       {
-        catalog: s.catalog,
-        layer: s.layer,
-        from: s.from,
-        to: s.to,
-        parts: s.write.parts,
-        export: { ...s.write, out: s.out },
+        catalog: job.catalog,
+        layer: job.layer,
+        from: job.from,
+        to: job.to,
+        parts: write.parts,
+        export: { ...write, out: job.out },
         versionConcurrency,
-        everyVersion: s.everyVersion,
+        everyVersion: job.everyVersion ?? false,
         region
       },
-      (
-        outcome
-      ) => (global.json ? Effect.sync(() => void outcomes.push(outcome)) : Console.log(describeOutcome(outcome)))
+      (outcome) =>
+        Effect.zipRight(Effect.sync(() => outcomes.push(outcome)), render(versionDecided, outcome, global.json))
     ).pipe(Effect.provide(client), Effect.provide(progressLayer(global)))
     const { changeCheck, ...counts } = totals
     const report = reportDocument(
       {
         job: "backfill",
-        exitCode: 0,
-        catalog: s.catalog,
-        layer: s.layer,
-        from: s.from,
-        to: s.to,
+        exitCode: ExitCode.ok,
+        catalog: job.catalog,
+        layer: job.layer,
+        from: job.from,
+        to: job.to,
         versions: outcomes,
         totals: counts,
         ...(changeCheck === undefined ? {} : { note: changeCheck })
       },
       startedAt
     )
-    yield* writeRunReport(s.out, report)
-    if (global.json) return yield* Console.log(JSON.stringify(report))
-    if (totals.changeCheck !== undefined) yield* Console.log(`Note: ${totals.changeCheck}.`)
-    yield* Console.log(
-      `Backfill of ${s.catalog} ${s.layer} ${s.from}..${s.to}: ${totals.exported} exported, ${totals.alreadyExported} already exported, ` +
-        `${totals.unchanged} unchanged, ${totals.noData} without data, ${totals.belowMinimum} deleted, ${totals.notYetPublished} not published yet.`
-    )
+    yield* writeRunReport(job.out, report)
+    yield* render(backfilled, { job, totals, report }, global.json)
   })
 
 export const runBackfillJob = (job: BackfillJob, global: GlobalOptions & ProgressFlags & { readonly json: boolean }) =>
-  backfill(
-    {
-      catalog: job.catalog,
-      layer: job.layer,
-      from: job.from,
-      to: job.to,
-      out: job.out,
-      write: writeSettingsOf(job),
-      versionConcurrency: job.versionConcurrency ?? 1,
-      everyVersion: job.everyVersion ?? false
-    },
-    global,
-    connectionOf(global, job)
-  )
+  backfill(job, global, connectionOf(global, job))
 
 export const backfillCommand = Command.make(
   "backfill",
@@ -157,8 +148,22 @@ export const backfillCommand = Command.make(
     json: summaryJson
   },
   (o) =>
-    checkWriteSettings(o).pipe(
-      Effect.flatMap(({ out, ...write }) => backfill({ ...o, out, write }, o, connectionOf(o))),
+    checkSettings(o).pipe(
+      Effect.flatMap((settings) =>
+        backfill(
+          {
+            ...settings,
+            catalog: o.catalog,
+            layer: o.layer,
+            from: o.from,
+            to: o.to,
+            versionConcurrency: o.versionConcurrency,
+            everyVersion: o.everyVersion
+          },
+          o,
+          connectionOf(o)
+        )
+      ),
       unfinishedWhenInterrupted,
       Effect.provide(loggerLayer(o))
     )

@@ -1,10 +1,8 @@
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
-import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import type * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
@@ -18,8 +16,8 @@ import { Auth } from "../client/Auth.ts"
 import { BlobApi, VolatileBlobApi } from "../client/BlobApi.ts"
 import { ConfigApi } from "../client/ConfigApi.ts"
 import { load as loadCredentials, looseAccess, resolvePath } from "../client/Credentials.ts"
-import * as DataClient from "../client/DataClient.ts"
 import { Lookup } from "../client/Lookup.ts"
+import { ExitCode, type HasExitCode } from "../domain/ExitCode.ts"
 import { jobKindOf, load as loadJob } from "../export/JobConfig.ts"
 import { listPart } from "../export/Listing.ts"
 import { makePlan } from "../export/Plan.ts"
@@ -35,8 +33,9 @@ import {
   retryPolicyOf,
   summaryJson
 } from "./common.ts"
-import { ExitCode, exitCodeOf, exitMeaning, JobFailed, sentenceOf } from "./Exit.ts"
+import { exitCodeOf, exitMeaning, JobFailed, sentenceOf } from "./Exit.ts"
 import { loggerLayer } from "./Logging.ts"
+import { render, type Renderer } from "./render.ts"
 
 /**
  * `catalog-export check`: the pre-flight of a job config (or of a catalog and layers), one line per
@@ -51,13 +50,13 @@ export interface CheckResult {
   readonly check: string
   readonly status: Status
   readonly detail: string
-  readonly exitCode?: number
+  readonly exitCode?: ExitCode
 }
 
 const ok = (check: string, detail: string): CheckResult => ({ check, status: "ok", detail })
 const warn = (check: string, detail: string): CheckResult => ({ check, status: "warn", detail })
 const skip = (check: string, detail: string): CheckResult => ({ check, status: "skip", detail })
-const failed = (check: string, subject: string, error: unknown): CheckResult => ({
+const failed = (check: string, subject: string, error: HasExitCode): CheckResult => ({
   check,
   status: "fail",
   detail: `${subject}${sentenceOf(error)}`,
@@ -258,7 +257,7 @@ export const runChecks = (
           region: targets.region
         })
         const checked = yield* checkService(lookupUrl, layers).pipe(
-          Effect.provide(client as Layer.Layer<DataClient.DataClient, unknown>),
+          Effect.provide(client),
           Effect.catchAll((error) => Effect.succeed([failed("lookup", `${lookupUrl}: `, error)])),
           // What the client would log (a loose credentials file, a clock re-signed) is a check line here.
           Logger.withMinimumLogLevel(LogLevel.Error)
@@ -275,6 +274,23 @@ export const describeCheck = (r: CheckResult) =>
   `${({ ok: "ok", warn: "warn", fail: "FAIL", skip: "skip" } as const)[r.status].padEnd(4)}  ${
     r.check.padEnd(15)
   } ${r.detail}${r.exitCode === undefined ? "" : ` [exit ${r.exitCode}]`}`
+
+/** A check's line as soon as it is done; with --json, the checks are in the one document at the end. */
+const checked: Renderer<CheckResult> = { json: () => undefined, text: (r) => [describeCheck(r)] }
+
+/** The counts and what the exit code means; with --json, every check and the exit code. */
+const allChecked: Renderer<{ readonly results: ReadonlyArray<CheckResult>; readonly exitCode: ExitCode }> = {
+  json: ({ exitCode, results }) => ({ checks: results, exitCode, exitMeaning: exitMeaning(exitCode) }),
+  text: ({ exitCode, results }) => {
+    const count = (s: Status) => results.filter((r) => r.status === s).length
+    return [
+      `${count("ok")} ok, ${count("warn")} warning(s), ${count("fail")} failed${
+        count("skip") > 0 ? `, ${count("skip")} skipped` : ""
+      }. ` +
+      `Exit ${exitCode}: ${exitMeaning(exitCode)}.`
+    ]
+  }
+}
 
 /** What a job config asks a run to reach and write. */
 const targetsOfConfig = (file: string) =>
@@ -364,19 +380,10 @@ export const checkCommand = Command.make(
         exportLocation: Option.getOrElse(o.requireExported, () => fromConfig.exportLocation),
         ...connectionOf(o, fromConfig)
       }
-      const results = yield* runChecks(targets, o, (r) => (o.json ? Effect.void : Console.log(describeCheck(r))))
+      const results = yield* runChecks(targets, o, (r) => render(checked, r, o.json))
       const failure = results.find((r) => r.status === "fail")
       const exitCode = failure?.exitCode ?? (failure === undefined ? ExitCode.ok : ExitCode.failure)
-      const count = (s: Status) => results.filter((r) => r.status === s).length
-      if (o.json) yield* Console.log(JSON.stringify({ checks: results, exitCode, exitMeaning: exitMeaning(exitCode) }))
-      else {
-        yield* Console.log(
-          `${count("ok")} ok, ${count("warn")} warning(s), ${count("fail")} failed${
-            count("skip") > 0 ? `, ${count("skip")} skipped` : ""
-          }. ` +
-            `Exit ${exitCode}: ${exitMeaning(exitCode)}.`
-        )
-      }
+      yield* render(allChecked, { results, exitCode }, o.json)
       if (failure !== undefined) {
         return yield* new JobFailed({ exitCode, message: `check failed: ${failure.check}: ${failure.detail}` })
       }

@@ -1,18 +1,20 @@
-import type * as Command from "@effect/cli/Command"
+import * as Command from "@effect/cli/Command"
 import type * as NodeContext from "@effect/platform-node/NodeContext"
+import type { HasExitCode } from "../domain/ExitCode.ts"
 import type { Encoder } from "../encoder/Encoder.ts"
 import type { CrashProbe } from "../telemetry/CrashProbe.ts"
 
 /** What main.ts provides to every command. */
 export type CommandContext = NodeContext.NodeContext | Encoder | CrashProbe
 
-// The name, arguments and errors differ from command to command (the name is a literal type, which
-// makes it invariant); what a command may require is checked. main.ts handles any error.
-export type TopLevelCommand = Command.Command<any, CommandContext, any, any>
+// The name and arguments differ from command to command (the name is a literal type, which makes it
+// invariant); what a command may require is checked, and that every error it can fail with says
+// its exit code (HasExitCode): one without does not compile.
+export type TopLevelCommand = Command.Command<any, CommandContext, HasExitCode, any>
 
 interface CommandModule {
-  /** The top-level commands the module defines, in the order help lists them. */
-  readonly names: ReadonlyArray<string>
+  /** The top-level commands the module defines, in the order help lists them, with what `catalog-export --help` says of each. */
+  readonly commands: Readonly<Record<string, string>>
   readonly load: () => Promise<ReadonlyArray<TopLevelCommand>>
 }
 
@@ -23,32 +25,95 @@ interface CommandModule {
  * keeps each module in chunks of its own.
  */
 export const commandModules: ReadonlyArray<CommandModule> = [
-  { names: ["serve"], load: () => import("./serve.ts").then((m) => [m.serve]) },
-  { names: ["export"], load: () => import("./export.ts").then((m) => [m.exportCommand]) },
-  { names: ["plan", "commit"], load: () => import("./shards.ts").then((m) => [m.planCommand, m.commitCommand]) },
-  { names: ["backfill"], load: () => import("./backfill.ts").then((m) => [m.backfillCommand]) },
-  { names: ["retention"], load: () => import("./retention.ts").then((m) => [m.retentionCommand]) },
-  { names: ["run"], load: () => import("./run.ts").then((m) => [m.runCommand]) },
-  { names: ["check"], load: () => import("./check.ts").then((m) => [m.checkCommand]) },
-  { names: ["demo"], load: () => import("./demo.ts").then((m) => [m.demoCommand]) },
   {
-    names: ["catalogs", "layers", "partitions", "versions", "blob", "lookup"],
+    commands: { serve: "Run the local catalog service on loopback, to develop and test against." },
+    load: () => import("./serve.ts").then((m) => [m.serve])
+  },
+  {
+    commands: { export: "Export one layer version (or a volatile layer's data) to Parquet and/or Arrow." },
+    load: () => import("./export.ts").then((m) => [m.exportCommand])
+  },
+  {
+    commands: {
+      plan: "Pin a layer version and deal its parts to N shards, for an array job.",
+      commit: "Commit a sharded export once every shard has finished."
+    },
+    load: () => import("./shards.ts").then((m) => [m.planCommand, m.commitCommand])
+  },
+  {
+    commands: { backfill: "Export every version in a range of a versioned layer; safe to re-run." },
+    load: () => import("./backfill.ts").then((m) => [m.backfillCommand])
+  },
+  {
+    commands: { retention: "Raise a catalog's minimum version by a policy, past exported versions only." },
+    load: () => import("./retention.ts").then((m) => [m.retentionCommand])
+  },
+  {
+    commands: { run: "Run a job config: nightly-export, backfill or retention." },
+    load: () => import("./run.ts").then((m) => [m.runCommand])
+  },
+  {
+    commands: { check: "Check a job config (or a catalog, layers, an output) before a run." },
+    load: () => import("./check.ts").then((m) => [m.checkCommand])
+  },
+  {
+    commands: { demo: "Start the local service with demo data and run the nightly export against it." },
+    load: () => import("./demo.ts").then((m) => [m.demoCommand])
+  },
+  {
+    commands: {
+      catalogs: "List, show, create, update and delete catalogs.",
+      layers: "List and delete the layers of a catalog.",
+      partitions: "List or get partition metadata.",
+      versions: "Show the latest and minimum catalog versions, or list them.",
+      blob: "Download one blob by its data handle.",
+      lookup: "Show the API base URLs the lookup service returns."
+    },
     load: () => import("./inspect.ts").then((m) => m.inspectCommands)
   },
-  { names: ["subscriptions", "stream"], load: () => import("./admin.ts").then((m) => m.adminCommands) },
-  { names: ["publish"], load: () => import("./publish.ts").then((m) => [m.publishCommand]) },
-  { names: ["schemas"], load: () => import("./schemas.ts").then((m) => [m.schemasCommand]) },
-  { names: ["regions"], load: () => import("./regions.ts").then((m) => [m.regionsCommand]) }
+  {
+    commands: {
+      subscriptions: "Manage notification subscriptions of interactive map layers.",
+      stream: "Read the messages of a stream layer."
+    },
+    load: () => import("./admin.ts").then((m) => m.adminCommands)
+  },
+  {
+    commands: { publish: "Publish files into a versioned or volatile layer as one new catalog version." },
+    load: () => import("./publish.ts").then((m) => [m.publishCommand])
+  },
+  {
+    commands: { schemas: "Publish, show and list schemas." },
+    load: () => import("./schemas.ts").then((m) => [m.schemasCommand])
+  },
+  {
+    commands: { regions: "Take a region of the local service down or bring it back." },
+    load: () => import("./regions.ts").then((m) => [m.regionsCommand])
+  }
 ]
 
+/** The names of a module's commands, in the order help lists them. */
+export const namesOf = (module: CommandModule) => Object.keys(module.commands)
+
 /**
- * The commands the arguments (after `catalog-export`) can reach: none for `--version`, the named
- * command's module for a known command, and all of them otherwise (help, completions, a mistyped
- * name, which @effect/cli answers with the closest names).
+ * What `catalog-export --help` lists: one line per command with what it is for (as git, gh and
+ * rclone list theirs), its flags under `<command> --help`. Bare descriptions: no module is loaded.
+ */
+const listed = (): ReadonlyArray<TopLevelCommand> =>
+  commandModules.flatMap((m) =>
+    Object.entries(m.commands).map(([name, summary]) => Command.make(name).pipe(Command.withDescription(summary)))
+  )
+
+/**
+ * The commands the arguments (after `catalog-export`) can reach: none for `--version`, the list of
+ * commands for the top-level help (no arguments, `--help`, `-h`), the named command's module for a
+ * known command, and all of them otherwise (completions, the wizard, a mistyped name, which
+ * @effect/cli answers with the closest names).
  */
 export const commandsFor = async (args: ReadonlyArray<string>): Promise<ReadonlyArray<TopLevelCommand>> => {
   if (args.length === 1 && args[0] === "--version") return []
-  const named = commandModules.filter((m) => args[0] !== undefined && m.names.includes(args[0]))
+  if (args.length === 0 || (args.length === 1 && (args[0] === "--help" || args[0] === "-h"))) return listed()
+  const named = commandModules.filter((m) => args[0] !== undefined && namesOf(m).includes(args[0]))
   const loaded = await Promise.all((named.length > 0 ? named : commandModules).map((m) => m.load()))
   return loaded.flat()
 }

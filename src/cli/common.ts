@@ -12,8 +12,8 @@ import * as DataClient from "../client/DataClient.ts"
 import type { CredentialsError } from "../client/Errors.ts"
 import type { RetryPolicyShape } from "../client/Retry.ts"
 import { DurationString } from "../domain/DurationString.ts"
+import { UsageError } from "../domain/ExitCode.ts"
 import * as Hrn from "../domain/Hrn.ts"
-import { UsageError } from "./Exit.ts"
 import { loggerLayer } from "./Logging.ts"
 
 const invalidValue = (sentence: string) => ValidationError.invalidValue(HelpDoc.p(sentence))

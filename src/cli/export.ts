@@ -4,15 +4,10 @@ import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import * as fs from "node:fs"
-import * as path from "node:path"
 import { exportOne } from "../../pipelines/nightly-export.ts"
-import { decodeModes, onDecodeErrors } from "../decode/Shared.ts"
+import { UsageError } from "../domain/ExitCode.ts"
 import { planExport } from "../export/Incremental.ts"
-import { Compression, decodeRequest, defaults, type WriteSettings } from "../export/JobConfig.ts"
-import { destination } from "../sinks/Destination.ts"
-import { isObjectStore } from "../sinks/ObjectStore.ts"
-import { OutputFormat } from "../sinks/WrittenFile.ts"
+import { writeSettingsOf } from "../export/Settings.ts"
 import {
   choiceOption,
   clientFor,
@@ -20,180 +15,22 @@ import {
   globalOptions,
   integerOption,
   noFailover,
-  retryOptions,
   retryPolicyOf,
   summaryJson
 } from "./common.ts"
-import { unfinishedWhenInterrupted, UsageError } from "./Exit.ts"
+import { unfinishedWhenInterrupted } from "./Exit.ts"
+import { checkOutputDir, checkSettings, positive, settingFlags, versionArg, writeOptions } from "./exporting.ts"
 import { loggerLayer } from "./Logging.ts"
-import { progressLayer, progressOptions } from "./progress.ts"
-import { describeRaised, outcomeJson, outcomeLines, reportDocument, reportTable, writeRunReport } from "./summary.ts"
-
-export const positive = (name: string) => (value: number) =>
-  value >= 1
-    ? Effect.succeed(value)
-    : Effect.fail(new UsageError({ message: `--${name} must be a positive integer, got ${value}.` }))
-
-/**
- * Refuses an output path that is a file or cannot be written, before any data is fetched. Creates
- * nothing: a run refused later (unknown catalog, bad credentials) leaves no trace; the export
- * creates the directories it writes to. An object store (`s3://bucket/prefix`) is asked to list the
- * prefix: an unknown bucket, refused credentials or a missing permission stop the run here.
- */
-export const checkOutputDir = (out: string) =>
-  isObjectStore(out) ? Effect.asVoid(Effect.flatMap(destination(out), (dest) => dest.list(""))) : checkLocalDir(out)
-
-const checkLocalDir = (out: string) =>
-  Effect.try({
-    try: () => {
-      let existing = path.resolve(out)
-      while (!fs.existsSync(existing) && path.dirname(existing) !== existing) existing = path.dirname(existing)
-      if (!fs.statSync(existing).isDirectory()) {
-        throw Object.assign(new Error(`${existing} is a file`), {
-          code: existing === path.resolve(out) ? "EEXIST" : "ENOTDIR",
-          file: existing
-        })
-      }
-      fs.accessSync(existing, fs.constants.W_OK)
-    },
-    catch: (e) => {
-      const code = (e as NodeJS.ErrnoException).code
-      const reason = code === "EEXIST"
-        ? "is a file, not a directory"
-        : code === "ENOTDIR"
-        ? `cannot be created: ${(e as { file?: string }).file} is a file`
-        : code === "EACCES" || code === "EPERM" || code === "EROFS"
-        ? `is not writable (${code})`
-        : `cannot be created (${code ?? String(e)})`
-      return new UsageError({ message: `Output directory ${out} ${reason}; choose a writable directory with --out.` })
-    }
-  })
-
-export const versionArg = (raw: string) =>
-  raw === "latest"
-    ? Effect.succeed("latest" as const)
-    : /^\d+$/.test(raw)
-    ? Effect.succeed(Number(raw))
-    : Effect.fail(new UsageError({ message: `--version must be a non-negative integer or 'latest', got '${raw}'.` }))
-
-/** The knobs of writing an export, shared by export and backfill. */
-export const writeOptions = {
-  out: Options.text("out").pipe(
-    Options.withDescription(
-      "Output directory or object store (s3://bucket/prefix); files go to OUT/<catalog-id>/<layer-id>/version=<V>/."
-    )
-  ),
-  format: choiceOption("format", OutputFormat.literals).pipe(
-    Options.withDefault(defaults.format),
-    Options.withDescription("parquet, arrow or both.")
-  ),
-  compression: choiceOption("compression", Compression.literals).pipe(
-    Options.withDefault(defaults.compression),
-    Options.withDescription("Parquet page compression.")
-  ),
-  concurrency: integerOption("concurrency").pipe(
-    Options.withDefault(defaults.concurrency),
-    Options.withDescription("Blob downloads in flight at once.")
-  ),
-  listConcurrency: integerOption("list-concurrency").pipe(
-    Options.withDefault(defaults.listConcurrency),
-    Options.withDescription("Metadata parts listed and written at once.")
-  ),
-  parts: integerOption("parts").pipe(
-    Options.withDefault(defaults.parts),
-    Options.withDescription("Metadata parts to ask for (the unit of parallel listing and of resume).")
-  ),
-  maxFileBytes: integerOption("max-file-bytes").pipe(
-    Options.optional,
-    Options.withDescription("Start a new file once one reaches this size (default 256 MiB).")
-  ),
-  decode: choiceOption("decode", decodeModes).pipe(
-    Options.withDefault(defaults.decode),
-    Options.withDescription(
-      "Columns instead of blobs: auto decodes protobuf with the layer's schema, GeoJSON to GeoParquet and JSON by content type; none (the default) writes the raw bytes."
-    )
-  ),
-  schemaBundle: Options.text("schema-bundle").pipe(
-    Options.withPseudoName("FILE.zip"),
-    Options.optional,
-    Options.withDescription("Decode protobuf with this schema bundle instead of the layer's schema.")
-  ),
-  explode: Options.text("explode").pipe(
-    Options.withPseudoName("FIELD"),
-    Options.optional,
-    Options.withDescription("Protobuf: one row per element of this repeated top-level field.")
-  ),
-  onDecodeError: choiceOption("on-decode-error", onDecodeErrors).pipe(
-    Options.withDefault(defaults.onDecodeError),
-    Options.withDescription(
-      "A blob that does not decode: fail (exit 6), skip it, or write it raw (data and decode_error columns)."
-    )
-  ),
-  ...retryOptions,
-  ...progressOptions
-}
-
-/** The write flags as parsed (export, backfill); `checkWriteSettings` makes them WriteSettings. */
-export interface WriteFlags {
-  readonly out: string
-  readonly format: typeof OutputFormat.Type
-  readonly compression: typeof Compression.Type
-  readonly concurrency: number
-  readonly listConcurrency: number
-  readonly parts: number
-  readonly maxFileBytes: Option.Option<number>
-  readonly decode: (typeof decodeModes)[number]
-  readonly schemaBundle: Option.Option<string>
-  readonly explode: Option.Option<string>
-  readonly onDecodeError: (typeof onDecodeErrors)[number]
-}
-
-export const checkWriteSettings = (
-  o: WriteFlags
-): Effect.Effect<WriteSettings & { readonly out: string }, UsageError> =>
-  Effect.gen(function*() {
-    const concurrency = yield* positive("concurrency")(o.concurrency)
-    const listConcurrency = yield* positive("list-concurrency")(o.listConcurrency)
-    const parts = yield* positive("parts")(o.parts)
-    const maxFileBytes = Option.isSome(o.maxFileBytes)
-      ? yield* positive("max-file-bytes")(o.maxFileBytes.value)
-      : undefined
-    if (o.decode === "none" && (Option.isSome(o.explode) || Option.isSome(o.schemaBundle))) {
-      return yield* new UsageError({
-        message: `--${
-          Option.isSome(o.explode) ? "explode" : "schema-bundle"
-        } decodes protobuf: add --decode auto or --decode protobuf.`
-      })
-    }
-    const decode = decodeRequest({
-      decode: o.decode,
-      onDecodeError: o.onDecodeError,
-      explode: Option.getOrUndefined(o.explode),
-      schemaBundle: Option.getOrUndefined(o.schemaBundle)
-    })
-    return {
-      out: o.out,
-      format: o.format,
-      compression: o.compression,
-      concurrency,
-      listConcurrency,
-      parts,
-      maxFileBytes,
-      decode
-    }
-  })
+import { progressLayer } from "./progress.ts"
+import { render } from "./render.ts"
+import { exported, outcomeJson, reportDocument, writeRunReport } from "./summary.ts"
 
 export const exportCommand = Command.make(
   "export",
   {
     ...globalOptions,
     ...writeOptions,
-    out: Options.text("out").pipe(
-      Options.optional,
-      Options.withDescription(
-        "Output directory or object store (s3://bucket/prefix); files go to OUT/<catalog-id>/<layer-id>/version=<V>/."
-      )
-    ),
+    out: Options.optional(settingFlags.out),
     catalog: Options.text("catalog").pipe(
       Options.optional,
       Options.withDescription("Catalog HRN, e.g. hrn:here:data::olp-here:rib-2.")
@@ -256,7 +93,7 @@ export const exportCommand = Command.make(
         if (Option.isSome(flags.shard) && flags.shard.value < 0) {
           return yield* new UsageError({ message: `--shard must be 0 or more, got ${flags.shard.value}.` })
         }
-        const settings = yield* checkWriteSettings({ ...flags, out: "" })
+        const settings = writeSettingsOf(yield* checkSettings({ ...flags, out: "" }))
         const { runShardCommand } = yield* Effect.promise(() => import("./shards.ts"))
         return yield* runShardCommand(
           { ...settings, plan: flags.plan.value, shard: flags.shard, json: flags.json },
@@ -283,7 +120,7 @@ export const exportCommand = Command.make(
         out: Option.getOrThrow(flags.out)
       }
       const version = yield* versionArg(o.version)
-      const settings = yield* checkWriteSettings(o)
+      const settings = writeSettingsOf(yield* checkSettings(o))
       const keepSnapshots = Option.isSome(o.keepSnapshots)
         ? yield* positive("keep-snapshots")(o.keepSnapshots.value)
         : undefined
@@ -307,6 +144,7 @@ export const exportCommand = Command.make(
           { catalog: o.catalog, layer: o.layer },
           {
             ...settings,
+            out: o.out,
             mode: o.mode,
             version,
             force: o.force,
@@ -319,12 +157,7 @@ export const exportCommand = Command.make(
         ).pipe(Effect.provide(progressLayer(o)))
         const report = reportDocument(outcomeJson(outcome), startedAt)
         yield* writeRunReport(o.out, { job: "export", ...report }, [outcome])
-        if (o.json) yield* Console.log(JSON.stringify(report))
-        else {
-          yield* Console.log(outcomeLines(outcome, false).join("\n"))
-          if (process.stdout.isTTY) yield* Console.log(["", ...reportTable([outcome], report.exitCode)].join("\n"))
-          for (const r of raised) yield* Console.log(describeRaised(r))
-        }
+        yield* render(exported, { outcomes: [outcome], raised, report }, o.json)
         if (Either.isLeft(outcome.result)) return yield* Effect.fail(outcome.result.left)
         if (Option.isSome(raiseFailure)) return yield* Effect.fail(raiseFailure.value)
       }).pipe(Effect.provide(client))

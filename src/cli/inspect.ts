@@ -10,13 +10,14 @@ import { ConfigApi } from "../client/ConfigApi.ts"
 import { Lookup } from "../client/Lookup.ts"
 import { MetadataApi } from "../client/MetadataApi.ts"
 import { QueryApi } from "../client/QueryApi.ts"
+import { UsageError } from "../domain/ExitCode.ts"
 import * as Hrn from "../domain/Hrn.ts"
 import { ADDITIONAL_FIELDS, type AdditionalField } from "../domain/Partition.ts"
 import { NotFound } from "../export/Errors.ts"
 import { fromCause } from "../sinks/SinkError.ts"
 import { catalogAdminCommands, layerAdminCommands } from "./admin.ts"
 import { globalOptions, withClient } from "./common.ts"
-import { UsageError } from "./Exit.ts"
+import { wantsJson } from "./render.ts"
 
 const json = Options.boolean("json").pipe(
   Options.withDescription("Print JSON (one document, or one line per item for listings).")
@@ -31,9 +32,6 @@ const fieldsOption = Options.text("additional-fields").pipe(
   Options.withDefault("dataSize,checksum"),
   Options.withDescription("Comma-separated: dataSize, checksum, compressedDataSize, crc.")
 )
-
-/** JSON when asked or when stdout is not a terminal; aligned text for a person otherwise. */
-const wantsJson = (flag: boolean) => flag || !process.stdout.isTTY
 
 const table = (rows: ReadonlyArray<ReadonlyArray<string>>) => {
   const widths = rows[0]?.map((_, i) => Math.max(...rows.map((r) => r[i]?.length ?? 0))) ?? []

@@ -1,4 +1,5 @@
 import * as Command from "@effect/cli/Command"
+import * as ValidationError from "@effect/cli/ValidationError"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Arr from "effect/Array"
@@ -8,12 +9,13 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import { setFlagsFromString } from "node:v8"
+import { ExitCode } from "../domain/ExitCode.ts"
 import { TOOL } from "../domain/Tool.ts"
 import { Encoder } from "../encoder/Encoder.ts"
 import { CrashProbe } from "../telemetry/CrashProbe.ts"
 import * as Telemetry from "../telemetry/Telemetry.ts"
 import { commandsFor, type TopLevelCommand } from "./commands.ts"
-import { ExitCode, exitCodeOf, interruption, sentenceOf } from "./Exit.ts"
+import { exitCodeOf, interruption, sentenceOf } from "./Exit.ts"
 import { defaultLoggerLayer, plainWhenPiped } from "./Logging.ts"
 
 // undici parses HTTP with WebAssembly. After a few responses V8 starts optimising the parser on a
@@ -37,7 +39,7 @@ const root: TopLevelCommand = Arr.isNonEmptyReadonlyArray(subcommands)
 
 const cli = Command.run(root, { name: TOOL.name, version: TOOL.version })
 
-let exitCode = 0
+let exitCode: ExitCode = ExitCode.ok
 
 // A reader that stops early (`| head`) is not an error.
 process.stdout.on("error", (error: NodeJS.ErrnoException) => {
@@ -50,13 +52,7 @@ const program = cli(process.argv).pipe(
     Effect.gen(function*() {
       exitCode = exitCodeOf(error)
       // @effect/cli has already printed its own message for parse errors.
-      if (
-        !(error as { _tag?: string })._tag?.match(
-          /^(CommandMismatch|CorrectedFlag|HelpRequested|InvalidArgument|InvalidValue|MissingFlag|MissingValue|MissingSubcommand|MultipleValuesDetected|NoBuiltInMatch|UnclusteredFlag)$/
-        )
-      ) {
-        yield* Console.error(`catalog-export: ${sentenceOf(error)}`)
-      }
+      if (!ValidationError.isValidationError(error)) yield* Console.error(`catalog-export: ${sentenceOf(error)}`)
     })
   ),
   // A bug: one line on stderr with the cause (stdout keeps only results).

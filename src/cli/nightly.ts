@@ -1,14 +1,15 @@
-import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import { type NightlyJob, runNightly } from "../../pipelines/nightly-export.ts"
-import { writeSettingsOf } from "../export/JobConfig.ts"
-import { clientFor, connectionOf, type GlobalOptions, lookupUrlFor, retryPolicyOf } from "./common.ts"
-import { decidingExitCode, ExitCode, exitCodeOf, JobFailed, sentenceOf } from "./Exit.ts"
-import { checkOutputDir } from "./export.ts"
-import { type ProgressFlags, progressLayer } from "./progress.ts"
-import { describeRaised, outcomeJson, outcomeLines, reportDocument, reportTable, writeRunReport } from "./summary.ts"
+import { ExitCode } from "../domain/ExitCode.ts"
+import { writeSettingsOf } from "../export/Settings.ts"
+import { clientLayer, connectionOf, type GlobalOptions, lookupUrlFor, retryPolicyOf } from "./common.ts"
+import { decidingExitCode, exitCodeOf, JobFailed, sentenceOf } from "./Exit.ts"
+import { checkOutputDir, type ProgressFlags } from "./exporting.ts"
+import { progressLayer } from "./progress.ts"
+import { render } from "./render.ts"
+import { nightlyRun, outcomeJson, reportDocument, writeRunReport } from "./summary.ts"
 
 /**
  * Runs a nightly job and reports every layer's outcome on stdout (text, with the run report's table
@@ -30,10 +31,15 @@ export const runNightlyJob = (
     const failover = global.noFailover === true ? false : job.failover
     const { outcomes, raised, raiseFailure, retries } = yield* runNightly({ ...job, region, failover }, {
       // Each layer's lookup service follows from its own catalog's HRN, unless one is configured.
-      clientFor: (catalog) => ({
-        key: lookupUrlFor(connection.lookupUrl, catalog),
-        layer: clientFor(connection, catalog, { concurrency, retry: retryPolicyOf(global) })
-      }),
+      lookupUrlOf: (catalog) => lookupUrlFor(connection.lookupUrl, catalog),
+      client: (lookupUrl) =>
+        clientLayer({
+          lookupUrl,
+          credentials: connection.credentials,
+          concurrency,
+          retry: retryPolicyOf(global),
+          region: connection.region
+        }),
       onNote: (catalog, layer, note) => Effect.logInfo(`${catalog} ${layer}: ${note}`)
     }).pipe(Effect.provide(progressLayer(global)))
     const failed = outcomes.filter((o) => Either.isLeft(o.result))
@@ -49,13 +55,7 @@ export const runNightlyJob = (
       retries
     }, startedAt)
     yield* writeRunReport(job.out, report, outcomes)
-    if (global.json === true) {
-      yield* Console.log(JSON.stringify(report))
-    } else {
-      for (const outcome of outcomes) for (const line of outcomeLines(outcome, showHints)) yield* Console.log(line)
-      for (const r of raised) yield* Console.log(describeRaised(r))
-      if (process.stdout.isTTY) yield* Console.log(["", ...reportTable(outcomes, exitCode)].join("\n"))
-    }
+    yield* render(nightlyRun(showHints), { outcomes, raised, report }, global.json === true)
     if (failed.length > 0) {
       const deciding = failed.find((o) => Either.isLeft(o.result) && exitCodeOf(o.result.left) === exitCode)!
       const why = Either.isLeft(deciding.result) ? sentenceOf(deciding.result.left) : ""

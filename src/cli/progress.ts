@@ -1,32 +1,17 @@
-import * as Options from "@effect/cli/Options"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import { Progress, type ProgressStyle, type Snapshot, type Tracked } from "../export/Progress.ts"
-import { durationOption, type GlobalOptions } from "./common.ts"
+import type { GlobalOptions } from "./common.ts"
+import type { ProgressFlags } from "./exporting.ts"
 
 /**
  * The progress of running exports, on stderr: on a terminal a bar per export redrawn in place (four
  * times a second), otherwise a JSON line per export every `--progress-interval`. Both read the
  * exports' counters on a timer; nothing is done per partition.
  */
-
-export const progressOptions = {
-  progressInterval: durationOption(
-    "progress-interval",
-    "a duration of 100ms or more such as 10s or 1m",
-    Duration.greaterThanOrEqualTo(Duration.millis(100))
-  ).pipe(
-    Options.optional,
-    Options.withDescription("How often a JSON progress line is written when stderr is not a terminal (default 10s).")
-  )
-}
-
-export interface ProgressFlags {
-  readonly progressInterval?: Option.Option<Duration.Duration>
-}
 
 export const progressStyle = (global: GlobalOptions): ProgressStyle => {
   if (global.quiet) return "none"

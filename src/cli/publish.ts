@@ -10,10 +10,10 @@ import { gzipSync } from "node:zlib"
 import { BlobApi, VolatileBlobApi } from "../client/BlobApi.ts"
 import { ConfigApi } from "../client/ConfigApi.ts"
 import { PublishApi } from "../client/PublishApi.ts"
+import { UsageError } from "../domain/ExitCode.ts"
 import * as Hrn from "../domain/Hrn.ts"
 import { PARTITION_ID, type Publication, type PublishPartition } from "../domain/Publish.ts"
 import { globalOptions, integerOption, retryOptions, withClient } from "./common.ts"
-import { UsageError } from "./Exit.ts"
 
 /**
  * `publish`: files into a versioned or volatile layer as one publication (publish API v2): every blob

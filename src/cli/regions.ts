@@ -6,6 +6,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { ApiClient } from "../client/ApiClient.ts"
 import { ApiError } from "../client/Errors.ts"
+import { UsageError } from "../domain/ExitCode.ts"
 import {
   LOCAL_REGIONS_PATH,
   regionOf,
@@ -14,7 +15,6 @@ import {
   SELECTABLE_REGIONS
 } from "../domain/Region.ts"
 import { clientFor, type GlobalOptions, globalOptions } from "./common.ts"
-import { UsageError } from "./Exit.ts"
 import { loggerLayer } from "./Logging.ts"
 
 /**
@@ -76,7 +76,7 @@ const call = (o: Flags, state: "up" | "down" | undefined, rawRegion: string | un
       undefined,
       { concurrency: 2, retry: { maxRetries: 2 } }
     )),
-    Effect.provide(loggerLayer({ ...o, region: Option.none() }))
+    Effect.provide(loggerLayer(o))
   )
 
 const json = Options.boolean("json").pipe(Options.withDescription("Print the regions' states as JSON."))

@@ -11,6 +11,7 @@ import {
   type RetentionPlan,
   setAutomaticDeletion
 } from "../../pipelines/retention.ts"
+import { UsageError } from "../domain/ExitCode.ts"
 import { exportCheckOf } from "../retention/Guard.ts"
 import type { SharedHandle } from "../retention/HandleReuse.ts"
 import type { Policy } from "../retention/Policy.ts"
@@ -22,8 +23,8 @@ import {
   type GlobalOptions,
   globalOptions
 } from "./common.ts"
-import { UsageError } from "./Exit.ts"
 import { loggerLayer } from "./Logging.ts"
+import { render, type Renderer } from "./render.ts"
 
 const date = (ms: number) => new Date(ms).toISOString()
 
@@ -59,6 +60,33 @@ const describeShared = (shared: ReadonlyArray<SharedHandle>) => {
   ]
 }
 
+/** What retention will do, printed before anything is changed; with --json, also whether it is carried out. */
+const planned: Renderer<{ readonly plan: RetentionPlan; readonly dryRun: boolean }> = {
+  json: ({ dryRun, plan }) => ({
+    catalog: plan.catalogHrn,
+    policy: plan.policy,
+    minimum: plan.minimum,
+    latest: plan.latest,
+    target: plan.target,
+    deletes: plan.deleted,
+    sharedHandles: plan.sharedHandles,
+    refused: plan.refusal?.message ?? null,
+    dryRun,
+    applied: plan.target > plan.minimum && plan.refusal === undefined && !dryRun
+  }),
+  text: ({ plan }) => [describePlan(plan)]
+}
+
+/** What retention did (the plan said it with --json). */
+const carriedOut: Renderer<{ readonly plan: RetentionPlan; readonly dryRun: boolean }> = {
+  json: () => undefined,
+  text: ({ dryRun, plan }) => [
+    dryRun
+      ? "Dry run: nothing was changed."
+      : `Done: the minimum version of ${plan.catalogHrn} is now ${plan.target}.`
+  ]
+}
+
 interface RetentionSettings {
   readonly catalog: string
   readonly policy: Policy
@@ -84,30 +112,12 @@ const retention = (s: RetentionSettings, connection: Connection) =>
       names: s.names
     })
     const plan = yield* planRetention({ catalog: s.catalog, policy: s.policy, exportCheck })
-    const deletes = plan.target > plan.minimum
-    const applies = deletes && plan.refusal === undefined && !s.dryRun
-    if (s.json) {
-      yield* Console.log(JSON.stringify({
-        catalog: plan.catalogHrn,
-        policy: plan.policy,
-        minimum: plan.minimum,
-        latest: plan.latest,
-        target: plan.target,
-        deletes: plan.deleted,
-        sharedHandles: plan.sharedHandles,
-        refused: plan.refusal?.message ?? null,
-        dryRun: s.dryRun,
-        applied: applies
-      }))
-    } else {
-      yield* Console.log(describePlan(plan))
-    }
+    yield* render(planned, { plan, dryRun: s.dryRun }, s.json)
     for (const line of describeShared(plan.sharedHandles)) yield* Console.error(line)
     if (plan.refusal !== undefined) return yield* plan.refusal
-    if (!deletes) return
-    if (s.dryRun) return s.json ? undefined : yield* Console.log("Dry run: nothing was changed.")
-    yield* applyRetention(plan)
-    if (!s.json) yield* Console.log(`Done: the minimum version of ${plan.catalogHrn} is now ${plan.target}.`)
+    if (plan.target <= plan.minimum) return
+    if (!s.dryRun) yield* applyRetention(plan)
+    yield* render(carriedOut, { plan, dryRun: s.dryRun }, s.json)
   }).pipe(Effect.provide(clientFor(connection, s.catalog, { concurrency: 4 })))
 
 export const runRetentionJob = (job: RetentionJob, file: string, global: GlobalOptions & { readonly json: boolean }) =>

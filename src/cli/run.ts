@@ -8,9 +8,9 @@ import { jobKindOf, load } from "../export/JobConfig.ts"
 import { runBackfillJob } from "./backfill.ts"
 import { globalOptions, noFailover, retryOptions, summaryJson } from "./common.ts"
 import { unfinishedWhenInterrupted } from "./Exit.ts"
+import { progressOptions } from "./exporting.ts"
 import { loggerLayer } from "./Logging.ts"
 import { runNightlyJob } from "./nightly.ts"
-import { progressOptions } from "./progress.ts"
 import { runRetentionJob } from "./retention.ts"
 
 /** `run config.json`: the `job` field says which pipeline; the rest is that pipeline's validated config. */

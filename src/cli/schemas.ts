@@ -15,8 +15,9 @@ import {
   type SchemaInfo,
   variantUrl
 } from "../domain/Artifact.ts"
+import { UsageError } from "../domain/ExitCode.ts"
 import { globalOptions, withClient } from "./common.ts"
-import { UsageError } from "./Exit.ts"
+import { wantsJson } from "./render.ts"
 
 /**
  * `schemas publish|get|list`: schemas in the artifact API. Publishing registers the bundle's artifact
@@ -153,7 +154,7 @@ const list = Command.make("list", { ...globalOptions, json }, (o) =>
     undefined,
     Effect.gen(function*() {
       const items = yield* (yield* ArtifactApi).listSchemas()
-      if (o.json || !process.stdout.isTTY) {
+      if (wantsJson(o.json)) {
         return yield* Effect.forEach(items, (s) => Console.log(JSON.stringify(s)), { discard: true })
       }
       yield* Console.log(

@@ -1,12 +1,37 @@
 import * as Command from "@effect/cli/Command"
+import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
+import * as ValidationError from "@effect/cli/ValidationError"
 import * as Console from "effect/Console"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as DurationString from "../domain/DurationString.ts"
+import { UsageError } from "../domain/ExitCode.ts"
 import { regionOf, SELECTABLE_REGIONS } from "../domain/Region.ts"
 import { MAX_TOKEN_SECONDS, SEED_DEFAULTS } from "../server/Defaults.ts"
-import { UsageError } from "./Exit.ts"
 import { loadServer } from "./lazy.ts"
+
+/** A bound of `--latency` in milliseconds: a duration (DurationString), or a bare number of milliseconds. */
+const millisOf = (bound: string) =>
+  /^\d+(\.\d+)?$/.test(bound)
+    ? Option.some(Number(bound))
+    : Option.map(DurationString.parse(bound), Duration.toMillis)
+
+/** `--latency`: fixed, or uniform within MIN-MAX, in milliseconds. */
+const latencyRange = (raw: string) => {
+  const bounds = raw.split("-").map((b) => millisOf(b.trim()))
+  const [min, max = min] = bounds
+  const invalid = (sentence: string) => Effect.fail(ValidationError.invalidValue(HelpDoc.p(sentence)))
+  if (bounds.length > 2 || min === undefined || Option.isNone(min) || max === undefined || Option.isNone(max)) {
+    return invalid(
+      `--latency takes a duration or a range MIN-MAX such as 20ms, 1s or 5ms-20ms (a bare number is milliseconds), got '${raw}'.`
+    )
+  }
+  return max.value < min.value
+    ? invalid(`--latency range ${raw} has its maximum below its minimum.`)
+    : Effect.succeed([min.value, max.value] as const)
+}
 
 const options = {
   port: Options.integer("port").pipe(
@@ -53,8 +78,12 @@ const options = {
     Options.withDescription("Seed of the fault generator; the same seed gives the same sequence.")
   ),
   latency: Options.text("latency").pipe(
+    Options.withPseudoName("DURATION[-DURATION]"),
+    Options.mapEffect(latencyRange),
     Options.optional,
-    Options.withDescription("Added latency in ms: N or MIN-MAX.")
+    Options.withDescription(
+      "Added latency per request: a duration (20ms, 1s) or a range MIN-MAX (5ms-20ms); a bare number is milliseconds."
+    )
   ),
   retryAfter: Options.integer("retry-after").pipe(
     Options.withDefault(1),
@@ -113,11 +142,8 @@ export const serve = Command.make("serve", options, (o) =>
       }
     )
     const { Faults, LocalService, defaultSeed, noSeed, defaultServiceOptions } = yield* loadServer
-    const parsed = yield* Effect.try({
-      try: () => ({
-        faults: Option.match(o.faults, { onNone: () => ({}), onSome: Faults.parseFaults }),
-        latencyMs: Option.match(o.latency, { onNone: () => Faults.noFaults.latencyMs, onSome: Faults.parseLatency })
-      }),
+    const faults = yield* Effect.try({
+      try: () => Option.match(o.faults, { onNone: () => ({}), onSome: Faults.parseFaults }),
       catch: (e) => new UsageError({ message: (e as Error).message })
     })
     const service = yield* LocalService.start({
@@ -130,8 +156,8 @@ export const serve = Command.make("serve", options, (o) =>
         : noSeed,
       faults: {
         ...Faults.noFaults,
-        ...parsed.faults,
-        latencyMs: parsed.latencyMs,
+        ...faults,
+        latencyMs: Option.getOrElse(o.latency, () => Faults.noFaults.latencyMs),
         seed: o.faultSeed,
         retryAfterSeconds: o.retryAfter,
         includeAuthAndLookup: o.faultsIncludeAuth

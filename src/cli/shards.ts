@@ -1,18 +1,21 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
-import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { raiseToExported } from "../../pipelines/nightly-export.ts"
-import type { DecodeRequest } from "../export/Decoding.ts"
-import { planExport } from "../export/Incremental.ts"
-import { defaults } from "../export/JobConfig.ts"
-import { readManifest } from "../export/Manifest.ts"
-import { exportDir, type Plan, shardsOf, withShards } from "../export/Plan.ts"
-import { Counters, tracking } from "../export/Progress.ts"
-import { forgetRuns, pinPlan, planKey, readPlan } from "../export/Shards.ts"
-import { destination } from "../sinks/Destination.ts"
-import { isObjectStore } from "../sinks/ObjectStore.ts"
+import {
+  commitShards,
+  locatePlan,
+  planShards,
+  runShardOf,
+  type ShardOutcome,
+  type ShardsPlanned
+} from "../../pipelines/shards.ts"
+import { UsageError } from "../domain/ExitCode.ts"
+import type { ExportResult } from "../export/Export.ts"
+import type { Manifest } from "../export/Manifest.ts"
+import { type Plan, shardsOf } from "../export/Plan.ts"
+import { defaults, type WriteSettings } from "../export/Settings.ts"
 import {
   choiceOption,
   clientFor,
@@ -24,11 +27,12 @@ import {
   retryPolicyOf,
   summaryJson
 } from "./common.ts"
-import { unfinishedWhenInterrupted, UsageError } from "./Exit.ts"
-import { checkOutputDir, positive, versionArg } from "./export.ts"
+import { unfinishedWhenInterrupted } from "./Exit.ts"
+import { checkOutputDir, positive, type ProgressFlags, versionArg } from "./exporting.ts"
 import { loggerLayer } from "./Logging.ts"
-import { type ProgressFlags, progressLayer } from "./progress.ts"
-import { describeRaised, describeResult } from "./summary.ts"
+import { progressLayer } from "./progress.ts"
+import { render, type Renderer } from "./render.ts"
+import { describeResult, raisedMinimum } from "./summary.ts"
 
 /**
  * A sharded export on an array-job engine: `plan` pins the version and deals the metadata parts to N
@@ -61,34 +65,23 @@ export const shardIndex = (flag: Option.Option<number>, env: NodeJS.ProcessEnv =
   )
 }
 
-/** The location of a plan as given (`.../version=V/_plan.json`, or its directory): the destination and the plan's key in it. */
-export const planLocation = (location: string) =>
-  Effect.gen(function*() {
-    const trimmed = location.replace(/\/+$/, "")
-    const file = trimmed.endsWith("/_plan.json") || trimmed === "_plan.json" ? trimmed : `${trimmed}/_plan.json`
-    const segments = file.split("/")
-    // OUT/<catalog-id>/<layer-id>/<version=V|snapshot=S>/_plan.json
-    const key = segments.slice(-4).join("/")
-    const root = segments.slice(0, -4).join("/")
-    if (segments.length < 4 || !/^(version=\d+|snapshot=\d{8}T\d{6}Z)$/.test(segments.at(-2)!)) {
-      return yield* new UsageError({
-        message:
-          `--plan ${location} is not the location of a plan (OUT/<catalog-id>/<layer-id>/version=<V>/_plan.json, as the plan command prints it).`
-      })
-    }
-    const dest = yield* destination(root === "" && !isObjectStore(location) ? "." : root)
-    const plan = yield* readPlan(dest, key)
-    if (Option.isSome(plan)) return { dest, key, plan: plan.value, committed: undefined }
-    // Commit removes the plan: a committed export answers every later run of the plan.
-    const committed = yield* readManifest(dest, segments.slice(-4, -1).join("/"))
-    if (Option.isSome(committed)) return { dest, key, plan: undefined, committed: committed.value }
-    return yield* new UsageError({
-      message: `There is no plan at ${dest.at(key)}: run catalog-export plan first, or check --plan.`
-    })
-  })
-
 const clientOfPlan = (o: GlobalOptions, plan: Pick<Plan, "catalogHrn">, concurrency: number) =>
   clientFor(connectionOf(o), plan.catalogHrn, { concurrency, retry: retryPolicyOf(o) })
+
+/** What `plan` prints, always as one JSON line: the plan's location for the array job, or that there is nothing to do. */
+const planned: Renderer<ShardsPlanned> = {
+  json: (r) =>
+    r._tag === "UpToDate"
+      ? { plan: null, shards: 0, version: r.version, upToDate: true }
+      : {
+        plan: r.location,
+        shards: shardsOf(r.plan).length,
+        version: r.plan.version,
+        ...(r.plan.snapshot === undefined ? {} : { snapshot: r.plan.snapshot }),
+        parts: r.plan.parts.length
+      },
+  text: (r) => [JSON.stringify(planned.json(r))]
+}
 
 export const planCommand = Command.make(
   "plan",
@@ -126,48 +119,11 @@ export const planCommand = Command.make(
       const shards = yield* positive("shards")(o.shards)
       const parts = Option.isSome(o.parts) ? yield* positive("parts")(o.parts.value) : defaults.parts * shards
       yield* checkOutputDir(o.out)
-      return yield* Effect.gen(function*() {
-        const planned = yield* planExport({
-          catalog: o.catalog,
-          layer: o.layer,
-          version,
-          mode: o.mode,
-          out: o.out,
-          parts
-        })
-        if (planned._tag === "UpToDate") {
-          return yield* Console.log(JSON.stringify({ plan: null, shards: 0, version: planned.version, upToDate: true }))
-        }
-        if (planned.note !== undefined) yield* Effect.logInfo(`${o.catalog} ${o.layer}: ${planned.note}`)
-        const dest = yield* destination(o.out)
-        const wanted = withShards(planned.plan, shards)
-        let plan = yield* pinPlan(dest, wanted, o.force)
-        if (shardsOf(plan).length !== shards) {
-          // Pinned before with another shard count: running it with this one would leave shards out.
-          const started = (yield* dest.list(`${exportDir(plan)}/_shards`)).length +
-            (yield* dest.list(`${exportDir(plan)}/_parts`)).length
-          if (started > 0) {
-            return yield* new UsageError({
-              message: `${dest.at(planKey(exportDir(plan)))} already plans ${
-                shardsOf(plan).length
-              } shards and some have run; run it with ${
-                shardsOf(plan).length
-              } workers, or plan again with --force (their work is lost).`
-            })
-          }
-          yield* forgetRuns(dest, exportDir(plan))
-          plan = yield* pinPlan(dest, wanted, false)
-        }
-        yield* Console.log(
-          JSON.stringify({
-            plan: dest.at(planKey(exportDir(plan))),
-            shards: shardsOf(plan).length,
-            version: plan.version,
-            ...(plan.snapshot === undefined ? {} : { snapshot: plan.snapshot }),
-            parts: plan.parts.length
-          })
-        )
-      }).pipe(Effect.provide(clientOfPlan(o, { catalogHrn: o.catalog }, 4)))
+      const result = yield* planShards(
+        { catalog: o.catalog, layer: o.layer, version, mode: o.mode, out: o.out, parts, shards, force: o.force },
+        (note) => Effect.logInfo(`${o.catalog} ${o.layer}: ${note}`)
+      ).pipe(Effect.provide(clientOfPlan(o, { catalogHrn: o.catalog }, 4)))
+      yield* render(planned, result, true)
     }).pipe(Effect.provide(loggerLayer(o)))
 ).pipe(
   Command.withDescription(
@@ -175,86 +131,109 @@ export const planCommand = Command.make(
   )
 )
 
-export interface ShardRunSettings {
+/** `export --plan`: which plan and shard, and how to write (the plan says what and how many parts). */
+export interface ShardRunSettings extends Omit<WriteSettings, "parts"> {
   readonly plan: string
   readonly shard: Option.Option<number>
-  readonly format: "parquet" | "arrow" | "both"
-  readonly compression: "zstd" | "snappy" | "gzip" | "none"
-  readonly concurrency: number
-  readonly listConcurrency: number
-  readonly maxFileBytes: number | undefined
-  /** Every shard of a plan must decode alike: commit refuses shards decoded otherwise. */
-  readonly decode: DecodeRequest | undefined
   readonly json: boolean
+}
+
+/** What `export --plan` shows: the shard it ran, or that the export was committed before. */
+type ShardShown =
+  | { readonly _tag: "CommittedBefore"; readonly shard: number; readonly dir: string; readonly manifest: Manifest }
+  | { readonly _tag: "Ran"; readonly outcome: ShardOutcome; readonly location: string }
+
+const shardRun: Renderer<ShardShown> = {
+  json: (r) => {
+    if (r._tag === "CommittedBefore") return { status: "already-committed", shard: r.shard, dir: r.dir }
+    const { result, shard, shards, elapsedMs, counters } = r.outcome
+    if (result._tag === "AlreadyExported") return { status: "already-committed", shard, dir: result.dir }
+    const m = result.shard
+    return {
+      status: "shard-exported",
+      shard,
+      shards,
+      dir: result.dir,
+      partitions: m.partitions,
+      deleted: m.deleted,
+      bytes: m.bytes,
+      files: m.files.length,
+      elapsedMs,
+      retries: counters.retries
+    }
+  },
+  text: (r) => {
+    if (r._tag === "CommittedBefore") {
+      return [
+        `Already committed: ${r.dir}/_manifest.json (${r.manifest.partitions} partitions); shard ${r.shard} has nothing to do.`
+      ]
+    }
+    const { plan, result, shard, shards, elapsedMs, counters } = r.outcome
+    if (result._tag === "AlreadyExported") return [describeResult(result, elapsedMs, counters.retries)]
+    const m = result.shard
+    const reused = counters.skippedParts > 0
+      ? `, ${counters.skippedParts} part(s) reused from an interrupted run`
+      : ""
+    return [
+      `Exported shard ${shard} of ${shards} (${plan.catalogHrn} ${plan.layerId} ${
+        plan.layerType === "volatile" ? `snapshot ${plan.snapshot}` : `version ${plan.version}`
+      }): ` +
+      `${m.partitions} partitions (${m.deleted} deleted), ${
+        (m.bytes / 1e6).toFixed(1)
+      } MB, ${m.files.length} file(s) in ${(elapsedMs / 1000).toFixed(1)} s ` +
+      `(${counters.retries} retries${reused}) -> ${result.dir}. Commit once every shard has finished: catalog-export commit --plan ${r.location}`
+    ]
+  }
 }
 
 /** `export --plan LOCATION [--shard I]`: one shard of a pinned plan. */
 export const runShardCommand = (s: ShardRunSettings, o: GlobalOptions & ProgressFlags) =>
   Effect.gen(function*() {
     const { shard, from } = yield* shardIndex(s.shard)
-    const { dest, key, plan, committed } = yield* planLocation(s.plan)
-    if (plan === undefined) {
-      const dir = dest.at(key.slice(0, key.lastIndexOf("/")))
-      return yield* Console.log(
-        s.json
-          ? JSON.stringify({ status: "already-committed", shard, dir })
-          : `Already committed: ${dir}/_manifest.json (${committed.partitions} partitions); shard ${shard} has nothing to do.`
-      )
+    const located = yield* locatePlan(s.plan)
+    if (located.plan === undefined) {
+      const { dir, committed } = located
+      return yield* render(shardRun, { _tag: "CommittedBefore", shard, dir, manifest: committed }, s.json)
     }
-    const count = shardsOf(plan).length
+    const count = shardsOf(located.plan).length
     if (shard >= count) {
       return yield* new UsageError({
-        message: `Shard ${shard} (${from}) does not exist: ${dest.at(key)} has ${count} shard(s), 0..${count - 1}.`
+        message: `Shard ${shard} (${from}) does not exist: ${located.location} has ${count} shard(s), 0..${count - 1}.`
       })
     }
-    yield* checkOutputDir(dest.name)
-    return yield* Effect.gen(function*() {
-      const { runShard } = yield* Effect.promise(() => import("../export/Export.ts"))
-      const counters = new Counters()
-      const started = Date.now()
-      const label = `${plan.catalogHrn} ${plan.layerId} shard ${shard}/${count}`
-      // The versions answer counts the whole layer; a shard's total is known once its parts are listed.
-      const run = runShard(dest, plan, shard, { ...s, compression: s.compression }, counters)
-      const result = yield* tracking(plan, label, counters, run, { wholeLayer: count === 1 })
-      const elapsedMs = Date.now() - started
-      const retries = counters.retries
-      if (result._tag === "AlreadyExported") {
-        return yield* Console.log(
-          s.json
-            ? JSON.stringify({ status: "already-committed", shard, dir: result.dir })
-            : describeResult(result, elapsedMs, retries)
-        )
-      }
-      const m = result.shard
-      const reused = counters.skippedParts > 0
-        ? `, ${counters.skippedParts} part(s) reused from an interrupted run`
-        : ""
-      yield* Console.log(
-        s.json
-          ? JSON.stringify({
-            status: "shard-exported",
-            shard,
-            shards: count,
-            dir: result.dir,
-            partitions: m.partitions,
-            deleted: m.deleted,
-            bytes: m.bytes,
-            files: m.files.length,
-            elapsedMs,
-            retries
-          })
-          : `Exported shard ${shard} of ${count} (${label.split(" shard ")[0]} ${
-            plan.layerType === "volatile" ? `snapshot ${plan.snapshot}` : `version ${plan.version}`
-          }): ` +
-            `${m.partitions} partitions (${m.deleted} deleted), ${
-              (m.bytes / 1e6).toFixed(1)
-            } MB, ${m.files.length} file(s) in ${(elapsedMs / 1000).toFixed(1)} s ` +
-            `(${retries} retries${reused}) -> ${result.dir}. Commit once every shard has finished: catalog-export commit --plan ${
-              dest.at(key)
-            }`
-      )
-    }).pipe(Effect.provide(clientOfPlan(o, plan, s.concurrency)), Effect.provide(progressLayer(o)))
+    yield* checkOutputDir(located.dest.name)
+    const outcome = yield* runShardOf({ ...located, plan: located.plan }, shard, s).pipe(
+      Effect.provide(clientOfPlan(o, located.plan, s.concurrency)),
+      Effect.provide(progressLayer(o))
+    )
+    yield* render(shardRun, { _tag: "Ran", outcome, location: located.location }, s.json)
   })
+
+/** What `commit` shows: the manifest it wrote, or that the export was committed before. */
+const committed: Renderer<{ readonly result: ExportResult; readonly shards: number; readonly elapsedMs: number }> = {
+  json: ({ result }) => ({
+    status: result._tag === "Exported" ? "committed" : "already-committed",
+    dir: result.dir,
+    version: result.manifest.version,
+    partitions: result.manifest.partitions,
+    deleted: result.manifest.deleted,
+    bytes: result.manifest.bytes,
+    files: result.manifest.files.length
+  }),
+  text: ({ result, shards, elapsedMs }) => {
+    const m = result.manifest
+    return [
+      result._tag === "AlreadyExported"
+        ? `Already committed: ${result.dir}/_manifest.json; nothing to do.`
+        : `Committed ${m.catalogHrn} ${m.layerId} ${
+          m.layerType === "volatile" ? `snapshot ${m.snapshot}` : `version ${m.version}`
+        } from ${shards} shard(s): ` +
+          `${m.partitions} partitions (${m.deleted} deleted), ${
+            (m.bytes / 1e6).toFixed(1)
+          } MB, ${m.files.length} file(s) in ${(elapsedMs / 1000).toFixed(1)} s -> ${result.dir}`
+    ]
+  }
+}
 
 export const commitCommand = Command.make(
   "commit",
@@ -271,40 +250,18 @@ export const commitCommand = Command.make(
   },
   (o) =>
     Effect.gen(function*() {
-      const { dest, key, plan, committed } = yield* planLocation(o.plan)
-      const { commitPlan } = yield* Effect.promise(() => import("../export/Export.ts"))
+      const located = yield* locatePlan(o.plan)
       const started = Date.now()
-      const dir = dest.at(key.slice(0, key.lastIndexOf("/")))
-      const result = plan === undefined
-        ? { _tag: "AlreadyExported" as const, dir, manifest: committed }
-        : yield* commitPlan(dest, plan)
-      const m = result.manifest
-      yield* Console.log(
-        o.json
-          ? JSON.stringify({
-            status: result._tag === "Exported" ? "committed" : "already-committed",
-            dir: result.dir,
-            version: m.version,
-            partitions: m.partitions,
-            deleted: m.deleted,
-            bytes: m.bytes,
-            files: m.files.length
-          })
-          : result._tag === "AlreadyExported"
-          ? `Already committed: ${result.dir}/_manifest.json; nothing to do.`
-          : `Committed ${m.catalogHrn} ${m.layerId} ${
-            m.layerType === "volatile" ? `snapshot ${m.snapshot}` : `version ${m.version}`
-          } from ${plan === undefined ? 0 : shardsOf(plan).length} shard(s): ` +
-            `${m.partitions} partitions (${m.deleted} deleted), ${
-              (m.bytes / 1e6).toFixed(1)
-            } MB, ${m.files.length} file(s) in ${((Date.now() - started) / 1000).toFixed(1)} s -> ${result.dir}`
-      )
+      const result = yield* commitShards(located)
+      const shards = located.plan === undefined ? 0 : shardsOf(located.plan).length
+      yield* render(committed, { result, shards, elapsedMs: Date.now() - started }, o.json)
       // Also when committed before: a raise refused by an earlier commit is decided again.
+      const m = result.manifest
       if (o.raiseMinimum && m.layerType === "versioned") {
-        const raised = yield* raiseToExported(m.catalogHrn, m.version, dest.name).pipe(
+        const raised = yield* raiseToExported(m.catalogHrn, m.version, located.dest.name).pipe(
           Effect.provide(clientOfPlan(o, m, 4))
         )
-        if (raised !== undefined && !o.json) yield* Console.log(describeRaised(raised))
+        if (raised !== undefined) yield* render(raisedMinimum, raised, o.json)
       }
     }).pipe(unfinishedWhenInterrupted, Effect.provide(loggerLayer(o)))
 ).pipe(

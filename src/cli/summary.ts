@@ -4,16 +4,19 @@ import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 import { decodeCounts } from "../../pipelines/backfill.ts"
 import type { LayerOutcome, LayerResult, MinimumRaised } from "../../pipelines/nightly-export.ts"
+import { ExitCode } from "../domain/ExitCode.ts"
 import { TOOL } from "../domain/Tool.ts"
 import type { Failover } from "../export/Failover.ts"
 import { writeJson } from "../export/Json.ts"
 import type { Manifest } from "../export/Manifest.ts"
 import { rate } from "../export/Progress.ts"
 import { destination } from "../sinks/Destination.ts"
-import { ExitCode, exitCodeOf, exitMeaning, sentenceOf } from "./Exit.ts"
+import { exitCodeOf, exitMeaning, sentenceOf } from "./Exit.ts"
 import { duration, megabytes } from "./progress.ts"
+import type { Renderer } from "./render.ts"
 
 const RUN_REPORT = "_run.json"
+const RUN_REPORTS = "_runs"
 
 const mb = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`
 
@@ -112,12 +115,12 @@ export const outcomeJson = (o: LayerOutcome) => {
     }
   }
   const r = o.result.right
-  if (r._tag === "UpToDate") return { ...common, status: "up-to-date", exitCode: 0, version: r.version }
+  if (r._tag === "UpToDate") return { ...common, status: "up-to-date", exitCode: ExitCode.ok, version: r.version }
   const m = r.manifest
   return {
     ...common,
     status: r._tag === "Exported" ? "exported" : "already-exported",
-    exitCode: 0,
+    exitCode: ExitCode.ok,
     version: m.version,
     ...(m.snapshot === undefined ? {} : { snapshot: m.snapshot }),
     mode: m.mode,
@@ -165,11 +168,44 @@ export const describeRaised = (r: MinimumRaised) =>
     r.to - 1
   } are deleted.`
 
+/** A minimum version raised after a commit (`commit --raise-minimum`): a line of text; nothing more with --json. */
+export const raisedMinimum: Renderer<MinimumRaised> = {
+  json: () => undefined,
+  text: (r) => [describeRaised(r)]
+}
+
+/** What a run of one export or of a nightly job shows: every layer's outcome, the minimums raised, its run report. */
+export interface RunShown {
+  readonly outcomes: ReadonlyArray<LayerOutcome>
+  readonly raised: ReadonlyArray<MinimumRaised>
+  readonly report: { readonly exitCode: ExitCode }
+}
+
+/** `export`: the layer's lines, the run report's table on a terminal, the minimum raised; the run report with --json. */
+export const exported: Renderer<RunShown> = {
+  json: (r) => r.report,
+  text: (r, terminal) => [
+    ...r.outcomes.flatMap((o) => outcomeLines(o, false)),
+    ...(terminal ? ["", ...reportTable(r.outcomes, r.report.exitCode)] : []),
+    ...r.raised.map(describeRaised)
+  ]
+}
+
+/** A nightly job (`run`, `demo`, which adds a query hint per layer): every layer's lines, the minimums raised, the table on a terminal. */
+export const nightlyRun = (showHints: boolean): Renderer<RunShown> => ({
+  json: (r) => r.report,
+  text: (r, terminal) => [
+    ...r.outcomes.flatMap((o) => outcomeLines(o, showHints)),
+    ...r.raised.map(describeRaised),
+    ...(terminal ? ["", ...reportTable(r.outcomes, r.report.exitCode)] : [])
+  ]
+})
+
 /**
  * The run report for a person at a terminal: a row per layer (outcome, partitions, bytes, files,
  * duration, retries) and what the exit code means.
  */
-export const reportTable = (outcomes: ReadonlyArray<LayerOutcome>, exitCode: number): ReadonlyArray<string> => {
+export const reportTable = (outcomes: ReadonlyArray<LayerOutcome>, exitCode: ExitCode): ReadonlyArray<string> => {
   const rows = outcomes.map((o) => {
     const retries = o.counters.retries === 0
       ? "0"
@@ -208,8 +244,8 @@ export const reportTable = (outcomes: ReadonlyArray<LayerOutcome>, exitCode: num
   return [line(header), ...rows.map(line), `Exit ${exitCode}: ${exitMeaning(exitCode)}.`]
 }
 
-/** The run report as one JSON document: what `--json` prints and `_run.json` holds. */
-export const reportDocument = (fields: Record<string, unknown> & { readonly exitCode: number }, startedAt: number) => ({
+/** The run report as one JSON document: what `--json` prints and `_runs/` and `_run.json` hold. */
+export const reportDocument = <F extends { readonly exitCode: ExitCode }>(fields: F, startedAt: number) => ({
   ...fields,
   exitMeaning: exitMeaning(fields.exitCode),
   startedAt: new Date(startedAt).toISOString(),
@@ -218,21 +254,27 @@ export const reportDocument = (fields: Record<string, unknown> & { readonly exit
   tool: { name: TOOL.name, version: TOOL.version }
 })
 
+/** `_runs/20261125T184217.123Z-nightly-export.json`: one report per run, in the order they started. */
+export const runReportKey = (report: { readonly job: string; readonly startedAt: string }) =>
+  `${RUN_REPORTS}/${report.startedAt.replace(/[-:]/g, "")}-${report.job}.json`
+
 /**
- * Writes the run report as `OUT/_run.json` (replaced whole) when the output location exists: a run
- * refused before it wrote anything leaves no trace, nor does one whose output failed (a full disk:
- * nothing more is written there). A report that cannot be written does not change the run's
- * outcome; it is logged.
+ * Writes the run report as `OUT/_runs/<UTC start>-<job>.json`, and as `OUT/_run.json` (replaced
+ * whole: the newest run's), when the output location exists: a run refused before it wrote anything
+ * leaves no trace, nor does one whose output failed (a full disk: nothing more is written there).
+ * Runs of several jobs into one output keep their reports apart. A report that cannot be written
+ * does not change the run's outcome; it is logged.
  */
 export const writeRunReport = (
   out: string,
-  document: unknown,
+  document: { readonly job: string; readonly startedAt: string },
   outcomes: ReadonlyArray<Pick<LayerOutcome, "result">> = []
 ) =>
   Effect.gen(function*() {
     if (outcomes.some((o) => Either.isLeft(o.result) && Predicate.isTagged(o.result.left, "SinkError"))) return
     const dest = yield* destination(out)
     if (!dest.remote && Option.isNone(yield* dest.stat(""))) return
+    yield* writeJson(dest, runReportKey(document), document)
     yield* writeJson(dest, RUN_REPORT, document)
   }).pipe(
     Effect.catchAll((e) => Effect.logWarning(`could not write the run report ${RUN_REPORT} in ${out}: ${e.message}`))

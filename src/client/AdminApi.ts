@@ -7,6 +7,7 @@ import * as Layer from "effect/Layer"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { Catalog, OperationStatus, StatusLink } from "../domain/Catalog.ts"
+import { ExitCode } from "../domain/ExitCode.ts"
 import { ApiClient, joinUrl, segment } from "./ApiClient.ts"
 import { readText } from "./Bodies.ts"
 import { ConfigApi } from "./ConfigApi.ts"
@@ -26,6 +27,10 @@ export class CatalogExists extends Schema.TaggedError<CatalogExists>()("CatalogE
   id: Schema.String,
   detail: Schema.optional(Schema.String)
 }) {
+  get exitCode() {
+    return ExitCode.usage
+  }
+
   override get message(): string {
     return `A catalog with the id '${this.id}' already exists or is being created (catalog ids are unique across the platform). Choose another id.`
   }
@@ -36,6 +41,10 @@ export class OperationFailed extends Schema.TaggedError<OperationFailed>()("Oper
   href: Schema.String,
   reason: Schema.String
 }) {
+  get exitCode() {
+    return ExitCode.failure
+  }
+
   override get message(): string {
     return `The operation behind ${this.href} did not succeed: ${this.reason}. Retry after 60 seconds.`
   }

@@ -12,6 +12,7 @@ import {
   SchemaList,
   type Variant
 } from "../domain/Artifact.ts"
+import { ExitCode } from "../domain/ExitCode.ts"
 import { ApiClient, joinUrl, segment } from "./ApiClient.ts"
 import { ApiError } from "./Errors.ts"
 import { Lookup, type LookupFailure } from "./Lookup.ts"
@@ -26,6 +27,10 @@ export class SchemaNotFound extends Schema.TaggedError<SchemaNotFound>()("Schema
   hrn: Schema.String,
   reason: Schema.String
 }) {
+  get exitCode() {
+    return ExitCode.notFound
+  }
+
   override get message(): string {
     return `Schema ${this.hrn}: ${this.reason}. Check the HRN (catalog-export schemas list shows the schemas these credentials can read), or pass the bundle with --schema-bundle.`
   }

@@ -1,4 +1,5 @@
 import * as Schema from "effect/Schema"
+import { ExitCode } from "../domain/ExitCode.ts"
 
 /**
  * Failures of the Data API client. Every message names what failed and, where the user can act,
@@ -19,6 +20,20 @@ export class ApiError extends Schema.TaggedError<ApiError>()("ApiError", {
   /** The server's clock from its `Date` header, in epoch milliseconds. */
   serverTime: Schema.optional(Schema.Number)
 }) {
+  /** An answer the caller did not expect, by what its status says. */
+  get exitCode(): ExitCode {
+    const s = this.status
+    return s === 401 || s === 403
+      ? ExitCode.auth
+      : s === 404
+      ? ExitCode.notFound
+      : s === 400 || s === 416
+      ? ExitCode.usage
+      : s === 408 || s === 429 || s >= 500
+      ? ExitCode.transient
+      : ExitCode.failure
+  }
+
   override get message(): string {
     const what = [this.title, this.detail].filter((s) => s !== undefined && s !== "").join(": ")
     return (
@@ -38,6 +53,10 @@ export class TransportError extends Schema.TaggedError<TransportError>()("Transp
   code: Schema.optional(Schema.String),
   retriable: Schema.Boolean
 }) {
+  get exitCode() {
+    return ExitCode.failure
+  }
+
   override get message(): string {
     const hint = this.code !== undefined && UNTRUSTED_CERTIFICATE.test(this.code)
       ? ". The server's certificate is not trusted: behind a proxy or gateway that presents its own certificate, point NODE_EXTRA_CA_CERTS at its CA bundle (PEM)"
@@ -57,6 +76,10 @@ export class RetryBudgetExhausted extends Schema.TaggedError<RetryBudgetExhauste
   elapsedMs: Schema.Number,
   lastError: Schema.Union(ApiError, TransportError)
 }) {
+  get exitCode() {
+    return ExitCode.transient
+  }
+
   override get message(): string {
     return (
       `Gave up on ${this.method} ${this.url} after ${this.retries} ${this.retries === 1 ? "retry" : "retries"} ` +
@@ -77,6 +100,10 @@ export class RegionUnavailable extends Schema.TaggedError<RegionUnavailable>()("
   failures: Schema.Number,
   lastError: Schema.Union(ApiError, TransportError)
 }) {
+  get exitCode() {
+    return ExitCode.transient
+  }
+
   override get message(): string {
     return (
       `${this.method} ${this.url} failed ${this.failures} times in a row (last: ${this.lastError.message}): the region serving it looks unavailable. ` +
@@ -92,6 +119,10 @@ export class ResponseDecodeError extends Schema.TaggedError<ResponseDecodeError>
   status: Schema.Number,
   reason: Schema.String
 }) {
+  get exitCode() {
+    return ExitCode.failure
+  }
+
   override get message(): string {
     return `${this.method} ${this.url} answered ${this.status} with an unexpected body: ${this.reason}`
   }
@@ -103,6 +134,10 @@ export class CredentialsError extends Schema.TaggedError<CredentialsError>()("Cr
   key: Schema.optional(Schema.String),
   reason: Schema.String
 }) {
+  get exitCode() {
+    return ExitCode.auth
+  }
+
   override get message(): string {
     const where = this.key === undefined
       ? `Credentials file ${this.path}`
@@ -120,6 +155,10 @@ export class AuthError extends Schema.TaggedError<AuthError>()("AuthError", {
   /** Where the key came from (the credentials file), so the message can name it. */
   credentials: Schema.optional(Schema.String)
 }) {
+  get exitCode() {
+    return ExitCode.auth
+  }
+
   override get message(): string {
     return (
       `Could not get an access token from ${this.endpoint}` +
@@ -139,6 +178,10 @@ export class ApiNotFound extends Schema.TaggedError<ApiNotFound>()("ApiNotFound"
   lookupUrl: Schema.String,
   available: Schema.Array(Schema.String)
 }) {
+  get exitCode() {
+    return ExitCode.notFound
+  }
+
   override get message(): string {
     const scope = this.hrn === undefined ? "the platform" : this.hrn
     const known = this.available.length === 0 ? "none" : this.available.join(", ")
@@ -152,6 +195,10 @@ export class CatalogNotFound extends Schema.TaggedError<CatalogNotFound>()("Cata
   status: Schema.Number,
   detail: Schema.optional(Schema.String)
 }) {
+  get exitCode() {
+    return ExitCode.notFound
+  }
+
   override get message(): string {
     return (
       `Catalog ${this.hrn} was not found or is not accessible with these credentials (${this.status}` +

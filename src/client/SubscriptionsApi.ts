@@ -5,6 +5,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import { randomUUID } from "node:crypto"
+import { ExitCode } from "../domain/ExitCode.ts"
 import {
   Subscription,
   SubscriptionAccepted,
@@ -26,6 +27,10 @@ export class SubscriptionNotFound extends Schema.TaggedError<SubscriptionNotFoun
   hrn: Schema.String,
   status: Schema.Number
 }) {
+  get exitCode() {
+    return ExitCode.notFound
+  }
+
   override get message(): string {
     return `Subscription ${this.hrn} was not found or is not accessible with these credentials (${this.status}). Check the HRN; subscriptions are visible to the application that created them.`
   }
@@ -35,6 +40,10 @@ export class SubscriptionNotFound extends Schema.TaggedError<SubscriptionNotFoun
 export class SubscriptionConflict extends Schema.TaggedError<SubscriptionConflict>()("SubscriptionConflict", {
   detail: Schema.String
 }) {
+  get exitCode() {
+    return ExitCode.usage
+  }
+
   override get message(): string {
     return `The subscription request conflicts with an existing one: ${this.detail}`
   }

@@ -1,4 +1,5 @@
 import * as Schema from "effect/Schema"
+import { ExitCode } from "../domain/ExitCode.ts"
 import type { UndecodableFields } from "./Shared.ts"
 
 /** Bad decode settings for the layer (exit code 2). */
@@ -6,6 +7,10 @@ export class DecodeSetupError extends Schema.TaggedError<DecodeSetupError>()("De
   layer: Schema.String,
   reason: Schema.String
 }) {
+  get exitCode() {
+    return ExitCode.usage
+  }
+
   override get message(): string {
     return `Cannot decode layer ${this.layer}: ${this.reason}.`
   }
@@ -18,6 +23,10 @@ export class DecodeError extends Schema.TaggedError<DecodeError>()("DecodeError"
   dataHandle: Schema.String,
   reason: Schema.String
 }) {
+  get exitCode() {
+    return ExitCode.integrity
+  }
+
   static of(fields: UndecodableFields): DecodeError {
     return new DecodeError({
       layer: fields.layer,

@@ -1,5 +1,6 @@
 import * as Data from "effect/Data"
 import * as Either from "effect/Either"
+import { ExitCode } from "./ExitCode.ts"
 
 /**
  * HERE Resource Name: `hrn:<partition>:<service>:<region>:<account>:<resource>`.
@@ -18,6 +19,10 @@ export class InvalidHrn extends Data.TaggedError("InvalidHrn")<{
   readonly input: string
   readonly reason: string
 }> {
+  get exitCode() {
+    return ExitCode.usage
+  }
+
   override get message() {
     return `Invalid HRN "${this.input}": ${this.reason}. Expected the form hrn:<partition>:data::<account>:<catalog-id>, for example hrn:here:data::olp-here:rib-2 or hrn:local:data:::demo.`
   }

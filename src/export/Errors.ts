@@ -1,4 +1,5 @@
 import * as Schema from "effect/Schema"
+import { ExitCode } from "../domain/ExitCode.ts"
 
 /** The layer exists but is of a type the export cannot read (stream, index, objectstore, interactive map). */
 export class LayerNotExportable extends Schema.TaggedError<LayerNotExportable>()("LayerNotExportable", {
@@ -6,6 +7,10 @@ export class LayerNotExportable extends Schema.TaggedError<LayerNotExportable>()
   layerId: Schema.String,
   layerType: Schema.String
 }) {
+  get exitCode() {
+    return ExitCode.usage
+  }
+
   override get message() {
     return `Layer '${this.layerId}' of ${this.catalogHrn} is a ${this.layerType} layer; only versioned and volatile layers can be exported. Choose a versioned or volatile layer.`
   }
@@ -15,6 +20,10 @@ export class LayerNotExportable extends Schema.TaggedError<LayerNotExportable>()
 export class InvalidLayerId extends Schema.TaggedError<InvalidLayerId>()("InvalidLayerId", {
   layerId: Schema.String
 }) {
+  get exitCode() {
+    return ExitCode.usage
+  }
+
   override get message() {
     return `Layer id ${
       JSON.stringify(this.layerId)
@@ -26,23 +35,39 @@ export class InvalidLayerId extends Schema.TaggedError<InvalidLayerId>()("Invali
 export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", {
   what: Schema.Literal("catalog", "layer", "version"),
   message: Schema.String
-}) {}
+}) {
+  get exitCode() {
+    return ExitCode.notFound
+  }
+}
 
 /** Data that does not match its metadata even after the retries the policy allows. */
 export class IntegrityError extends Schema.TaggedError<IntegrityError>()("IntegrityError", {
   message: Schema.String
-}) {}
+}) {
+  get exitCode() {
+    return ExitCode.integrity
+  }
+}
 
 /** The output directory already holds something that contradicts this run. */
 export class OutputConflict extends Schema.TaggedError<OutputConflict>()("OutputConflict", {
   message: Schema.String
-}) {}
+}) {
+  get exitCode() {
+    return ExitCode.integrity
+  }
+}
 
 /** A volatile layer where versions are needed (backfill): it keeps only its current data. */
 export class LayerNotVersioned extends Schema.TaggedError<LayerNotVersioned>()("LayerNotVersioned", {
   catalogHrn: Schema.String,
   layerId: Schema.String
 }) {
+  get exitCode() {
+    return ExitCode.usage
+  }
+
   override get message() {
     return `Layer '${this.layerId}' of ${this.catalogHrn} is volatile: it keeps no versions to backfill, only its current data; export that with catalog-export export --catalog ${this.catalogHrn} --layer ${this.layerId} --out DIR.`
   }
@@ -54,6 +79,10 @@ export class ShardsUnfinished extends Schema.TaggedError<ShardsUnfinished>()("Sh
   missing: Schema.Array(Schema.Number),
   broken: Schema.Array(Schema.Struct({ shard: Schema.Number, reason: Schema.String }))
 }) {
+  get exitCode() {
+    return ExitCode.unfinished
+  }
+
   override get message() {
     const missing = this.missing.length === 0 ? [] : [`shard(s) ${this.missing.join(", ")} have not finished`]
     const broken = this.broken.map((b) => `shard ${b.shard} is damaged (${b.reason})`)

@@ -10,9 +10,7 @@ import type { Partition } from "../domain/Partition.ts"
 import { TOOL } from "../domain/Tool.ts"
 import type { EncoderError } from "../encoder/Encoder.ts"
 import { type Destination, destination } from "../sinks/Destination.ts"
-import type { ParquetCompression } from "../sinks/ParquetCodecs.ts"
 import type { RowBatch } from "../sinks/RowBatch.ts"
-import type { OutputFormat } from "../sinks/WrittenFile.ts"
 import { CrashProbe } from "../telemetry/CrashProbe.ts"
 import { type Checkpoint, damage, discardUnfinished, finishedParts, listing, partsDir } from "./Checkpoints.ts"
 import { commit, committed } from "./Commit.ts"
@@ -23,18 +21,15 @@ import type { Manifest } from "./Manifest.ts"
 import { PartWriter } from "./Parts.ts"
 import { exportDir, type Plan, shardsOf } from "./Plan.ts"
 import { Counters } from "./Progress.ts"
+import type { ExportSettings } from "./Settings.ts"
 import { forgetRuns, pinPlan, type ShardManifest, shardManifests, writeShardManifest } from "./Shards.ts"
 
-export interface ExportOptions {
-  /** A local directory or an object store (`s3://bucket/prefix`). */
-  readonly out: string
-  readonly format: OutputFormat
-  readonly compression?: ParquetCompression | undefined
-  /** Blob requests in flight at once, across all parts. */
-  readonly concurrency: number
-  /** Parts listed (and written) at once. */
-  readonly listConcurrency: number
-  readonly maxFileBytes?: number | undefined
+/** How to export a plan: its write settings (the plan says what and how many parts) and how to go about it. */
+export interface ExportOptions
+  extends
+    Pick<ExportSettings, "out" | "format" | "concurrency" | "listConcurrency">,
+    Partial<Pick<ExportSettings, "compression" | "maxFileBytes">>
+{
   readonly rowGroupBytes?: number | undefined
   /** Re-export even when a manifest says it is done. */
   readonly force: boolean

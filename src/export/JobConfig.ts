@@ -1,91 +1,25 @@
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
-import { decodeModes, onDecodeErrors } from "../decode/Shared.ts"
-import { OutputFormat } from "../sinks/WrittenFile.ts"
-import type { DecodeRequest } from "./Decoding.ts"
+import { ExitCode } from "../domain/ExitCode.ts"
 import { describeIssues, type FileUnreadable, JsonInvalid, readJsonFile } from "./Json.ts"
 
 /** A job config file that cannot be used: the message names the file and the field. */
-export class JobConfigError
-  extends Schema.TaggedError<JobConfigError>()("JobConfigError", { message: Schema.String })
-{}
-
-export const PositiveInt = Schema.Int.pipe(Schema.positive())
-
-// Spelled out, not imported from ParquetCodecs: that module loads the native codecs, which command start-up does not need.
-export const Compression = Schema.Literal("zstd", "snappy", "gzip", "none")
-
-/** Decoding (`--decode` and its companions): job-wide, and per layer in a nightly job's `layers`. */
-export const DecodeConfig = {
-  decode: Schema.optional(Schema.Literal(...decodeModes)),
-  explode: Schema.optional(Schema.String),
-  schemaBundle: Schema.optional(Schema.String),
-  onDecodeError: Schema.optional(Schema.Literal(...onDecodeErrors))
+export class JobConfigError extends Schema.TaggedError<JobConfigError>()("JobConfigError", { message: Schema.String }) {
+  get exitCode() {
+    return ExitCode.usage
+  }
 }
-export type DecodeConfig = Schema.Struct.Type<typeof DecodeConfig>
 
-/** Export knobs shared by job configs and flags. Flags override the file, which overrides the defaults. */
-export const ExportSettings = {
+/** How a job reaches the catalog service; flags (and their environment variables) override them. */
+export const ConnectionFields = {
   lookupUrl: Schema.optional(Schema.String),
   credentials: Schema.optional(Schema.String),
   /** Lookup's `region` (a multi-region catalog's secondary region). */
-  region: Schema.optional(Schema.String),
-  out: Schema.String,
-  format: Schema.optional(OutputFormat),
-  compression: Schema.optional(Compression),
-  concurrency: Schema.optional(PositiveInt),
-  listConcurrency: Schema.optional(PositiveInt),
-  parts: Schema.optional(PositiveInt),
-  maxFileBytes: Schema.optional(PositiveInt),
-  ...DecodeConfig
+  region: Schema.optional(Schema.String)
 }
-
-export const defaults = {
-  format: "parquet",
-  compression: "zstd",
-  concurrency: 32,
-  listConcurrency: 4,
-  parts: 4,
-  /** Raw bytes unless asked: the columns of existing exports never change under their users (docs/decoding.md). */
-  decode: "none",
-  onDecodeError: "fail"
-} as const
-
-/** The decode request of job config fields (`over` wins, field by field), with the defaults. */
-export const decodeRequest = (fields: DecodeConfig, over: DecodeConfig = {}): DecodeRequest => ({
-  mode: over.decode ?? fields.decode ?? defaults.decode,
-  onError: over.onDecodeError ?? fields.onDecodeError ?? defaults.onDecodeError,
-  explode: over.explode ?? fields.explode,
-  schemaBundle: over.schemaBundle ?? fields.schemaBundle
-})
 
 /** The jobs a job config can run: its `job` field. */
 export const JobKind = Schema.Struct({ job: Schema.Literal("nightly-export", "backfill", "retention") })
-
-/** How an export writes, every knob decided: the flags' values (their defaults are `defaults`), or a job config's by `writeSettingsOf`. */
-export interface WriteSettings {
-  readonly format: typeof OutputFormat.Type
-  readonly compression: typeof Compression.Type
-  readonly concurrency: number
-  readonly listConcurrency: number
-  readonly parts: number
-  readonly maxFileBytes: number | undefined
-  readonly decode: DecodeRequest
-}
-
-/** A job config's write settings (`over`: a nightly layer's own decoding), with the defaults for what it leaves out. */
-export const writeSettingsOf = (
-  job: Partial<Omit<Schema.Struct.Type<typeof ExportSettings>, "out">>,
-  over: DecodeConfig = {}
-): WriteSettings => ({
-  format: job.format ?? defaults.format,
-  compression: job.compression ?? defaults.compression,
-  concurrency: job.concurrency ?? defaults.concurrency,
-  listConcurrency: job.listConcurrency ?? defaults.listConcurrency,
-  parts: job.parts ?? defaults.parts,
-  maxFileBytes: job.maxFileBytes,
-  decode: decodeRequest(job, over)
-})
 
 const strict = { onExcessProperty: "error", errors: "all" } as const
 

@@ -4,6 +4,7 @@ import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import type { ParseOptions } from "effect/SchemaAST"
 import * as fs from "node:fs/promises"
+import { ExitCode } from "../domain/ExitCode.ts"
 import type { Destination } from "../sinks/Destination.ts"
 import type { SinkError } from "../sinks/SinkError.ts"
 
@@ -17,7 +18,11 @@ import type { SinkError } from "../sinks/SinkError.ts"
 export class JsonInvalid extends Schema.TaggedError<JsonInvalid>()("JsonInvalid", {
   notJson: Schema.Boolean,
   detail: Schema.String
-}) {}
+}) {
+  get exitCode() {
+    return ExitCode.failure
+  }
+}
 
 /** The issues of a decoding, by path: `layers.0.catalog: is missing; ...`. */
 export const describeIssues = (error: ParseResult.ParseError) =>
@@ -59,7 +64,11 @@ export const writeJson = (dest: Destination, key: string, value: unknown): Effec
 /** A local file that cannot be read; `why` in plain words ("the file does not exist"). */
 export class FileUnreadable
   extends Schema.TaggedError<FileUnreadable>()("FileUnreadable", { file: Schema.String, why: Schema.String })
-{}
+{
+  get exitCode() {
+    return ExitCode.failure
+  }
+}
 
 const unreadable = (file: string, e: unknown) => {
   const code = (e as NodeJS.ErrnoException).code

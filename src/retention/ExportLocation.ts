@@ -1,6 +1,7 @@
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import { ExitCode } from "../domain/ExitCode.ts"
 import { readJson } from "../export/Json.ts"
 import { type Destination, destination } from "../sinks/Destination.ts"
 import { isObjectStore } from "../sinks/ObjectStore.ts"
@@ -25,7 +26,11 @@ export interface ExportLocation {
 /** The location cannot be read as given: not a directory, a scheme this version cannot read, or the store refused. */
 export class ExportLocationError
   extends Schema.TaggedError<ExportLocationError>()("ExportLocationError", { message: Schema.String })
-{}
+{
+  get exitCode() {
+    return ExitCode.failure
+  }
+}
 
 const failed = <A, E extends { readonly message: string }, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.mapError(effect, (e) => new ExportLocationError({ message: e.message }))

@@ -1,5 +1,6 @@
 import * as Duration from "effect/Duration"
 import * as Schema from "effect/Schema"
+import { ExitCode } from "../domain/ExitCode.ts"
 
 /** How far to raise a catalog's minimum version. */
 export type Policy =
@@ -17,7 +18,11 @@ export const describePolicy = (policy: Policy): string =>
 /** The retention refused to go further because data there was not exported. */
 export class RetentionRefused
   extends Schema.TaggedError<RetentionRefused>()("RetentionRefused", { message: Schema.String })
-{}
+{
+  get exitCode() {
+    return ExitCode.usage
+  }
+}
 
 export interface VersionStamp {
   readonly version: number

@@ -65,16 +65,6 @@ export const parseFaults = (spec: string): Partial<FaultOptions> => {
   return out as Partial<FaultOptions>
 }
 
-/** Parses `--latency 20` or `--latency 5-50` (milliseconds). */
-export const parseLatency = (spec: string): readonly [number, number] => {
-  const m = /^(\d+)(?:-(\d+))?$/.exec(spec.trim())
-  if (!m) throw new Error(`--latency takes milliseconds as N or MIN-MAX, got '${spec}'`)
-  const min = Number(m[1])
-  const max = m[2] === undefined ? min : Number(m[2])
-  if (max < min) throw new Error(`--latency range ${spec} has its maximum below its minimum`)
-  return [min, max]
-}
-
 /** mulberry32: small, fast, and the same sequence for the same seed. */
 export const prng = (seed: number) => {
   let a = seed >>> 0

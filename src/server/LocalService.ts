@@ -1,8 +1,10 @@
 import * as HttpServer from "@effect/platform/HttpServer"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as fs from "node:fs"
+import { ExitCode } from "../domain/ExitCode.ts"
 import { AppsRepo } from "./db/AppsRepo.ts"
 import { DEMO_APP } from "./Seed.ts"
 import * as Server from "./Server.ts"
@@ -18,8 +20,20 @@ export interface RunningService {
 export const listeningLine = (service: RunningService) =>
   JSON.stringify({ event: "listening", url: service.url, lookupUrl: service.lookupUrl, tokenUrl: service.tokenUrl })
 
+/** The service could not start (its port taken, its database unusable); the message is its cause's. */
+export class StartFailed extends Schema.TaggedError<StartFailed>()("StartFailed", { cause: Schema.Defect }) {
+  get exitCode() {
+    return ExitCode.failure
+  }
+
+  override get message() {
+    const message = (this.cause as { message?: unknown } | undefined)?.message
+    return typeof message === "string" && message !== "" ? message : String(this.cause)
+  }
+}
+
 /** Starts the service for the lifetime of the scope. */
-export const start = (options: Server.ServiceOptions): Effect.Effect<RunningService, unknown, Scope.Scope> =>
+export const start = (options: Server.ServiceOptions): Effect.Effect<RunningService, StartFailed, Scope.Scope> =>
   Effect.gen(function*() {
     const context = yield* Layer.build(Server.layer(options))
     const server = Layer.succeedContext(context)
@@ -48,7 +62,7 @@ export const start = (options: Server.ServiceOptions): Effect.Effect<RunningServ
           ].join("\n")
         }).pipe(Effect.orDie)
     }
-  })
+  }).pipe(Effect.mapError((cause) => new StartFailed({ cause })))
 
 /**
  * Writes credentials.properties readable only by the owner: it holds a key secret. The mode given to

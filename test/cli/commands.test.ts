@@ -1,25 +1,28 @@
+import * as CliConfig from "@effect/cli/CliConfig"
 import * as Command from "@effect/cli/Command"
+import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as HashSet from "effect/HashSet"
 import { describe, expect, it } from "vitest"
-import { commandModules, commandsFor, type TopLevelCommand } from "../../src/cli/commands.ts"
+import { commandModules, commandsFor, namesOf as moduleNames, type TopLevelCommand } from "../../src/cli/commands.ts"
 import { TOOL } from "../../src/domain/Tool.ts"
 import { cli } from "../support/cli.ts"
 
 /**
  * main.ts loads only the module of the command the arguments name (start-up time); the registry in
- * src/cli/commands.ts says which module defines which command. These tests keep the two in step and
- * check what each kind of argument list loads.
+ * src/cli/commands.ts says which module defines which command, and what the top-level help says of
+ * each (one line per command, no module loaded). These tests keep the two in step and check what
+ * each kind of argument list loads.
  */
 
 const namesOf = (commands: ReadonlyArray<TopLevelCommand>) =>
   commands.map((command) => [...HashSet.values(Command.getNames(command))].join("|"))
 
-const allNames = commandModules.flatMap((m) => m.names)
+const allNames = commandModules.flatMap(moduleNames)
 
 describe("the command registry", () => {
   it("names exactly the commands each module defines, in order", async () => {
     for (const module of commandModules) {
-      expect(namesOf(await module.load())).toEqual(module.names)
+      expect(namesOf(await module.load())).toEqual(moduleNames(module))
     }
     expect(new Set(allNames).size).toBe(allNames.length)
   })
@@ -28,11 +31,20 @@ describe("the command registry", () => {
     expect(namesOf(await commandsFor(["export", "--dry-run"]))).toEqual(["export"])
     expect(namesOf(await commandsFor(["commit", "--plan", "x"]))).toEqual(["plan", "commit"])
     expect(namesOf(await commandsFor(["lookup"]))).toEqual(
-      commandModules.find((m) => m.names.includes("lookup"))!.names
+      moduleNames(commandModules.find((m) => moduleNames(m).includes("lookup"))!)
     )
     expect(await commandsFor(["--version"])).toEqual([])
-    for (const args of [[], ["--help"], ["exprot"], ["--completions", "bash"], ["--version", "export"]]) {
+    for (const args of [[], ["--help"], ["-h"], ["exprot"], ["--completions", "bash"], ["--version", "export"]]) {
       expect(namesOf(await commandsFor(args))).toEqual(allNames)
+    }
+    // The top-level help lists the commands as their summaries say, loading none of their modules.
+    for (const args of [[], ["--help"], ["-h"]]) {
+      const listed = await commandsFor(args)
+      const config = CliConfig.make({ showBuiltIns: false })
+      const plain = (command: TopLevelCommand) =>
+        HelpDoc.toAnsiText(Command.getHelp(command, config)).replace(/\x1b\[[0-9;]*m/g, "").trim()
+      expect(listed.map(plain))
+        .toEqual(commandModules.flatMap((m) => Object.values(m.commands)).map((summary) => `DESCRIPTION\n\n${summary}`))
     }
   })
 
@@ -46,6 +58,16 @@ describe("the command registry", () => {
     const listed = allNames.map((name) => help.stdout.search(new RegExp(`^  - ${name} `, "m")))
     expect(listed.every((at) => at >= 0), help.stdout).toBe(true)
     expect(listed).toEqual([...listed].sort((a, b) => a - b))
+    // One line per command, with its summary and no flags (those are under `<command> --help`).
+    const lines = help.stdout.split("\n").filter((l) => l.startsWith("  - "))
+    expect(lines).toHaveLength(allNames.length)
+    const summaries = Object.fromEntries(commandModules.flatMap((m) => Object.entries(m.commands)))
+    for (const line of lines) {
+      const [, name, summary] = /^ {2}- (\S+) +(.+)$/.exec(line)!
+      expect(summary, line).toBe(summaries[name!])
+      expect(line, line).not.toMatch(/--|\[/)
+      expect(line.length, line).toBeLessThanOrEqual(100)
+    }
 
     const typo = await cli(["exprot"])
     expect(typo.code).toBe(2)

@@ -206,6 +206,9 @@ describe("the run report", () => {
     expect(run.code, run.stderr).toBe(4)
     const report = JSON.parse(run.stdout)
     expect(readJson(path.join(out, "_run.json"))).toEqual(report)
+    expect(fs.readdirSync(path.join(out, "_runs"))).toEqual([
+      `${report.startedAt.replace(/[-:]/g, "")}-nightly-export.json`
+    ])
     expect(report).toMatchObject({
       job: "nightly-export",
       exitCode: 4,
@@ -235,7 +238,7 @@ describe("the run report", () => {
     expect((await readParquet(places.dir)).length).toBe(manifest.partitions)
   })
 
-  it("of a single export: --json and _run.json; a run refused before writing leaves no _run.json", async () => {
+  it("of a single export: --json, _runs/ and _run.json; a run refused before writing leaves no report", async () => {
     const out = path.join(tempDir("report-single-"), "out")
     const flags = ["--lookup-url", svc.lookupUrl, "--credentials", credentials]
     const run = await cli(["export", "--catalog", DEMO, "--layer", "tiles", "--out", out, "--json", ...flags])
@@ -250,6 +253,18 @@ describe("the run report", () => {
       retries: 0
     })
     expect(readJson(path.join(out, "_run.json"))).toEqual({ job: "export", ...report })
+
+    // A second job into the same output keeps the first one's report: one file per run, the newest also as _run.json.
+    const places = await cli(["export", "--catalog", DEMO, "--layer", "places", "--out", out, "--json", ...flags])
+    expect(places.code, places.stderr).toBe(0)
+    const second = JSON.parse(places.stdout)
+    const runs = fs.readdirSync(path.join(out, "_runs")).sort()
+    expect(runs).toHaveLength(2)
+    expect(runs.map((f) => readJson(path.join(out, "_runs", f)))).toEqual([
+      { job: "export", ...report },
+      { job: "export", ...second }
+    ])
+    expect(readJson(path.join(out, "_run.json"))).toEqual({ job: "export", ...second })
 
     const refused = path.join(tempDir("report-refused-"), "out")
     const failed = await cli(["export", "--catalog", DEMO, "--layer", "nope", "--out", refused, "--json", ...flags])

@@ -71,7 +71,7 @@ export const exportArgs = (out: string, extra: ReadonlyArray<string> = [], parts
 export const rowsIn = async (store: StoreUnderTest, prefix: string) =>
   readParquet(path.join(await store.download(prefix), "demo", "places", "version=0"))
 
-/** What a committed export leaves in the store: its data files, its manifest, the cursor, the run report; nothing half-done. */
+/** What a committed export leaves in the store: its data files, its manifest, the cursor, the run reports; nothing half-done. */
 export const expectCommitted = async (store: StoreUnderTest, prefix: string) => {
   const keys = await store.keys(`${prefix}/`)
   const local = await store.download(prefix)
@@ -81,7 +81,14 @@ export const expectCommitted = async (store: StoreUnderTest, prefix: string) => 
     exitCode: 0,
     partitions: manifest.partitions
   })
-  expect(keys).toEqual([
+  // One report per run (_runs/<UTC start>-<job>.json), the newest also as _run.json.
+  const reports = keys.filter((k) => k.startsWith(`${prefix}/_runs/`)).sort()
+  expect(reports.length).toBeGreaterThan(0)
+  for (const k of reports) expect(k).toMatch(/\/_runs\/\d{8}T\d{6}\.\d{3}Z-export\.json$/)
+  expect(readJson(path.join(local, reports.at(-1)!.slice(prefix.length + 1)))).toEqual(
+    readJson(path.join(local, "_run.json"))
+  )
+  expect(keys.filter((k) => !reports.includes(k))).toEqual([
     `${prefix}/_run.json`,
     `${prefix}/demo/places/_state.json`,
     ...[

@@ -1,7 +1,15 @@
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { beforeAll, describe, expect, it } from "vitest"
+import { NightlyJob, runNightly } from "../../pipelines/nightly-export.ts"
+import * as DataClient from "../../src/client/DataClient.ts"
+import { CredentialsError } from "../../src/client/Errors.ts"
+import { Encoder } from "../../src/encoder/Encoder.ts"
 import { noFaults } from "../../src/server/Faults.ts"
 import { type Exchange, isBlobRequest, type Proxy, startProxy } from "../reliability/support.ts"
 import { cli, ROOT } from "../support/cli.ts"
@@ -12,7 +20,8 @@ import { manifestOf, readExport } from "../versions/support.ts"
 /**
  * The nightly job as cron runs it, through the real CLI: what reaches stdout and stderr, the exit
  * code when several layers fail, layers run at once under one download budget, each catalog's own
- * lookup service, and config/crontab.example run as cron would.
+ * lookup service, and config/crontab.example run as cron would; and, in process, how runNightly
+ * shares one client per lookup service between layers.
  */
 
 const { cleanup, tempDir } = cleanups()
@@ -228,6 +237,46 @@ describe("the nightly job under cron", () => {
       catalogHrn: DEMO,
       version: 1
     })
+  })
+})
+
+describe("runNightly's clients", () => {
+  it("builds one client per lookup service, shared by the layers that need it; one that cannot be built fails each of its layers", async () => {
+    const out = path.join(tempDir("jobs-clients-"), "out")
+    const BROKEN = "hrn:local:data:::broken"
+    const job = Schema.decodeUnknownSync(NightlyJob)({
+      job: "nightly-export",
+      out,
+      parts: 1,
+      layerConcurrency: 2,
+      layers: [
+        { catalog: DEMO, layer: "places" },
+        { catalog: BROKEN, layer: "a" },
+        { catalog: DEMO, layer: "tiles" },
+        { catalog: BROKEN, layer: "b" }
+      ]
+    })
+    const built: Array<string> = []
+    const unbuildable = new CredentialsError({ path: "/nowhere", reason: "the file does not exist" })
+    const { outcomes } = await Effect.runPromise(
+      runNightly(job, {
+        lookupUrlOf: (catalog) => (catalog === DEMO ? svc.lookupUrl : "http://broken.invalid/lookup/v1"),
+        client: (lookupUrl) => {
+          built.push(lookupUrl)
+          return lookupUrl === svc.lookupUrl
+            ? DataClient.layer({ lookupUrl, credentialsPath: credentials, concurrency: 4 })
+            : Layer.fail(unbuildable)
+        }
+      }).pipe(Effect.provide(Encoder.auto))
+    )
+    expect(built).toEqual([svc.lookupUrl, "http://broken.invalid/lookup/v1"])
+    expect(outcomes.map((o) => [o.layer, Either.isRight(o.result) ? o.result.right._tag : o.result.left])).toEqual([
+      ["places", "Exported"],
+      ["a", unbuildable],
+      ["tiles", "Exported"],
+      ["b", unbuildable]
+    ])
+    expect(manifestOf(path.join(out, "demo", "tiles", "version=3"))).toMatchObject({ layerId: "tiles", version: 3 })
   })
 })
 

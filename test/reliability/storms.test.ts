@@ -147,7 +147,13 @@ describe("a throttling storm", () => {
     const data = left.filter((f) => /\.(parquet|arrow)(\.partial)?$/.test(f))
     expect(data.length).toBeGreaterThan(0)
     expect(data.filter((f) => !f.endsWith(".partial"))).toEqual([])
-    expect(left.filter((f) => !data.includes(f)).sort()).toEqual(["_run.json", "demo/places/version=0/_plan.json"])
+    const reports = left.filter((f) => f.startsWith("_runs/"))
+    expect(reports).toHaveLength(1)
+    expect(reports[0]).toMatch(/^_runs\/\d{8}T\d{6}\.\d{3}Z-export\.json$/)
+    expect(left.filter((f) => !data.includes(f) && !reports.includes(f)).sort()).toEqual([
+      "_run.json",
+      "demo/places/version=0/_plan.json"
+    ])
     // The run report says what happened and that a retry is worth it.
     expect(JSON.parse(fs.readFileSync(path.join(out, "_run.json"), "utf8"))).toMatchObject({
       job: "export",

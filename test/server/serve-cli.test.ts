@@ -266,4 +266,28 @@ describe("serve as a process", () => {
     expect(c.stdout().split("\n").filter((l) => l !== "")).toHaveLength(1)
     expect(serviceDirs()).toEqual([])
   })
+
+  it("takes --latency as a duration or a range (a bare number is milliseconds) and refuses what is neither", async () => {
+    // Every request but token and lookup waits the latency: a catalog's configuration answers no sooner.
+    const slow = serve(["--latency", "400ms"])
+    const line = await slow.listening
+    const started = performance.now()
+    const res = await fetch(`${line.url}/config/v1/catalogs/${DEMO}`)
+    await res.arrayBuffer()
+    expect(performance.now() - started).toBeGreaterThanOrEqual(390)
+    slow.child.kill("SIGTERM")
+    expect(await slow.exited).toEqual({ code: 0, signal: null })
+
+    const bare = serve(["--latency", "1-2"])
+    await bare.listening
+    bare.child.kill("SIGTERM")
+    expect(await bare.exited).toEqual({ code: 0, signal: null })
+
+    for (const [value, says] of [["20x", "got '20x'"], ["50ms-20ms", "maximum below its minimum"]] as const) {
+      const refused = serve(["--latency", value])
+      await expect(refused.listening).rejects.toThrow(/exited \(2\)/)
+      expect(refused.stderr()).toContain(says)
+      expect(refused.stdout()).toBe("")
+    }
+  })
 })

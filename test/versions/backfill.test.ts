@@ -29,12 +29,12 @@ const committed = (root: string) =>
     : []
 
 /** Every file below `root`: name -> mtime, to prove a re-run rewrote nothing. */
-/** The exports' files and their times; the run report (`_run.json`) is each run's own. */
+/** The exports' files and their times; the run reports (`_run.json`, `_runs/`) are each run's own. */
 const files = (root: string): Record<string, number> =>
   Object.fromEntries(
-    (fs.readdirSync(root, { recursive: true }) as Array<string>).filter((f) => f !== "_run.json").map((
-      f
-    ) => [f, fs.statSync(path.join(root, f)).mtimeMs])
+    (fs.readdirSync(root, { recursive: true }) as Array<string>).filter((f) =>
+      f !== "_run.json" && f !== "_runs" && !f.startsWith("_runs/")
+    ).map((f) => [f, fs.statSync(path.join(root, f)).mtimeMs])
   )
 
 /** Each committed version holds exactly the service's partitions of that version. */

@@ -14,7 +14,7 @@ import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import { afterAll, beforeAll } from "vitest"
 import type { DecodeSettings } from "../../../src/decode/Decoder.ts"
-import { Encoder } from "../../../src/encoder/Encoder.ts"
+import { Encoder, type EncoderError } from "../../../src/encoder/Encoder.ts"
 import * as RollingWriter from "../../../src/encoder/RollingWriter.ts"
 import { rawColumns } from "../../../src/sinks/Columns.ts"
 import { type Destination } from "../../../src/sinks/Destination.ts"
@@ -131,7 +131,7 @@ export const writeDataFiles = (
   rows: ReadonlyArray<Row>,
   run: string,
   options: { readonly maxFileBytes?: number; readonly decode?: DecodeSettings } = {}
-): Effect.Effect<Array<{ uri: string; file: RecordedFile }>, unknown> =>
+): Effect.Effect<Array<{ uri: string; file: RecordedFile }>, EncoderError> =>
   Effect.scoped(Effect.gen(function*() {
     const dir = keyIn(table, `data/${run}`)
     const maxFileBytes = options.maxFileBytes ?? 16 * 1024

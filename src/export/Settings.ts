@@ -1,0 +1,78 @@
+import * as Schema from "effect/Schema"
+import * as Struct from "effect/Struct"
+import { decodeModes, onDecodeErrors } from "../decode/Shared.ts"
+import { OutputFormat } from "../sinks/WrittenFile.ts"
+import type { DecodeRequest } from "./Decoding.ts"
+
+export const PositiveInt = Schema.Int.pipe(Schema.positive())
+
+// Spelled out, not imported from ParquetCodecs: that module loads the native codecs, which command start-up does not need.
+export const Compression = Schema.Literal("zstd", "snappy", "gzip", "none")
+
+export const DecodeMode = Schema.Literal(...decodeModes)
+export const OnDecodeError = Schema.Literal(...onDecodeErrors)
+
+/**
+ * The settings of an export, each declared once: its type and its default. Job configs decode them
+ * (unknown fields stay errors), the CLI derives a flag from each (`cli/Flags.ts`), and what a
+ * stage needs is a Pick of the decoded type. Flags override a job config, which overrides these
+ * defaults.
+ */
+export const ExportSettings = Schema.Struct({
+  /** A local directory or an object store (`s3://bucket/prefix`). */
+  out: Schema.String,
+  format: Schema.optionalWith(OutputFormat, { default: () => "parquet" as const }),
+  compression: Schema.optionalWith(Compression, { default: () => "zstd" as const }),
+  /** Blob requests in flight at once, across all parts. */
+  concurrency: Schema.optionalWith(PositiveInt, { default: () => 32 }),
+  /** Parts listed (and written) at once. */
+  listConcurrency: Schema.optionalWith(PositiveInt, { default: () => 4 }),
+  /** Metadata parts to ask for: the unit of parallel listing and of resume. */
+  parts: Schema.optionalWith(PositiveInt, { default: () => 4 }),
+  /** A new file once one reaches this size (the writers' default: 256 MiB). */
+  maxFileBytes: Schema.optional(PositiveInt),
+  /** Raw bytes unless asked: the columns of existing exports never change under their users (docs/decoding.md). */
+  decode: Schema.optionalWith(DecodeMode, { default: () => "none" as const }),
+  explode: Schema.optional(Schema.String),
+  schemaBundle: Schema.optional(Schema.String),
+  onDecodeError: Schema.optionalWith(OnDecodeError, { default: () => "fail" as const })
+})
+export type ExportSettings = typeof ExportSettings.Type
+
+/** The decoding settings, as a nightly job's layer may give them instead of the job's. */
+export const DecodeOverrides = {
+  decode: Schema.optional(DecodeMode),
+  explode: Schema.optional(Schema.String),
+  schemaBundle: Schema.optional(Schema.String),
+  onDecodeError: Schema.optional(OnDecodeError)
+}
+export type DecodeOverrides = Schema.Struct.Type<typeof DecodeOverrides>
+
+/** Every setting's default (all but `out`, which has none). */
+export const defaults = Schema.decodeSync(Schema.Struct(Struct.omit(ExportSettings.fields, "out")))({})
+
+/** How an export writes, every setting decided: all but where to (`out`), decoding as one request. */
+export type WriteSettings =
+  & Omit<ExportSettings, "out" | keyof DecodeOverrides>
+  & { readonly decode: DecodeRequest }
+
+/** The decode request of the settings (`over`: a nightly layer's own decoding, which wins field by field). */
+export const decodeRequest = (
+  settings: Pick<ExportSettings, keyof DecodeOverrides>,
+  over: DecodeOverrides = {}
+): DecodeRequest => ({
+  mode: over.decode ?? settings.decode,
+  onError: over.onDecodeError ?? settings.onDecodeError,
+  explode: over.explode ?? settings.explode,
+  schemaBundle: over.schemaBundle ?? settings.schemaBundle
+})
+
+const WRITE_KEYS = Struct.keys(ExportSettings.fields).filter((key): key is keyof WriteSettings & keyof ExportSettings =>
+  key !== "out" && !(key in DecodeOverrides)
+)
+
+/** The write settings of export settings (`over`: a nightly layer's own decoding). */
+export const writeSettingsOf = (settings: ExportSettings, over: DecodeOverrides = {}): WriteSettings => ({
+  ...Struct.pick(settings, ...WRITE_KEYS),
+  decode: decodeRequest(settings, over)
+})
