@@ -12,6 +12,8 @@ import {
   StorageSharedKeyCredential
 } from "@azure/storage-blob"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
+import * as fs from "node:fs"
+import * as os from "node:os"
 import * as path from "node:path"
 import { expectMatchesService } from "../reliability/support.ts"
 import { ACCOUNT, KEY, NO_AZURE_ENV, startAzurite, type TestAzure } from "../support/azurite.ts"
@@ -119,6 +121,24 @@ describe("check probes the container with a blob it writes and removes", () => {
       env: () => azure.env,
       code: 2,
       says: /az:\/\/no-such-container.*does not exist \(ContainerNotFound\)/
+    },
+    {
+      // DefaultAzureCredential, with no identity to find here: no service principal, workload or
+      // managed identity, no Azure CLI login (its configuration an empty directory).
+      name: "no key, SAS or connection string, and no Azure identity",
+      out: "az://exports/x",
+      env: () => ({
+        AZURE_STORAGE_ACCOUNT: ACCOUNT,
+        AZURE_CLIENT_ID: "",
+        AZURE_TENANT_ID: "",
+        AZURE_CLIENT_SECRET: "",
+        AZURE_FEDERATED_TOKEN_FILE: "",
+        IDENTITY_ENDPOINT: "",
+        MSI_ENDPOINT: "",
+        AZURE_CONFIG_DIR: fs.mkdtempSync(path.join(os.tmpdir(), "no-azure-cli-"))
+      }),
+      code: 3,
+      says: /no Azure credentials could be used \(\w+\)\. No key or SAS is set, so an Azure identity was used/
     },
     {
       name: "a SAS without write permission",
