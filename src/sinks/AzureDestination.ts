@@ -74,6 +74,8 @@ export const azureDestination = (name: string, url: StoreUrl, container: AzureCo
     readBytes: (k) => request(k, "read", async () => Option.fromNullable(await download(k))),
     readRange: (k, start, end) =>
       request(k, "read", async () => {
+        // A count of 0 would mean "to the end" to the SDK.
+        if (end <= start) return new Uint8Array(0)
         const bytes = await download(k, start, end - start)
         if (bytes === undefined) {
           throw Object.assign(new Error("no such blob"), { statusCode: 404, code: "BlobNotFound" })
