@@ -67,7 +67,7 @@ describe("export to s3://bucket/prefix", () => {
 })
 
 describe("export to gs://bucket/prefix (GCS's XML API)", () => {
-  exportsToStore(gcsContext, { bigFile: false, shards: true })
+  exportsToStore(gcsContext, { bigFile: true, shards: true })
 })
 
 describe("bad output locations", () => {
