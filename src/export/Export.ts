@@ -377,11 +377,14 @@ const transfer = (run: Run, todo: ReadonlyArray<number>, finished: Map<number, C
       for (let remaining = todo.length; remaining > 0;) {
         const command = yield* Queue.take(commands)
         switch (command._tag) {
-          case "Write":
+          case "Write": {
+            // Read before the batch goes to the encoder thread, which detaches its buffer.
+            const bytes = command.batch.data.byteLength
             yield* command.writer.write(command.batch)
-            budget.taken(command.batch.data.byteLength)
+            budget.taken(bytes)
             fetch.resume()
             break
+          }
           case "Finish": {
             const checkpoint = yield* command.writer.finish
             finished.set(command.writer.part, checkpoint)
