@@ -14,7 +14,7 @@ import { runExport } from "../src/export/Lazy.ts"
 import { type Manifest, readManifest } from "../src/export/Manifest.ts"
 import { exportDir, makePlan, versionBounds } from "../src/export/Plan.ts"
 import { Counters, tracking } from "../src/export/Progress.ts"
-import { ExportSettings, PositiveInt, writeSettingsOf } from "../src/export/Settings.ts"
+import { ExportSettings, PositiveInt, sharedBy, writeSettingsOf } from "../src/export/Settings.ts"
 import { destination } from "../src/sinks/Destination.ts"
 
 /** Exports every version in from..to of one versioned layer, once each; restartable. */
@@ -300,8 +300,7 @@ export const runBackfill = (request: BackfillRequest, report: (outcome: VersionO
     }
     const atOnce = Math.max(1, Math.min(request.versionConcurrency ?? 1, toExport.length))
     const options = {
-      ...request.export,
-      concurrency: Math.max(1, Math.floor(request.export.concurrency / atOnce)),
+      ...sharedBy(request.export, atOnce),
       force: false,
       region: regions.multiRegion ? regions.selected : undefined
     }

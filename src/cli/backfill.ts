@@ -9,7 +9,7 @@ import {
   type VersionOutcome
 } from "../../pipelines/backfill.ts"
 import { ExitCode, UsageError } from "../domain/ExitCode.ts"
-import { writeSettingsOf } from "../export/Settings.ts"
+import { connectionsFor, writeSettingsOf } from "../export/Settings.ts"
 import {
   clientFor,
   type Connection,
@@ -99,7 +99,10 @@ const backfill = (
     yield* checkOutputDir(job.out)
     const { region } = connection
     const write = writeSettingsOf(job)
-    const client = clientFor(connection, job.catalog, { concurrency: write.concurrency, retry: retryPolicyOf(global) })
+    const client = clientFor(connection, job.catalog, {
+      concurrency: connectionsFor(write),
+      retry: retryPolicyOf(global)
+    })
     const outcomes: Array<VersionOutcome> = []
     const totals = yield* runBackfill(
       backfillRequestOf(job, { versionConcurrency, region, dryRun: global.dryRun === true }),

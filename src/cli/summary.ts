@@ -9,7 +9,7 @@ import { TOOL } from "../domain/Tool.ts"
 import type { Failover } from "../export/Failover.ts"
 import { writeJson } from "../export/Json.ts"
 import type { Manifest } from "../export/Manifest.ts"
-import { rate } from "../export/Progress.ts"
+import { type Counters, rate } from "../export/Progress.ts"
 import { destination } from "../sinks/Destination.ts"
 import { exitCodeOf, exitMeaning, sentenceOf } from "./Exit.ts"
 import { duration, megabytes } from "./progress.ts"
@@ -55,13 +55,19 @@ export const describeResult = (result: LayerResult, elapsedMs: number, retries: 
   const reused = result.counters.skippedParts > 0
     ? `, ${result.counters.skippedParts} part(s) reused from an interrupted run`
     : ""
+  const fetching = result.counters.fetching
+  const limit = fetching === undefined
+    ? ""
+    : `, ${fetching.adaptive ? "found" : "pinned"} ${fetching.current} in flight${
+      fetching.throttled === 0 ? "" : `, ${fetching.throttled} throttled`
+    }`
   return `Exported ${what(m)}: ${m.partitions} partitions (${m.deleted} deleted)${describeDecode(m.decode)}, ${
     mb(m.bytes)
   }, ${m.files.length} file(s) ` +
     `in ${(elapsedMs / 1000).toFixed(1)} s (${rate(m.partitions, elapsedMs).toFixed(0)} partitions/s, ` +
     `${
       (m.bytes / 1e6 / Math.max(elapsedMs / 1000, 0.001)).toFixed(1)
-    } MB/s, ${retries} retries${reused}) -> ${result.dir}`
+    } MB/s, ${retries} retries${limit}${reused}) -> ${result.dir}`
 }
 
 /** A query a user can paste to look at what was written. */
@@ -90,6 +96,14 @@ export const describeRegions = (regions: Manifest["regions"], failover: Failover
   }`
 }
 
+/** What the blob downloads of a run found: pinned or adaptive, the limit at the end and at its highest, throttled answers. */
+const concurrencyJson = (f: NonNullable<Counters["fetching"]>) => ({
+  adaptive: f.adaptive,
+  limit: f.current,
+  highest: f.highest,
+  throttled: f.throttled
+})
+
 /** One layer's outcome as JSON: the `--json` summary of `export` and, per layer, of `run` (and their `_run.json`). */
 export const outcomeJson = (o: LayerOutcome) => {
   const c = o.counters
@@ -98,7 +112,8 @@ export const outcomeJson = (o: LayerOutcome) => {
     layer: o.layer,
     elapsedMs: o.elapsedMs,
     retries: c.retries,
-    ...(c.retries === 0 ? {} : { retriesByReason: c.retriesByReason })
+    ...(c.retries === 0 ? {} : { retriesByReason: c.retriesByReason }),
+    ...(c.fetching === undefined ? {} : { concurrency: concurrencyJson(c.fetching) })
   }
   if (Either.isLeft(o.result)) {
     const exitCode = exitCodeOf(o.result.left)

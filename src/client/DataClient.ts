@@ -4,6 +4,7 @@ import { ApiClient } from "./ApiClient.ts"
 import { ArtifactApi } from "./ArtifactApi.ts"
 import { Auth } from "./Auth.ts"
 import { BlobApi, VolatileBlobApi } from "./BlobApi.ts"
+import { BlobUploads } from "./BlobUpload.ts"
 import { ConfigApi } from "./ConfigApi.ts"
 import { Credentials, type CredentialsShape } from "./Credentials.ts"
 import type { CredentialsError } from "./Errors.ts"
@@ -49,6 +50,7 @@ export type DataClient =
   | QueryApi
   | BlobApi
   | VolatileBlobApi
+  | BlobUploads
   | PublishApi
   | AdminApi
   | SubscriptionsApi
@@ -103,5 +105,5 @@ export const layer = (options: DataClientOptions): Layer.Layer<DataClient, Crede
     StreamApi.layer,
     ArtifactApi.layer
   ).pipe(Layer.provideMerge(lookup))
-  return AdminApi.layer.pipe(Layer.provideMerge(services))
+  return Layer.merge(AdminApi.layer, BlobUploads.layer).pipe(Layer.provideMerge(services))
 }

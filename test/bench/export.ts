@@ -12,6 +12,10 @@
  *   5. Flat memory: peak RSS of ours at 20,000 and at 200,000 partitions.
  *   6. The local service: test/bench/service.ts (blob GET CPU vs a bare node:http server, listing rate).
  *   7. Start-up: `catalog-export --version` and `export --dry-run`.
+ *   9. Publishing large files: test/bench/publish.ts (6 x 200 MB through multipart uploads vs the transfer's floor).
+ *  10. Adaptive concurrency: blobs answered after 50 ms, defaults (no --concurrency); vs 0.9 x 256 / latency.
+ *  11. A limited service: 50 ms, 429 + Retry-After: 1 past 64 reads in flight, defaults; vs 0.8 x 64 / latency,
+ *      throttled reads <= 5 %. Sections 10 and 11 time the whole export minus a --dry-run's (the user's view).
  * The fast server is test/bench/fast-server.ts: node:http, everything from memory. Every output is read
  * back (DuckDB: row count and sha1(data) = checksum on every row) after its timing.
  *
@@ -25,20 +29,7 @@ import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { median, ROOT, waitForLine } from "./support.ts"
-
-const BENCH = path.join(ROOT, "test", "bench")
-const TMP = path.join(BENCH, ".tmp")
-const CLI = path.join(ROOT, "dist", "catalog-export.mjs")
-const MEASURED = path.join(BENCH, "measured.mjs")
-const TSX = path.join(ROOT, "node_modules", "tsx", "dist", "cli.mjs")
-
-interface Usage {
-  readonly cpuSeconds: number
-  readonly maxRssMb: number
-  readonly wallSeconds: number
-  readonly stdout: string
-}
+import { BENCH, CLI, measure, median, ROOT, TMP, TSX, type Usage, waitForLine } from "./support.ts"
 
 interface FastServer {
   readonly child: ChildProcess
@@ -67,7 +58,8 @@ const startFastServer = async (
   partitions: number,
   minBytes: number,
   maxBytes: number,
-  latencyMs = 0
+  latencyMs = 0,
+  limit = 0
 ): Promise<FastServer> => {
   const credentials = path.join(TMP, `fast-${process.pid}.properties`)
   const child = spawn(process.execPath, [
@@ -81,6 +73,8 @@ const startFastServer = async (
     String(maxBytes),
     "--latency-ms",
     String(latencyMs),
+    "--limit",
+    String(limit),
     "--credentials-out",
     credentials
   ], { stdio: ["ignore", "pipe", "inherit"] })
@@ -94,28 +88,6 @@ const stop = (child: ChildProcess) =>
     child.on("exit", () => resolve())
     child.kill("SIGTERM")
   })
-
-/** Runs `program args` in its own process under measured.mjs: its CPU, peak RSS, wall time and stdout. */
-const measure = (program: string, programArgs: ReadonlyArray<string>): Usage => {
-  const usageFile = path.join(TMP, `usage-${process.pid}.jsonl`)
-  fs.rmSync(usageFile, { force: true })
-  const started = performance.now()
-  const stdout = execFileSync(process.execPath, [MEASURED, program, ...programArgs], {
-    encoding: "utf8",
-    maxBuffer: 1 << 26,
-    env: { ...process.env, BENCH_USAGE_FILE: usageFile },
-    stdio: ["ignore", "pipe", "inherit"]
-  })
-  const wallSeconds = (performance.now() - started) / 1000
-  const usage = JSON.parse(fs.readFileSync(usageFile, "utf8").trim().split("\n").at(-1)!) as {
-    userUs: number
-    systemUs: number
-    maxRssKb: number
-    exitCode: number
-  }
-  if (usage.exitCode !== 0) throw new Error(`${program} exited with ${usage.exitCode}`)
-  return { cpuSeconds: (usage.userUs + usage.systemUs) / 1e6, maxRssMb: usage.maxRssKb / 1024, wallSeconds, stdout }
-}
 
 const naiveBundle = path.join(TMP, "naive.mjs")
 
@@ -147,7 +119,13 @@ const naive = (server: FastServer, out: string, concurrency: number, mode: "expo
   ])
 }
 
-const ours = (server: FastServer, out: string, concurrency: number, extra: ReadonlyArray<string> = []) => {
+/** `export` of the fast server's layer; `concurrency` undefined: the default (found as it runs). */
+const ours = (
+  server: FastServer,
+  out: string,
+  concurrency: number | undefined,
+  extra: ReadonlyArray<string> = []
+) => {
   fs.rmSync(out, { recursive: true, force: true })
   return measure(CLI, [
     "export",
@@ -165,8 +143,7 @@ const ours = (server: FastServer, out: string, concurrency: number, extra: Reado
     "parquet",
     "--compression",
     "zstd",
-    "--concurrency",
-    String(concurrency),
+    ...(concurrency === undefined ? [] : ["--concurrency", String(concurrency)]),
     "--quiet",
     ...extra
   ])
@@ -307,6 +284,53 @@ const main = async () => {
     })
   }
 
+  // The whole export's wall time minus a dry run's (start-up, token, lookup, plan), with the defaults.
+  const adaptive = async (
+    section: number,
+    title: string,
+    limit: number,
+    target: (rate: number, throttled: number) => string
+  ) => {
+    const n = scale(20_000)
+    const latency = 50
+    await withServer(startFastServer(n, 1024, 2048, latency, limit), async (server) => {
+      const dry = ours(server, out, undefined, ["--dry-run"])
+      const run = ours(server, out, undefined)
+      await verify(out, n, true)
+      const stats = (await (await fetch(`${server.url}/bench/stats`)).json()) as {
+        blobs: number
+        throttled: number
+        peakInFlight: number
+      }
+      const rate = n / (run.wallSeconds - dry.wallSeconds)
+      say(`### ${section}. ${title} (${n} partitions, blobs answered after ${latency} ms, defaults)`)
+      say()
+      say(
+        `catalog-export: ${fmt(rate)} partitions/s (${fmt(run.wallSeconds, 1)} s wall minus ${
+          fmt(dry.wallSeconds, 1)
+        } s of a dry run; ${fmt(run.cpuSeconds, 1)} s CPU, ${fmt(run.maxRssMb)} MB peak RSS); ` +
+          `at most ${stats.peakInFlight} reads in flight at the server, ${stats.throttled} of ${stats.blobs} throttled (${
+            fmt((100 * stats.throttled) / stats.blobs, 1)
+          } %); ${target(rate, stats.throttled / stats.blobs)}`
+      )
+      say()
+    })
+  }
+  if (wanted(10)) {
+    await adaptive(10, "Adaptive concurrency", 0, (rate) => {
+      const ideal = (256 * 1000) / 50
+      return `ratio to 256 / latency = ${fmt(rate / ideal, 2)} (target >= 0.9: ${verdict(rate >= 0.9 * ideal)})`
+    })
+  }
+  if (wanted(11)) {
+    await adaptive(11, "A service that throttles past 64 reads in flight", 64, (rate, throttled) => {
+      const ideal = (64 * 1000) / 50
+      return `ratio to 64 / latency = ${fmt(rate / ideal, 2)} (target >= 0.8 with <= 5 % throttled: ${
+        verdict(rate >= 0.8 * ideal && throttled <= 0.05)
+      })`
+    })
+  }
+
   if (wanted(4)) {
     const n = scale(4000)
     const bytes = 65_536
@@ -432,6 +456,21 @@ const main = async () => {
       `Live heap growth (after full collections, sampled every 100,000 partitions): ${fmt(listing.growthMb, 1)} MB; ` +
         `in order: ${listing.ordered}; publish + list took ${fmt((performance.now() - started) / 1000)} s.`
     )
+    say()
+  }
+
+  if (wanted(9)) {
+    say(`### 9. Publishing large files (test/bench/publish.ts)`)
+    say()
+    const report = execFileSync(
+      process.execPath,
+      [TSX, path.join(BENCH, "publish.ts"), ...(quick ? ["--quick"] : [])],
+      {
+        encoding: "utf8",
+        stdio: ["ignore", "pipe", "inherit"]
+      }
+    )
+    for (const line of report.trim().split("\n")) say(line)
     say()
   }
 
