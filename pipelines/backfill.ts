@@ -13,7 +13,7 @@ import { planTableVersion } from "../src/export/Incremental.ts"
 import { ConnectionFields } from "../src/export/JobConfig.ts"
 import { runExport } from "../src/export/Lazy.ts"
 import { type Manifest, readManifest } from "../src/export/Manifest.ts"
-import { exportDir, makePlan, versionBounds } from "../src/export/Plan.ts"
+import { exportDir, makePlan, type Plan, versionBounds } from "../src/export/Plan.ts"
 import { Counters, tracking } from "../src/export/Progress.ts"
 import { ExportSettings, PositiveInt } from "../src/export/Settings.ts"
 import { identityOf, refuseTable, tableOf } from "../src/export/Tables.ts"
@@ -307,9 +307,11 @@ export const runBackfill = (request: BackfillRequest, report: (outcome: VersionO
             ...(intoTable ? { format: "iceberg" as const } : {})
           })
           // A table's version: the changes from the nearest older tag where the catalog still has them.
-          const planned = intoTable ? yield* planTableVersion(dest, full, request.parts) : Option.some({ plan: full })
+          const planned: Option.Option<Plan> = intoTable
+            ? Option.map(yield* planTableVersion(dest, full, request.parts), (p) => p.plan)
+            : Option.some(full)
           if (Option.isNone(planned)) return "tagged" as const
-          const plan = planned.value.plan
+          const plan = planned.value
           return yield* tracking(
             plan,
             `${catalogHrn} ${layer.id} v${version}`,

@@ -5,7 +5,7 @@ import { UsageError } from "../domain/ExitCode.ts"
 import { TOOL } from "../domain/Tool.ts"
 import { type Column, rawColumns } from "../sinks/Columns.ts"
 import type { Destination } from "../sinks/Destination.ts"
-import type { Current } from "../sinks/iceberg/Commit.ts"
+import { type Current, readCurrent } from "../sinks/iceberg/Commit.ts"
 import { IcebergError } from "../sinks/iceberg/Errors.ts"
 import { reachable } from "../sinks/iceberg/Expire.ts"
 import {
@@ -189,7 +189,13 @@ const commitOf = (table: TableLocation, metadataFile: string, tag: string, snaps
 })
 
 /** The export's manifest as a committed snapshot's summary tells it (the snapshot is the table's record). */
-const manifestOfSnapshot = (plan: Plan, snapshot: Snapshot): Manifest => {
+const manifestOfSnapshot = (
+  plan: Pick<
+    Plan,
+    "catalogHrn" | "layerId" | "layerType" | "version" | "snapshot" | "contentType" | "contentEncoding"
+  >,
+  snapshot: Snapshot
+): Manifest => {
   const summary = snapshot.summary
   const count = (key: string) => Number(summary[key] ?? 0)
   const at = new Date(snapshot["timestamp-ms"]).toISOString()
@@ -252,6 +258,29 @@ export const tableCommitted = (dest: Destination, plan: Plan) =>
       table: commitOf(table, metadataFileOf(table, current.version), tag, snapshot),
       named: untidy ? yield* filesIn(table, snapshot, dir) : undefined
     })
+  })
+
+/**
+ * The export of a table's run directory (`data/version=<V>` or `data/snapshot=<S>`) once committed and
+ * tidied (its plan removed): the manifest its tagged snapshot tells (the content type is not recorded
+ * there); none while it is not tagged.
+ */
+export const committedRun = (dest: Destination, catalogId: string, layerId: string, runDir: string) =>
+  Effect.gen(function*() {
+    const m = RUN_DIR.exec(runDir)
+    const { metadata } = yield* readCurrent(tableAt(dest, `${catalogId}/${layerId}`))
+    if (m === null || metadata === undefined) return Option.none<Manifest>()
+    const snapshot = taggedSnapshot(metadata, m[1] !== undefined ? versionTag(Number(m[1])) : `snapshot-${m[2]}`)
+    if (snapshot === undefined) return Option.none<Manifest>()
+    return Option.some(manifestOfSnapshot({
+      catalogHrn: snapshot.summary[Keys.catalog] ?? "",
+      layerId,
+      layerType: m[1] !== undefined ? "versioned" : "volatile",
+      version: Number(m[1] ?? snapshot.summary[Keys.version] ?? 0),
+      snapshot: m[2],
+      contentType: "",
+      contentEncoding: undefined
+    }, snapshot))
   })
 
 /**

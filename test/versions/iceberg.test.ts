@@ -205,6 +205,107 @@ describe("export --format iceberg", () => {
     expect(metadataJson()).toEqual(m)
   })
 
+  it("retention --require-exported counts the tags; raising the minimum to 2 expires v0 and v1 and the files only they used", async () => {
+    const retention = (...extra: Array<string>) =>
+      cli([
+        "retention",
+        "--catalog",
+        DEMO,
+        "--minimum",
+        "2",
+        "--require-exported",
+        out,
+        "--layer",
+        "places",
+        ...extra,
+        ...flags
+      ])
+    const before = metadataJson()
+    const dry = await retention("--dry-run", "--json")
+    expect(dry.code, dry.stderr).toBe(0)
+    const planned = JSON.parse(dry.stdout) as {
+      tables: Array<{ location: string; tags: Array<string>; files: Array<string> }>
+    }
+    expect(planned.tables).toHaveLength(1)
+    expect(planned.tables[0]).toMatchObject({ location: tableUri() })
+    expect([...planned.tables[0]!.tags].sort()).toEqual(["v0", "v1"])
+    const doomed = planned.tables[0]!.files
+    expect(doomed.length).toBeGreaterThan(0)
+    for (const uri of doomed) expect(fs.existsSync(new URL(uri)), uri).toBe(true)
+    expect(metadataJson()).toEqual(before)
+
+    const r = await retention()
+    expect(r.code, r.stderr).toBe(0)
+    expect(r.stdout).toContain(`table ${tableUri()}: expired 2 tag(s)`)
+    const m = metadataJson()
+    expect(Object.keys(m.refs).filter((t) => t === "v0" || t === "v1")).toEqual([])
+    for (const uri of doomed) expect(fs.existsSync(new URL(uri.replace(/\/$/, ""))), uri).toBe(false)
+    for (const version of [2, 3, 4, 5, 6, 7]) {
+      expect(await readTag(`v${version}`), `v${version}`).toEqual(expectedRows(await listing(svc, "places", version)))
+    }
+  })
+
+  it("compact rewrites main's mostly deleted files (or says there is nothing to do); every live tag reads as before", async () => {
+    const r = await cli(["compact", "--out", out, "--catalog", DEMO, "--layer", "places", "--json"])
+    expect(r.code, r.stderr).toBe(0)
+    const done = JSON.parse(r.stdout) as { location: string; metadataFile?: string; deleteFilesAfter: number }
+    expect(done.location).toBe(tableUri())
+    if (done.metadataFile !== undefined) {
+      expect(snapshotOf("main").summary.operation).toBe("replace")
+      expect(done.deleteFilesAfter).toBeLessThanOrEqual(1)
+    }
+    for (const version of [2, 3, 4, 5, 6, 7]) {
+      expect(await readTag(`v${version}`), `v${version}`).toEqual(expectedRows(await listing(svc, "places", version)))
+    }
+    const missing = await cli(["compact", "--out", out, "--catalog", DEMO, "--layer", "roads"])
+    expect(missing.code, missing.stderr).toBe(2)
+    expect(failureLines(missing).join("\n")).toContain("There is no Iceberg table at")
+  })
+
+  it("plan --format iceberg, two shards and commit make one snapshot of the shards' data files; a shard run with --format arrow is refused", async () => {
+    const sharded = path.join(svc.dir, "sharded")
+    const planned = await cli([
+      "plan",
+      "--catalog",
+      DEMO,
+      "--layer",
+      "places",
+      "--version",
+      "6",
+      "--format",
+      "iceberg",
+      "--shards",
+      "2",
+      "--parts",
+      "4",
+      "--out",
+      sharded,
+      ...flags
+    ])
+    expect(planned.code, planned.stderr).toBe(0)
+    const { plan } = JSON.parse(planned.stdout.trim()) as { plan: string }
+    expect(plan).toBe(path.join(sharded, "demo", "places", "data", "version=6", "_plan.json"))
+    const arrow = await cli(["export", "--plan", plan, "--shard", "0", "--format", "arrow", ...flags])
+    expect(arrow.code, arrow.stderr).toBe(2)
+    expect(failureLines(arrow).join("\n")).toContain("--format arrow does not fit this plan")
+    for (const shard of [0, 1]) {
+      const r = await cli(["export", "--plan", plan, "--shard", String(shard), ...flags])
+      expect(r.code, r.stderr).toBe(0)
+    }
+    const committed = await cli(["commit", "--plan", plan, "--json", ...flags])
+    expect(committed.code, committed.stderr).toBe(0)
+    const table = pathToFileURL(path.join(sharded, "demo", "places")).href
+    expect(JSON.parse(committed.stdout)).toMatchObject({ status: "committed", table: { location: table, tag: "v6" } })
+    const rows = (await reader.read(table, "v6")).map((r) => r.partition)
+    expect(rows).toEqual((await listing(svc, "places", 6)).map((p) => p.partition).sort())
+    // Late runs of a committed plan (a retried worker) find the commit and do nothing.
+    const again = await cli(["commit", "--plan", plan, ...flags])
+    expect(again.code, again.stderr).toBe(0)
+    const late = await cli(["export", "--plan", plan, "--shard", "1", ...flags])
+    expect(late.code, late.stderr).toBe(0)
+    expect(late.stdout).toContain("Already committed")
+  })
+
   it("a layer directory holding a table refuses a Parquet export, and one holding Parquet refuses a table: exit 2, nothing written", async () => {
     const before = metadataJson()
     const plain = await cli([
