@@ -306,6 +306,33 @@ describe("export --format iceberg", () => {
     expect(late.stdout).toContain("Already committed")
   })
 
+  it("a nightly-export job config with format iceberg (run) commits the latest version to the table, then is up to date", async () => {
+    const nightlyOut = path.join(svc.dir, "nightly")
+    const config = path.join(svc.dir, "nightly-iceberg.json")
+    fs.writeFileSync(
+      config,
+      JSON.stringify({
+        job: "nightly-export",
+        lookupUrl: svc.lookupUrl,
+        credentials: await svc.credentialsFile(),
+        out: nightlyOut,
+        format: "iceberg",
+        parts: 2,
+        incremental: true,
+        layers: [{ catalog: DEMO, layer: "places" }]
+      })
+    )
+    const first = await cli(["run", config, "--json"])
+    expect(first.code, first.stderr).toBe(0)
+    const table = pathToFileURL(path.join(nightlyOut, "demo", "places")).href
+    expect(JSON.stringify(JSON.parse(first.stdout))).toContain(`"location":"${table}"`)
+    const rows = (await reader.read(table, "v7")).map((r) => r.partition)
+    expect(rows).toEqual((await listing(svc, "places", 7)).map((p) => p.partition).sort())
+    const second = await cli(["run", config])
+    expect(second.code, second.stderr).toBe(0)
+    expect(second.stdout).toContain("Up to date")
+  })
+
   it("a layer directory holding a table refuses a Parquet export, and one holding Parquet refuses a table: exit 2, nothing written", async () => {
     const before = metadataJson()
     const plain = await cli([
