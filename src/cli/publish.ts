@@ -3,11 +3,10 @@ import * as Options from "@effect/cli/Options"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import { createHash, randomUUID } from "node:crypto"
+import { randomUUID } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { gzipSync } from "node:zlib"
-import { BlobApi, VolatileBlobApi } from "../client/BlobApi.ts"
+import { BlobUploads, type DigestAlgorithm } from "../client/BlobUpload.ts"
 import { ConfigApi } from "../client/ConfigApi.ts"
 import { PublishApi } from "../client/PublishApi.ts"
 import { UsageError } from "../domain/ExitCode.ts"
@@ -17,9 +16,10 @@ import { globalOptions, integerOption, retryOptions, withClient } from "./common
 
 /**
  * `publish`: files into a versioned or volatile layer as one publication (publish API v2): every blob
- * is uploaded under a new data handle, then the partitions' metadata, then the publication is
- * submitted, which makes one new catalog version (a versioned layer) or overwrites (a volatile one).
- * A failure before the submission cancels the publication: nothing becomes visible.
+ * is uploaded under a new data handle (client/BlobUpload.ts: one PUT, or a multipart upload for large
+ * files), then the partitions' metadata, then the publication is submitted, which makes one new catalog
+ * version (a versioned layer) or overwrites (a volatile one). A failure before the submission cancels
+ * the publication: nothing becomes visible.
  */
 
 interface Source {
@@ -28,7 +28,7 @@ interface Source {
 }
 
 const POLL = "200 millis"
-const DIGESTS: Record<string, string> = { "SHA-1": "sha1", "SHA-256": "sha256", MD5: "md5" }
+const DIGESTS: Record<string, DigestAlgorithm> = { "SHA-1": "sha1", "SHA-256": "sha256", MD5: "md5" }
 
 const fromFlags = (pairs: ReadonlyArray<string>) =>
   Effect.forEach(pairs, (pair) => {
@@ -128,35 +128,21 @@ export const publishCommand = Command.make(
             message: `Layer '${o.layer}' is a ${layer.layerType} layer; publish writes versioned and volatile layers.`
           })
         }
-        const blobs = layer.layerType === "volatile" ? yield* VolatileBlobApi : yield* BlobApi
-        const gzip = layer.contentEncoding === "gzip"
-        const digest = layer.digest === undefined ? undefined : DIGESTS[layer.digest]
-        const contentType = layer.contentType ?? "application/octet-stream"
+        const uploads = yield* BlobUploads
+        const options = {
+          contentType: layer.contentType ?? "application/octet-stream",
+          gzip: layer.contentEncoding === "gzip",
+          checksum: layer.digest === undefined ? undefined : DIGESTS[layer.digest]
+        }
+        const api = layer.layerType === "volatile" ? "volatile-blob" : "blob"
         const publisher = yield* PublishApi
 
         const publication = yield* publisher.initPublication(hrn, [o.layer])
         const upload = (source: Source) =>
           Effect.gen(function*() {
-            const bytes = yield* Effect.try({
-              try: () => new Uint8Array(fs.readFileSync(source.file)),
-              catch: (e) =>
-                new UsageError({
-                  message: `Cannot read ${source.file}: ${e instanceof Error ? e.message : String(e)}.`
-                })
-            })
-            const stored = gzip ? new Uint8Array(gzipSync(bytes)) : bytes
             const dataHandle = randomUUID()
-            yield* blobs.put(hrn, o.layer, dataHandle, stored, {
-              contentType,
-              ...(gzip ? { contentEncoding: "gzip" } : {})
-            })
-            return {
-              partition: source.partition,
-              dataHandle,
-              dataSize: bytes.byteLength,
-              ...(gzip ? { compressedDataSize: stored.byteLength } : {}),
-              ...(digest === undefined ? {} : { checksum: createHash(digest).update(bytes).digest("hex") })
-            } satisfies PublishPartition
+            const uploaded = yield* uploads.uploadFile({ api, hrn, layer: o.layer, dataHandle }, source.file, options)
+            return { partition: source.partition, dataHandle, ...uploaded } satisfies PublishPartition
           })
         const done: Publication = yield* Effect.gen(function*() {
           const partitions = yield* Effect.forEach(sources, upload, { concurrency: o.concurrency })

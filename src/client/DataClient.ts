@@ -4,6 +4,7 @@ import { ApiClient } from "./ApiClient.ts"
 import { ArtifactApi } from "./ArtifactApi.ts"
 import { Auth } from "./Auth.ts"
 import { BlobApi, VolatileBlobApi } from "./BlobApi.ts"
+import { BlobUploads } from "./BlobUpload.ts"
 import { ConfigApi } from "./ConfigApi.ts"
 import { Credentials, type CredentialsShape } from "./Credentials.ts"
 import type { CredentialsError } from "./Errors.ts"
@@ -47,6 +48,7 @@ export type DataClient =
   | QueryApi
   | BlobApi
   | VolatileBlobApi
+  | BlobUploads
   | PublishApi
   | AdminApi
   | SubscriptionsApi
@@ -100,5 +102,5 @@ export const layer = (options: DataClientOptions): Layer.Layer<DataClient, Crede
     StreamApi.layer,
     ArtifactApi.layer
   ).pipe(Layer.provideMerge(lookup))
-  return AdminApi.layer.pipe(Layer.provideMerge(services))
+  return Layer.merge(AdminApi.layer, BlobUploads.layer).pipe(Layer.provideMerge(services))
 }

@@ -27,7 +27,7 @@ export class ApiError extends Schema.TaggedError<ApiError>()("ApiError", {
       ? ExitCode.auth
       : s === 404
       ? ExitCode.notFound
-      : s === 400 || s === 416
+      : s === 400 || s === 413 || s === 416
       ? ExitCode.usage
       : s === 408 || s === 429 || s >= 500
       ? ExitCode.transient
@@ -206,6 +206,40 @@ export class CatalogNotFound extends Schema.TaggedError<CatalogNotFound>()("Cata
         this.detail === undefined ? "" : `: ${this.detail}`
       }). Check the HRN and that the app has read access to the catalog.`
     )
+  }
+}
+
+/**
+ * An upload did not leave the blob it sent under its data handle: the handle holds other bytes (a
+ * 409 for a blob that is not this upload's), or the service gave up assembling a multipart upload.
+ */
+export class BlobIntegrityError extends Schema.TaggedError<BlobIntegrityError>()("BlobIntegrityError", {
+  hrn: Schema.String,
+  layer: Schema.String,
+  dataHandle: Schema.String,
+  reason: Schema.String
+}) {
+  get exitCode() {
+    return ExitCode.integrity
+  }
+
+  override get message(): string {
+    return `Data handle ${this.dataHandle} in layer ${this.layer} of ${this.hrn}: ${this.reason}. ` +
+      `Nothing that refers to it was published; someone should look at what else writes to this layer.`
+  }
+}
+
+/** A local file to upload cannot be read. */
+export class LocalFileError extends Schema.TaggedError<LocalFileError>()("LocalFileError", {
+  path: Schema.String,
+  reason: Schema.String
+}) {
+  get exitCode() {
+    return ExitCode.usage
+  }
+
+  override get message(): string {
+    return `Cannot read ${this.path}: ${this.reason.replace(/\.+$/, "")}.`
   }
 }
 

@@ -5,6 +5,7 @@ import * as Layer from "effect/Layer"
 import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { promisify } from "node:util"
 
 /**
  * Blob bytes, content-addressed by SHA-256, appended to pack files `<dir>/packs/pack-<n>.dat`
@@ -16,6 +17,12 @@ export interface BlobFilesShape {
   readonly put: (bytes: Uint8Array) => Effect.Effect<Stored>
   /** Stores many blobs with two queries (the seed's path). */
   readonly putMany: (blobs: ReadonlyArray<Uint8Array>) => Effect.Effect<ReadonlyArray<Stored>>
+  /**
+   * Stores the concatenation of files (an upload's parts, in order), streamed: never more than one
+   * chunk in memory, other writes going on meanwhile. `sha256`, when the caller already knows it,
+   * lets known content be found without copying it.
+   */
+  readonly putFiles: (files: ReadonlyArray<string>, sha256?: string) => Effect.Effect<Stored>
   readonly read: (sha256: string) => Effect.Effect<Uint8Array | undefined>
   /** Reads content already located (by a query that joined `contents`). */
   readonly readAt: (location: Location) => Uint8Array
@@ -43,6 +50,12 @@ export type Location = {
   readonly length: number
 }
 
+/** Bytes read and written at a time when a blob is copied from files into a pack. */
+const COPY_CHUNK = 4 * 1024 * 1024
+
+const read = promisify(fs.read)
+const write = promisify(fs.write)
+
 export const make = (dataDir: string) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -51,22 +64,22 @@ export const make = (dataDir: string) =>
     const existing = fs.readdirSync(dir).map((f) => /^pack-(\d+)\.dat$/.exec(f)).filter((m) => m !== null).map((m) =>
       Number(m[1])
     )
-    let pack = existing.length === 0 ? 0 : Math.max(...existing)
-    let writer = fs.openSync(path.join(dir, packName(pack)), "a")
-    let size = fs.fstatSync(writer).size
-    const readers = new Map<number, number>()
-    const reader = (n: number) => {
-      let fd = readers.get(n)
+    // One descriptor per pack for reads and writes alike. Writes are positional (no O_APPEND): a
+    // streamed copy writes into the region it reserved while other blobs are appended after it.
+    const fds = new Map<number, number>()
+    const fdOf = (n: number) => {
+      let fd = fds.get(n)
       if (fd === undefined) {
-        fd = fs.openSync(path.join(dir, packName(n)), "r")
-        readers.set(n, fd)
+        fd = fs.openSync(path.join(dir, packName(n)), fs.constants.O_RDWR | fs.constants.O_CREAT, 0o644)
+        fds.set(n, fd)
       }
       return fd
     }
+    let pack = existing.length === 0 ? 0 : Math.max(...existing)
+    let size = fs.fstatSync(fdOf(pack)).size
     yield* Effect.addFinalizer(() =>
       Effect.sync(() => {
-        fs.closeSync(writer)
-        for (const fd of readers.values()) fs.closeSync(fd)
+        for (const fd of fds.values()) fs.closeSync(fd)
       })
     )
 
@@ -80,24 +93,31 @@ export const make = (dataDir: string) =>
     // than the read); every byte is overwritten, and a short read is refused rather than served.
     const readAt = (at: Location) => {
       const bytes = Buffer.allocUnsafe(at.length)
-      if (at.length > 0 && fs.readSync(reader(at.pack), bytes, 0, at.length, at.offset) !== at.length) {
+      if (at.length > 0 && fs.readSync(fdOf(at.pack), bytes, 0, at.length, at.offset) !== at.length) {
         throw new Error(`${packName(at.pack)} ends before byte ${at.offset + at.length}: the pack is damaged`)
       }
       return bytes
     }
 
-    /** Appends to the current pack, starting a new one when it would pass PACK_BYTES. */
-    const append = (bytes: Uint8Array): Location => {
-      if (size > 0 && size + bytes.byteLength > PACK_BYTES) {
-        fs.closeSync(writer)
+    /**
+     * Claims `length` bytes at the end of the current pack, starting a new one when they would pass
+     * PACK_BYTES. Bytes claimed but never recorded in `contents` (a copy that failed, content that
+     * turned out to be known) are dead space, like the bytes of removed content.
+     */
+    const reserve = (length: number): Location => {
+      if (size > 0 && size + length > PACK_BYTES) {
         pack++
-        writer = fs.openSync(path.join(dir, packName(pack)), "a")
         size = 0
       }
       const offset = size
-      fs.writeSync(writer, bytes)
-      size += bytes.byteLength
-      return { pack, offset, length: bytes.byteLength }
+      size += length
+      return { pack, offset, length }
+    }
+
+    const append = (bytes: Uint8Array): Location => {
+      const at = reserve(bytes.byteLength)
+      fs.writeSync(fdOf(at.pack), bytes, 0, bytes.byteLength, at.offset)
+      return at
     }
 
     const putMany = (blobs: ReadonlyArray<Uint8Array>) =>
@@ -124,9 +144,47 @@ export const make = (dataDir: string) =>
         return stored
       })
 
+    /** Copies the files one after the other into `at`; the bytes' SHA-256 unless the caller knows it. */
+    const copyInto = async (files: ReadonlyArray<string>, at: Location, sha256: string | undefined) => {
+      const hash = sha256 === undefined ? createHash("sha256") : undefined
+      const buffer = Buffer.allocUnsafe(Math.min(COPY_CHUNK, Math.max(1, at.length)))
+      const target = fdOf(at.pack)
+      let position = at.offset
+      for (const file of files) {
+        const fd = fs.openSync(file, "r")
+        try {
+          for (;;) {
+            const { bytesRead } = await read(fd, buffer, 0, buffer.byteLength, null)
+            if (bytesRead === 0) break
+            const chunk = buffer.subarray(0, bytesRead)
+            hash?.update(chunk)
+            for (let done = 0; done < bytesRead;) {
+              done += (await write(target, chunk, done, bytesRead - done, position + done)).bytesWritten
+            }
+            position += bytesRead
+          }
+        } finally {
+          fs.closeSync(fd)
+        }
+      }
+      if (position !== at.offset + at.length) throw new Error(`${files.join(", ")} changed while being stored`)
+      return hash?.digest("hex") ?? sha256!
+    }
+
+    const putFiles = (files: ReadonlyArray<string>, sha256?: string) =>
+      Effect.gen(function*() {
+        const length = files.reduce((n, file) => n + fs.statSync(file).size, 0)
+        if (sha256 !== undefined && (yield* locate(sha256)) !== undefined) return { sha256, size: length }
+        const at = reserve(length)
+        const digest = yield* Effect.promise(() => copyInto(files, at, sha256))
+        yield* sql`INSERT OR IGNORE INTO contents ${sql.insert({ sha256: digest, ...at })}`.pipe(Effect.orDie)
+        return { sha256: digest, size: length }
+      })
+
     return BlobFiles.of({
       put: (bytes) => Effect.map(putMany([bytes]), (stored) => stored[0]!),
       putMany,
+      putFiles,
       read: (sha256) => Effect.map(locate(sha256), (at) => (at === undefined ? undefined : readAt(at))),
       readAt,
       remove: (sha256) => sql`DELETE FROM contents WHERE sha256 = ${sha256}`.pipe(Effect.asVoid, Effect.orDie)

@@ -63,6 +63,17 @@ export const badRequest = (name: string, error: string) => dataError(400, "Bad R
 export const notFound = (name: string, error: string) => dataError(404, "Not Found", [{ name, error }])
 export const conflict = (name: string, error: string) => dataError(409, "Conflict", [{ name, error }])
 
+/**
+ * A body longer than the service takes (Server.ts: maxBodyBytes). A blob's (`blob`) can go through a
+ * multipart upload instead, whose parts are each below the limit.
+ */
+export const payloadTooLarge = (maxBytes: number, blob: boolean) =>
+  dataError(413, "Payload Too Large", [{
+    name: "body",
+    error: `request bodies are limited to ${maxBytes} bytes` +
+      (blob ? "; upload a larger blob with a multipart upload (POST .../data/{dataHandle}/multiparts)" : "")
+  }])
+
 export const unauthorized = (description: string) =>
   new Reply({
     response: json(401, gatewayError("Unauthorized", description), { "www-authenticate": "Bearer" })

@@ -105,19 +105,20 @@ const handleFrom = (random: () => number) => {
   return `${hex(8)}-${hex(4)}-4${hex(3)}-a${hex(3)}-${hex(12)}`
 }
 
+const ENCODER = new TextEncoder()
+
 const sha1 = (bytes: Uint8Array) => createHash("sha1").update(bytes).digest("hex")
 
 /** Deterministic printable filler so blobs have the requested size (one PRNG draw per 4 characters). */
 const ALPHABET = new TextEncoder().encode("abcdefghijklmnopqrstuvwxyz0123456789 ")
-const filler = (random: () => number, length: number) => {
-  const out = new Uint8Array(length)
-  for (let i = 0; i < length; i += 4) {
+const fill = (random: () => number, out: Uint8Array) => {
+  for (let i = 0; i < out.length; i += 4) {
     let r = Math.floor(random() * 0x100000000)
-    for (let j = i; j < Math.min(i + 4, length); j++, r >>>= 8) out[j] = ALPHABET[(r & 0xff) % ALPHABET.length]!
+    for (let j = i; j < Math.min(i + 4, out.length); j++, r >>>= 8) out[j] = ALPHABET[(r & 0xff) % ALPHABET.length]!
   }
-  return Buffer.from(out).toString("latin1")
 }
 
+/** A JSON place padded to `bytes` with filler, written once into the buffer it is returned in (blobs may be large). */
 const placeBlob = (random: () => number, id: number, version: number, bytes: number) => {
   const head = JSON.stringify({
     id: `place-${id}`,
@@ -127,9 +128,15 @@ const placeBlob = (random: () => number, id: number, version: number, bytes: num
     lon: Number((CENTER.lon + (random() - 0.5)).toFixed(6)),
     pad: ""
   })
-  return new TextEncoder().encode(
-    head.replace(`"pad":""`, `"pad":"${filler(random, Math.max(0, bytes - head.length))}"`)
-  )
+  const at = head.indexOf(`"pad":""`) + `"pad":"`.length
+  const before = ENCODER.encode(head.slice(0, at))
+  const after = ENCODER.encode(head.slice(at))
+  const pad = Math.max(0, bytes - head.length)
+  const out = new Uint8Array(before.length + pad + after.length)
+  out.set(before)
+  fill(random, out.subarray(before.length, before.length + pad))
+  out.set(after, before.length + pad)
+  return out
 }
 
 const tileBlob = (random: () => number, tileId: number, version: number) => {
@@ -199,6 +206,9 @@ const publishBatch = (
     yield* publications.stagePartitions(publicationId, staged)
   }).pipe(Effect.orDie)
 
+/** Bytes of blobs made before they are written (the seed's memory, whatever --seed-blob-bytes is). */
+const FLUSH_BYTES = 32 * 1024 * 1024
+
 interface LayerPlan {
   readonly layer: LayerRow
   /** Partition ids at version 0, and the next id to add. */
@@ -234,20 +244,26 @@ const evolve = (
           const { plan, bits } = state
           const random = plan.random ?? shared
           const changes: Array<{ partition: string; handle: string; content?: Content }> = []
+          let pending = 0
           const flush = Effect.suspend(() => {
             const batch = changes.splice(0, changes.length)
+            pending = 0
             return batch.length === 0 ? Effect.void : publishBatch(publication.id, plan.layer, batch)
           })
-          const add = (n: number) =>
-            changes.push({
-              partition: plan.idOf(n),
-              handle: handleFrom(random),
-              content: plan.contentOf(random, n, version)
-            })
+          // A batch is written once it has STAGE_BATCH partitions or FLUSH_BYTES of blobs: large blobs
+          // go to disk as they are made instead of all at once.
+          const full = () => changes.length >= STAGE_BATCH || pending >= FLUSH_BYTES
+          const add = (n: number) => {
+            // The handle draws from the PRNG before the content does, as it always has (same seed, same data).
+            const handle = handleFrom(random)
+            const content = plan.contentOf(random, n, version)
+            pending += content.stored.byteLength
+            changes.push({ partition: plan.idOf(n), handle, content })
+          }
           if (version === 0) {
             for (let n = 0; n < plan.initial; n++) {
               add(n)
-              if (changes.length >= STAGE_BATCH) yield* flush
+              if (full()) yield* flush
             }
           } else {
             const touched = Math.max(1, Math.floor(state.next * 0.06))
@@ -263,7 +279,7 @@ const evolve = (
                 bits[state.next] = 1
                 add(state.next++)
               }
-              if (changes.length >= STAGE_BATCH) yield* flush
+              if (full()) yield* flush
             }
           }
           yield* flush

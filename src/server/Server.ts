@@ -20,7 +20,7 @@ import * as Faults from "./Faults.ts"
 import { Reads } from "./Reads.ts"
 import { regionInUrl, regionPrefix, regionUnavailable } from "./Regions.ts"
 import { Replicas } from "./Replicas.ts"
-import { json, respond } from "./Reply.ts"
+import { payloadTooLarge, respond } from "./Reply.ts"
 import * as ArtifactRoutes from "./routes/Artifact.ts"
 import * as BlobRoutes from "./routes/Blob.ts"
 import * as CatalogsRoutes from "./routes/Catalogs.ts"
@@ -29,12 +29,14 @@ import * as FeaturesRoutes from "./routes/Features.ts"
 import * as IngestRoutes from "./routes/Ingest.ts"
 import * as LookupRoutes from "./routes/Lookup.ts"
 import * as MetadataRoutes from "./routes/Metadata.ts"
+import * as MultipartRoutes from "./routes/Multipart.ts"
 import * as PublishRoutes from "./routes/Publish.ts"
 import * as QueryRoutes from "./routes/Query.ts"
 import * as RegionsRoutes from "./routes/Regions.ts"
 import * as StreamRoutes from "./routes/Stream.ts"
 import * as SubscriptionsRoutes from "./routes/Subscriptions.ts"
 import { noSeed, seed, type SeedOptions } from "./Seed.ts"
+import { DEFAULT_UPLOAD_EXPIRY_MS, Uploads } from "./Uploads.ts"
 import { Collector } from "./Versions.ts"
 
 export interface ServiceOptions {
@@ -45,8 +47,10 @@ export interface ServiceOptions {
   readonly seed: SeedOptions | undefined
   readonly faults: Faults.FaultOptions
   readonly auth: Partial<AuthOptions>
-  /** Largest request body accepted, in bytes. */
+  /** Largest request body accepted, in bytes: a blob in one PUT, a part of a multipart upload. */
   readonly maxBodyBytes: number
+  /** How long a multipart upload is kept after its last request (Uploads.ts). */
+  readonly uploadExpiryMs: number
   /** Regions down from the start (`serve --regions-down`); `catalog-export regions up` brings them back. */
   readonly regionsDown: ReadonlyArray<string>
   /** How long a volatile or stream write to one region of a multi-region catalog takes to reach the other. */
@@ -60,6 +64,7 @@ export const defaultServiceOptions: ServiceOptions = {
   faults: Faults.noFaults,
   auth: {},
   maxBodyBytes: 64 * 1024 * 1024,
+  uploadExpiryMs: DEFAULT_UPLOAD_EXPIRY_MS,
   regionsDown: [],
   replicationDelayMs: 1000
 }
@@ -73,6 +78,7 @@ const catalogRoutes = HttpRouter.concatAll(
   MetadataRoutes.routes,
   QueryRoutes.routes,
   BlobRoutes.routes,
+  MultipartRoutes.routes,
   PublishRoutes.routes,
   StreamRoutes.routes,
   IngestRoutes.routes,
@@ -100,17 +106,14 @@ export const router = HttpRouter.concatAll(
  */
 const ROUTER_CONFIG = { maxParamLength: FastPath.MAX_PARAM_LENGTH }
 
+/** A blob's body in one request (routes/Blob.ts), which a multipart upload could have carried instead. */
+const BLOB_BODY = /\/data\/[^/?]+(\?|$)/
+
 const app = (maxBodyBytes: number) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const length = Number(request.headers["content-length"] ?? 0)
-    if (length > maxBodyBytes) {
-      return json(413, {
-        title: "Payload Too Large",
-        status: 413,
-        detail: [{ name: "body", error: `request bodies are limited to ${maxBodyBytes} bytes` }]
-      })
-    }
+    if (length > maxBodyBytes) return yield* payloadTooLarge(maxBodyBytes, BLOB_BODY.test(request.url))
     // A region that is down answers nothing else (the lean path likewise, FastPath.ts).
     const region = regionInUrl(request.url)
     if (region !== undefined && (yield* Replicas).down.has(region)) return yield* regionUnavailable(region)
@@ -144,9 +147,8 @@ export const layer = (options: ServiceOptions) =>
         AuthState.layer
       )
       const replicas = Replicas.layer({ regionsDown: options.regionsDown, delayMs: options.replicationDelayMs })
-      const storage = Layer.provideMerge(Layer.merge(replicas, Collector.layer), tables).pipe(
-        Layer.provideMerge(Database.layer(filename))
-      )
+      const services = Layer.mergeAll(replicas, Collector.layer, Uploads.layer(dataDir, options.uploadExpiryMs))
+      const storage = Layer.provideMerge(services, tables).pipe(Layer.provideMerge(Database.layer(filename)))
       const seeded = Layer.effectDiscard(seed(options.seed ?? noSeed))
       const faults = Faults.isActive(options.faults) ? Faults.injector(options.faults) : undefined
       const limited = app(options.maxBodyBytes).pipe(

@@ -4,98 +4,70 @@ import { randomBytes } from "node:crypto"
 import * as fs from "node:fs/promises"
 import * as os from "node:os"
 import * as path from "node:path"
+import { azureContainer, commitBlocks } from "./Azure.ts"
+import { azureDestination, azureRequest } from "./AzureDestination.ts"
+import type { Destination, Entry } from "./DestinationApi.ts"
 import type { CompletedFile } from "./Files.ts"
 import {
   describeStoreFailure,
+  eachLimited,
   formatStoreUrl,
   isObjectStore,
+  isStoreScheme,
   joinKey,
   parseStoreUrl,
   s3Client,
+  type S3Flavour,
   s3Sdk,
   schemeOf,
+  STORE_FORMS,
+  type StoreScheme,
   type StoreUrl
 } from "./ObjectStore.ts"
 import { fromCause, SinkError } from "./SinkError.ts"
 
-/**
- * Where exports are written (`--out`): a local directory or an object store (`s3://bucket/prefix`).
- * Everything the export keeps besides its data files (plans, checkpoints, shard manifests, the
- * manifest, the cursor) is read and written through this, by `/`-separated keys below the root, so
- * that every job works the same on every destination. Data files are written by the encoder
- * (Files.ts) and made visible by `publish`: a rename of the local `.partial` file, the completion of
- * the multipart upload on a store (which has no rename).
- */
-
-export interface Entry {
-  readonly name: string
-  /** A directory (a common prefix on a store). */
-  readonly dir: boolean
-  readonly size: number
-  /** Stores: the object's ETag, the store's checksum of its content. */
-  readonly etag?: string | undefined
-}
-
-export interface Destination {
-  /** The destination as the user gave it. */
-  readonly name: string
-  readonly remote: boolean
-  /** Where a key is, as files and messages name it: a local path or an `s3://` URL. */
-  readonly at: (key: string) => string
-  /** The absolute URI of a key, as table formats record files: `file:///abs/path` or `s3://bucket/key`. */
-  readonly uri: (key: string) => string
-  /** A file's text; none when it does not exist. */
-  readonly read: (key: string) => Effect.Effect<Option.Option<string>, SinkError>
-  /** A file's bytes; none when it does not exist. */
-  readonly readBytes: (key: string) => Effect.Effect<Option.Option<Uint8Array>, SinkError>
-  /** Bytes `start` to `end` (exclusive) of a file, for readers that seek (a Parquet footer, a column). */
-  readonly readRange: (key: string, start: number, end: number) => Effect.Effect<Uint8Array, SinkError>
-  /** Replaces a file whole: a reader sees the old content or the new one, never a part (also with two writers at once). */
-  readonly write: (key: string, content: string | Uint8Array) => Effect.Effect<void, SinkError>
-  /**
-   * Creates a file whole only if it does not exist yet, atomically: of two writers creating one key at
-   * once exactly one succeeds (true); the other finds it there (false) and the file is left as the
-   * first wrote it. A local link() of a complete temporary file; a conditional PUT on a store.
-   */
-  readonly create: (key: string, content: string | Uint8Array) => Effect.Effect<boolean, SinkError>
-  readonly stat: (key: string) => Effect.Effect<Option.Option<Entry>, SinkError>
-  /** What is directly below `dir` (nothing when it does not exist). */
-  readonly list: (dir: string) => Effect.Effect<ReadonlyArray<Entry>, SinkError>
-  /** Removes files; missing ones are no error. */
-  readonly remove: (keys: ReadonlyArray<string>) => Effect.Effect<void, SinkError>
-  /** Removes `dir` and everything below it. */
-  readonly removeAll: (dir: string) => Effect.Effect<void, SinkError>
-  /** Multipart uploads below `dir` that were never completed (runs killed or abandoned): aborted. */
-  readonly abortUploads: (dir: string) => Effect.Effect<number, SinkError>
-  /** Removes the empty directories from `dir` up to (not including) the root; a store has none. */
-  readonly pruneEmpty: (dir: string) => Effect.Effect<void>
-}
+export type { Destination, Entry } from "./DestinationApi.ts"
 
 /** A destination that cannot be used as given. */
 export const invalidDestination = (spec: string, why: string) =>
   new SinkError({ path: spec, reason: "InvalidOptions", message: `Location ${spec} ${why}` })
 
-/** The destination `spec` names: a local path (or `file://` URL), or `s3://bucket/prefix`. */
+const URL_FORMS: Record<StoreScheme, string> = {
+  s3: "s3://bucket/prefix URL; check the bucket name and the prefix.",
+  gs: "gs://bucket/prefix URL; check the bucket name and the prefix.",
+  az:
+    "az://container/prefix URL; check the container name (3 to 63 lowercase letters, digits and single hyphens) and the prefix.",
+  abfss:
+    "abfss://container@account.dfs.core.windows.net/prefix URL; check the container name (3 to 63 lowercase letters, digits and single hyphens), the storage account (3 to 24 lowercase letters and digits) and the prefix."
+}
+
+/**
+ * The destination `spec` names: a local path (or `file://` URL), or an object store (`s3://`,
+ * `gs://`, `az://`, `abfss://`), whose client is made from the environment (ObjectStore.ts, Azure.ts).
+ */
 export const destination = (spec: string): Effect.Effect<Destination, SinkError> => {
   const scheme = schemeOf(spec)
   if (scheme === undefined) {
     return Effect.succeed(local(spec.startsWith("file://") ? new URL(spec).pathname : spec, spec))
   }
-  if (scheme !== "s3") {
+  if (!isStoreScheme(scheme)) {
     return Effect.fail(
       invalidDestination(
         spec,
-        `uses ${scheme}://, which this version cannot use; give a local directory or an s3://bucket/prefix URL (S3-compatible stores such as GCS, MinIO or R2 through AWS_ENDPOINT_URL_S3).`
+        `uses ${scheme}://, which this version cannot use; give a local directory or ${STORE_FORMS} (other S3-compatible stores such as MinIO or R2 through AWS_ENDPOINT_URL_S3).`
       )
     )
   }
   const url = parseStoreUrl(spec)
-  if (url === undefined) {
-    return Effect.fail(
-      invalidDestination(spec, "is not a valid s3://bucket/prefix URL; check the bucket name and the prefix.")
+  if (url === undefined) return Effect.fail(invalidDestination(spec, `is not a valid ${URL_FORMS[scheme]}`))
+  if (url.scheme === "az" || url.scheme === "abfss") {
+    return Effect.map(
+      azureRequest(spec, "use", () => azureContainer(url)),
+      (container) => azureDestination(spec, url, container)
     )
   }
-  return Effect.map(Effect.promise(() => s3Client()), (client) => store(spec, url, client))
+  const flavour = url.scheme
+  return Effect.map(storeRequest(spec, "use", () => s3Client(flavour)), (client) => store(spec, url, flavour, client))
 }
 
 /** Makes a finished data file visible under its final name in `dir` (a local directory or a store URL); returns the object's ETag on a store. */
@@ -114,7 +86,7 @@ export const publish = (dir: string, file: CompletedFile): Effect.Effect<string 
       const location = `${dir}/${file.path}`
       return storeRequest(location, "complete the upload of", async () => {
         const { CompleteMultipartUploadCommand } = await s3Sdk()
-        const client = await s3Client()
+        const client = await s3Client(url.scheme === "gs" ? "gs" : "s3")
         const done = await client.send(
           new CompleteMultipartUploadCommand({
             Bucket: url.bucket,
@@ -125,6 +97,14 @@ export const publish = (dir: string, file: CompletedFile): Effect.Effect<string 
         )
         return done.ETag
       })
+    }
+    case "Blocks": {
+      const url = parseStoreUrl(dir)!
+      return azureRequest(
+        `${dir}/${file.path}`,
+        "commit the blocks of",
+        () => commitBlocks(url, file.path, landing.blockIds)
+      )
     }
   }
 }
@@ -294,7 +274,11 @@ const local = (root: string, name: string): Destination => {
 type S3 = Awaited<ReturnType<typeof s3Client>>
 const sdk = s3Sdk
 
-const store = (name: string, url: StoreUrl, client: S3): Destination => {
+/** GCS's XML API takes no multi-object delete: its objects are deleted one request each (free of charge on GCS). */
+const GCS_DELETES_AT_ONCE = 16
+
+/** A bucket of an S3-API store (S3 and S3-compatible stores, or GCS's XML API) as a Destination. */
+const store = (name: string, url: StoreUrl, flavour: S3Flavour, client: S3): Destination => {
   const key = (k: string) => joinKey(url.prefix, k)
   const at = (k: string) => `${formatStoreUrl(url)}${k === "" ? "" : `/${k}`}`
   const Bucket = url.bucket
@@ -321,7 +305,12 @@ const store = (name: string, url: StoreUrl, client: S3): Destination => {
     } while (ContinuationToken !== undefined)
   }
   const deleteKeys = async (keys: ReadonlyArray<string>) => {
-    const { DeleteObjectsCommand } = await sdk()
+    const { DeleteObjectCommand, DeleteObjectsCommand } = await sdk()
+    if (flavour === "gs") {
+      return eachLimited(keys, GCS_DELETES_AT_ONCE, async (Key) => {
+        await client.send(new DeleteObjectCommand({ Bucket, Key }))
+      })
+    }
     for (let i = 0; i < keys.length; i += 1000) {
       const done = await client.send(
         new DeleteObjectsCommand({
@@ -347,10 +336,24 @@ const store = (name: string, url: StoreUrl, client: S3): Destination => {
       throw e
     }
   }
-  const put = async (k: string, content: string | Uint8Array, conditions: { IfNoneMatch?: string } = {}) => {
+  const put = async (k: string, content: string | Uint8Array, createOnly = false) => {
     const { PutObjectCommand } = await sdk()
     const ContentType = typeof content === "string" ? "application/json" : "application/octet-stream"
-    await client.send(new PutObjectCommand({ Bucket, Key: key(k), Body: content, ContentType, ...conditions }))
+    const command = new PutObjectCommand({
+      Bucket,
+      Key: key(k),
+      Body: content,
+      ContentType,
+      ...(createOnly && flavour === "s3" ? { IfNoneMatch: "*" } : {})
+    })
+    if (createOnly && flavour === "gs") {
+      // GCS's XML API honours If-None-Match on reads only; its create-only condition is this (412 when the object exists).
+      command.middlewareStack.add((next) => (args) => {
+        ;(args.request as { headers: Record<string, string> }).headers["x-goog-if-generation-match"] = "0"
+        return next(args)
+      }, { step: "build" })
+    }
+    await client.send(command)
   }
   return {
     name,
@@ -380,7 +383,7 @@ const store = (name: string, url: StoreUrl, client: S3): Destination => {
     write: (k, content) => storeRequest(at(k), "write", () => put(k, content)),
     create: (k, content) =>
       storeRequest(at(k), "create", () =>
-        put(k, content, { IfNoneMatch: "*" }).then(
+        put(k, content, true).then(
           () => true,
           (e) => {
             // 412: the key exists; 409: another conditional write of the key is in progress (S3).

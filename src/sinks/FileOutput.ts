@@ -3,7 +3,8 @@ import * as fs from "node:fs"
 
 /**
  * Where a file writer's bytes go, synchronously (the encoders are synchronous): a local file
- * (`FileOutput`) or an object-store upload (`S3Output`). `settle` is awaited once per finished file.
+ * (`FileOutput`) or an object-store upload (`PartedOutput`: `S3Output`, `AzureOutput`). `settle` is
+ * awaited once per finished file.
  */
 export interface ByteOutput {
   /** What messages name: the file, or the object's URL. */
@@ -20,7 +21,8 @@ export interface ByteOutput {
 
 /**
  * What a closed file needs to become visible under its final name: a rename of the local `.partial`
- * file, the completion of a multipart upload, or nothing (an object stored whole).
+ * file, the completion of a multipart upload (S3, GCS), the commit of its staged blocks (Azure), or
+ * nothing (an object stored whole).
  */
 export type Landing =
   | { readonly _tag: "Partial"; readonly partialPath: string }
@@ -29,6 +31,7 @@ export type Landing =
     readonly uploadId: string
     readonly parts: ReadonlyArray<{ readonly PartNumber: number; readonly ETag: string }>
   }
+  | { readonly _tag: "Blocks"; readonly blockIds: ReadonlyArray<string> }
   | { readonly _tag: "Stored"; readonly etag: string | undefined }
 
 /**

@@ -1,23 +1,23 @@
 import * as path from "node:path"
 import { type ByteOutput, FileOutput, type Landing } from "./FileOutput.ts"
 import type { FormatWriter, FormatWriterOptions } from "./FormatWriter.ts"
-import { isObjectStore, joinKey, parseStoreUrl, s3Client } from "./ObjectStore.ts"
+import { describeStoreFailure, isObjectStore, joinKey, parseStoreUrl, s3Client, STORE_FORMS } from "./ObjectStore.ts"
 import { parquetCodec, type ParquetCompression } from "./ParquetCodecs.ts"
 import type { FieldIds } from "./ParquetFieldIds.ts"
 import { type RowBatch, rowBytes } from "./RowBatch.ts"
-import { describeSinkFailure, RejectedRow, SinkFailure } from "./SinkFailure.ts"
+import { describeSinkFailure, RejectedRow, SinkFailure, type SinkFailureFields } from "./SinkFailure.ts"
 import type { FileFormat, RecordedFile } from "./WrittenFile.ts"
 
 /**
  * The files of one writer, synchronously: rolling `part-<shard>-<seq>.<ext>` files per format, each up
  * to maxFileBytes, written as `.partial` files in a local directory or streamed as multipart uploads
- * into an object store (`dir` an `s3://` URL), by the format writers it is given (`Writers`: these
+ * or staged blocks into an object store (`dir` an `s3://`, `gs://`, `az://` or `abfss://` URL), by the format writers it is given (`Writers`: these
  * plain ones, or decode's decoding writers). Runs where the encoder runs (src/encoder: inline or on
  * its thread), which chooses the writers; RollingWriter is its Effect face.
  */
 
 export interface Settings {
-  /** A local directory or an object-store URL (`s3://bucket/prefix`). */
+  /** A local directory or an object-store URL (`s3://bucket/prefix`, `gs://…`, `az://…`, `abfss://…`). */
   readonly dir: string
   readonly shard: string
   readonly formats: ReadonlyArray<FileFormat>
@@ -34,18 +34,33 @@ export interface Settings {
 /** Makes the output of the file `name` (relative to `dir`). */
 export type OutputFactory = (name: string) => ByteOutput
 
+const failed = ({ path, reason, message }: SinkFailureFields): never => {
+  throw new SinkFailure(path, reason, message)
+}
+
 /** Local `.partial` files, or uploads into the object store `dir` names. */
 export const loadOutputs = async (dir: string): Promise<OutputFactory> => {
   if (!isObjectStore(dir)) return (name) => FileOutput.create(path.join(dir, `${name}.partial`))
   const url = parseStoreUrl(dir)
-  if (url === undefined) throw new Error(`${dir} is not an s3://bucket/prefix URL`)
-  const [client, { S3Output }] = await Promise.all([s3Client(), import("./S3Output.ts")])
+  if (url === undefined) throw new Error(`${dir} is not an object-store URL this version writes (${STORE_FORMS})`)
+  if (url.scheme === "az" || url.scheme === "abfss") {
+    const [{ azureContainer, describeAzureFailure }, { AzureOutput }] = await Promise.all([
+      import("./Azure.ts"),
+      import("./AzureOutput.ts")
+    ])
+    const { client } = await azureContainer(url).catch((cause) => failed(describeAzureFailure(dir, "write", cause)))
+    return (name) => new AzureOutput(client.getBlockBlobClient(joinKey(url.prefix, name)), `${dir}/${name}`)
+  }
+  const [client, { S3Output }] = await Promise.all([
+    s3Client(url.scheme).catch((cause) => failed(describeStoreFailure(dir, "write", cause))),
+    import("./S3Output.ts")
+  ])
   return (name) => new S3Output(client, url.bucket, joinKey(url.prefix, name), `${dir}/${name}`)
 }
 
 /** Uploads in flight are behind (object stores): await this before writing more; undefined when not. */
 export const loadBacklog = async (dir: string): Promise<() => Promise<void> | undefined> =>
-  isObjectStore(dir) ? (await import("./S3Output.ts")).backlog : () => undefined
+  isObjectStore(dir) ? (await import("./PartedOutput.ts")).backlog : () => undefined
 
 /** Makes the writer of one file of a format. */
 export type WriterFactory = (options: FormatWriterOptions, compression: ParquetCompression) => FormatWriter

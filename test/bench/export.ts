@@ -12,6 +12,7 @@
  *   5. Flat memory: peak RSS of ours at 20,000 and at 200,000 partitions.
  *   6. The local service: test/bench/service.ts (blob GET CPU vs a bare node:http server, listing rate).
  *   7. Start-up: `catalog-export --version` and `export --dry-run`.
+ *   9. Publishing large files: test/bench/publish.ts (6 x 200 MB through multipart uploads vs the transfer's floor).
  * The fast server is test/bench/fast-server.ts: node:http, everything from memory. Every output is read
  * back (DuckDB: row count and sha1(data) = checksum on every row) after its timing.
  *
@@ -25,20 +26,7 @@ import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { median, ROOT, waitForLine } from "./support.ts"
-
-const BENCH = path.join(ROOT, "test", "bench")
-const TMP = path.join(BENCH, ".tmp")
-const CLI = path.join(ROOT, "dist", "catalog-export.mjs")
-const MEASURED = path.join(BENCH, "measured.mjs")
-const TSX = path.join(ROOT, "node_modules", "tsx", "dist", "cli.mjs")
-
-interface Usage {
-  readonly cpuSeconds: number
-  readonly maxRssMb: number
-  readonly wallSeconds: number
-  readonly stdout: string
-}
+import { BENCH, CLI, measure, median, ROOT, TMP, TSX, type Usage, waitForLine } from "./support.ts"
 
 interface FastServer {
   readonly child: ChildProcess
@@ -94,28 +82,6 @@ const stop = (child: ChildProcess) =>
     child.on("exit", () => resolve())
     child.kill("SIGTERM")
   })
-
-/** Runs `program args` in its own process under measured.mjs: its CPU, peak RSS, wall time and stdout. */
-const measure = (program: string, programArgs: ReadonlyArray<string>): Usage => {
-  const usageFile = path.join(TMP, `usage-${process.pid}.jsonl`)
-  fs.rmSync(usageFile, { force: true })
-  const started = performance.now()
-  const stdout = execFileSync(process.execPath, [MEASURED, program, ...programArgs], {
-    encoding: "utf8",
-    maxBuffer: 1 << 26,
-    env: { ...process.env, BENCH_USAGE_FILE: usageFile },
-    stdio: ["ignore", "pipe", "inherit"]
-  })
-  const wallSeconds = (performance.now() - started) / 1000
-  const usage = JSON.parse(fs.readFileSync(usageFile, "utf8").trim().split("\n").at(-1)!) as {
-    userUs: number
-    systemUs: number
-    maxRssKb: number
-    exitCode: number
-  }
-  if (usage.exitCode !== 0) throw new Error(`${program} exited with ${usage.exitCode}`)
-  return { cpuSeconds: (usage.userUs + usage.systemUs) / 1e6, maxRssMb: usage.maxRssKb / 1024, wallSeconds, stdout }
-}
 
 const naiveBundle = path.join(TMP, "naive.mjs")
 
@@ -432,6 +398,21 @@ const main = async () => {
       `Live heap growth (after full collections, sampled every 100,000 partitions): ${fmt(listing.growthMb, 1)} MB; ` +
         `in order: ${listing.ordered}; publish + list took ${fmt((performance.now() - started) / 1000)} s.`
     )
+    say()
+  }
+
+  if (wanted(9)) {
+    say(`### 9. Publishing large files (test/bench/publish.ts)`)
+    say()
+    const report = execFileSync(
+      process.execPath,
+      [TSX, path.join(BENCH, "publish.ts"), ...(quick ? ["--quick"] : [])],
+      {
+        encoding: "utf8",
+        stdio: ["ignore", "pipe", "inherit"]
+      }
+    )
+    for (const line of report.trim().split("\n")) say(line)
     say()
   }
 

@@ -12,13 +12,13 @@
  *   npx tsx test/bench/service.ts --quick          20,000 partitions, 5,000 GETs, 1 run
  *   options: --runs N --requests N --partitions N --blob-bytes B
  */
-import { type ChildProcess, execFileSync, spawn } from "node:child_process"
+import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { bearerToken, median, ROOT, startService, waitForLine } from "./support.ts"
+import { bearerToken, cpuMicrosOf, median, ROOT, startService, waitForLine } from "./support.ts"
 
 const SELF = fileURLToPath(import.meta.url)
 const CATALOG = "hrn:local:data:::demo"
@@ -41,23 +41,6 @@ interface ListingResult {
   readonly partitions: number
   readonly seconds: number
   readonly cpuMicros: number
-}
-
-// ------------------------------------------------------------------------------------ CPU of a pid
-
-const CLOCK_TICKS = (() => {
-  try {
-    return Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100
-  } catch {
-    return 100
-  }
-})()
-
-/** user+sys CPU of a process in µs, from /proc (fields 14 and 15, after the parenthesised name). */
-const cpuMicrosOf = (pid: number): number => {
-  const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-  return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS
 }
 
 // ------------------------------------------------------------------------------------ bare server

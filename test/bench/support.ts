@@ -1,10 +1,64 @@
-/** What the benchmarks share: starting the local service in its own process and getting a token from it. */
-import { type ChildProcess, spawn } from "node:child_process"
+/**
+ * What the benchmarks share: running a program under measured.mjs (its own CPU and peak RSS), reading
+ * another process's CPU time, starting the local service in its own process and getting a token from it.
+ */
+import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..")
+export const BENCH = path.join(ROOT, "test", "bench")
+export const TMP = path.join(BENCH, ".tmp")
+/** The CLI as users run it: the bundle (built by `prepare`, or on first start in a checkout). */
+export const CLI = path.join(ROOT, "dist", "catalog-export.mjs")
+export const TSX = path.join(ROOT, "node_modules", "tsx", "dist", "cli.mjs")
+const MEASURED = path.join(BENCH, "measured.mjs")
+
+export interface Usage {
+  readonly cpuSeconds: number
+  readonly maxRssMb: number
+  readonly wallSeconds: number
+  readonly stdout: string
+}
+
+/** Runs `program args` in its own process under measured.mjs: its CPU, peak RSS, wall time and stdout. */
+export const measure = (program: string, programArgs: ReadonlyArray<string>): Usage => {
+  fs.mkdirSync(TMP, { recursive: true })
+  const usageFile = path.join(TMP, `usage-${process.pid}.jsonl`)
+  fs.rmSync(usageFile, { force: true })
+  const started = performance.now()
+  const stdout = execFileSync(process.execPath, [MEASURED, program, ...programArgs], {
+    encoding: "utf8",
+    maxBuffer: 1 << 26,
+    env: { ...process.env, BENCH_USAGE_FILE: usageFile },
+    stdio: ["ignore", "pipe", "inherit"]
+  })
+  const wallSeconds = (performance.now() - started) / 1000
+  const usage = JSON.parse(fs.readFileSync(usageFile, "utf8").trim().split("\n").at(-1)!) as {
+    userUs: number
+    systemUs: number
+    maxRssKb: number
+    exitCode: number
+  }
+  if (usage.exitCode !== 0) throw new Error(`${program} exited with ${usage.exitCode}`)
+  return { cpuSeconds: (usage.userUs + usage.systemUs) / 1e6, maxRssMb: usage.maxRssKb / 1024, wallSeconds, stdout }
+}
+
+const CLOCK_TICKS = (() => {
+  try {
+    return Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100
+  } catch {
+    return 100
+  }
+})()
+
+/** user+sys CPU of a process in µs, from /proc (fields 14 and 15, after the parenthesised name). */
+export const cpuMicrosOf = (pid: number): number => {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+  return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS
+}
 
 export const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
 

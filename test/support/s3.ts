@@ -2,8 +2,8 @@
  * A real S3-protocol server on loopback for the tests: s3rver (file-backed), with what it lacks and
  * the export needs added in front of its router: ListMultipartUploads (`GET /bucket?uploads`) and
  * AbortMultipartUpload (`DELETE /bucket/key?uploadId=`), over s3rver's own upload directories, and
- * conditional PUTs (`If-None-Match: *`: 412 PreconditionFailed when the key exists or another such
- * PUT of it is under way, as S3 answers). `deny` answers AccessDenied as S3 does, for the permission tests.
+ * conditional PUTs (`If-None-Match: *`, or GCS's `x-goog-if-generation-match: 0`: 412
+ * PreconditionFailed when the key exists or another such PUT of it is under way, as S3 and GCS answer). `deny` answers AccessDenied as S3 does, for the permission tests.
  */
 import { GetObjectCommand, ListObjectsV2Command, S3Client } from "@aws-sdk/client-s3"
 import * as fs from "node:fs"
@@ -100,7 +100,8 @@ export const startStore = async (bucket = "exports"): Promise<TestStore> => {
   // racing for one key exactly one gets through.
   const creating = new Set<string>()
   const conditionalPut: Middleware = async (ctx, next) => {
-    if (ctx.method !== "PUT" || ctx.headers["if-none-match"] !== "*" || "uploadId" in ctx.query) return next()
+    const createOnly = ctx.headers["if-none-match"] === "*" || ctx.headers["x-goog-if-generation-match"] === "0"
+    if (ctx.method !== "PUT" || !createOnly || "uploadId" in ctx.query) return next()
     const [, b, ...rest] = ctx.path.split("/")
     const key = decodeURIComponent(rest.join("/"))
     const id = `${b}/${key}`

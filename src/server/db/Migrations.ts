@@ -269,9 +269,30 @@ const statements = (list: ReadonlyArray<string>) =>
     (sql) => Effect.forEach(list, (statement) => sql.unsafe(statement), { discard: true })
   )
 
+/**
+ * Multipart blob uploads (routes/Multipart.ts): one row per upload; its parts are files under the
+ * data directory (Uploads.ts). `parts` is the completed upload's part list (JSON), so a repeated
+ * completion is recognised; rows and files go when `touched` is older than the service's expiry.
+ */
+const multipartUploads: ReadonlyArray<string> = [
+  `CREATE TABLE multipart_uploads (
+    token TEXT PRIMARY KEY,
+    layer_pk INTEGER NOT NULL,
+    data_handle TEXT NOT NULL,
+    content_type TEXT NOT NULL,
+    content_encoding TEXT,
+    state TEXT NOT NULL,
+    parts TEXT,
+    created INTEGER NOT NULL,
+    touched INTEGER NOT NULL
+  )`,
+  `CREATE INDEX multipart_uploads_by_touched ON multipart_uploads (touched)`
+]
+
 /** Every migration, by `<id>_<name>`; nothing is read from disk at run time. */
 export const migrations = Migrator.fromRecord({
-  "0001_initial": statements(initial)
+  "0001_initial": statements(initial),
+  "0002_multipart_uploads": statements(multipartUploads)
 })
 
 /**

@@ -8,6 +8,7 @@ import { OperationsRepo } from "./OperationsRepo.ts"
 import { PublicationsRepo } from "./PublicationsRepo.ts"
 import { StreamsRepo } from "./StreamsRepo.ts"
 import { SubscriptionsRepo } from "./SubscriptionsRepo.ts"
+import { UploadsRepo } from "./UploadsRepo.ts"
 import { VersionsRepo } from "./VersionsRepo.ts"
 
 /** Every repository of the service's database (each needs the migrated SqlClient of Database.ts). */
@@ -21,5 +22,6 @@ export const layer = Layer.mergeAll(
   PublicationsRepo.layer,
   StreamsRepo.layer,
   SubscriptionsRepo.layer,
+  UploadsRepo.layer,
   VersionsRepo.layer
 )

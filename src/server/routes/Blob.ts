@@ -2,7 +2,7 @@ import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Effect from "effect/Effect"
-import { createHash } from "node:crypto"
+import * as fs from "node:fs"
 import { type Addressed, decodeSegment, layerAccess, routeLayer, servedIn, ServedRegion } from "../Access.ts"
 import { Caller, withCaller } from "../Auth.ts"
 import { BlobFiles, type BlobFilesShape } from "../BlobFiles.ts"
@@ -25,15 +25,16 @@ import {
   toServerResponse
 } from "../Reply.ts"
 import * as RequestBody from "../RequestBody.ts"
+import { Uploads } from "../Uploads.ts"
 import { contentEncodingOf, layerConfigOf } from "../Views.ts"
 
 /** Versioned and index layers keep immutable blobs; volatile layers overwrite (the volatile-blob API). */
-const isVolatile = (layer: LayerRow) => layer.layer_type === "volatile"
+export const isVolatile = (layer: LayerRow) => layer.layer_type === "volatile"
 
 const handleOf = (raw: string): Result<string> =>
   DATA_HANDLE.test(raw) ? raw : badRequest("dataHandle", "malformed data handle: use 1-600 characters of [0-9a-zA-Z.-]")
 
-const handleParam = Effect.flatMap(HttpRouter.params, (params) => orFail(handleOf(decodeSegment(params.handle))))
+export const handleParam = Effect.flatMap(HttpRouter.params, (params) => orFail(handleOf(decodeSegment(params.handle))))
 
 const blobRangeNotSatisfiable = (size: number, raw: string) =>
   rangeNotSatisfiable(`cannot serve '${raw}' of a ${size}-byte blob`, { "content-range": `bytes */${size}` })
@@ -148,6 +149,30 @@ const replicate = (catalog: CatalogRow, layer: LayerRow, handle: string) =>
     yield* (yield* Replicas).volatileWritten({ placement, region, key: layer.pk, handles: [handle] })
   })
 
+/** Why a blob of this Content-Type and Content-Encoding does not belong in the layer (400), if it does not. */
+export const contentRefused = (layer: LayerRow, contentType: string | undefined, encoding: string | undefined) => {
+  const config = layerConfigOf(layer)
+  if (config.contentType && contentType?.split(";")[0]?.trim() !== config.contentType) {
+    return badRequest(
+      "Content-Type",
+      `Content-Type must be the layer's content type '${config.contentType}', got '${contentType ?? ""}'`
+    )
+  }
+  if (encoding !== undefined && encoding !== (contentEncodingOf(layer) ?? "identity")) {
+    return badRequest(
+      "Content-Encoding",
+      `Content-Encoding must match the layer's content encoding '${contentEncodingOf(layer) ?? "identity"}'`
+    )
+  }
+  return undefined
+}
+
+export const handleExists = (handle: string) =>
+  conflict("dataHandle", `data handle '${handle}' already exists; blobs are immutable, upload under a new handle`)
+
+/** `X-HERE-Digest: <ALG>:<hex>` as a node:crypto algorithm and digest; CRC-32C and malformed values are not checked. */
+const DIGEST = /^(MD5|SHA1|SHA256):([0-9a-f]+)$/i
+
 const write = Effect.gen(function*() {
   const { catalog, layer } = yield* routeLayer("write")
   const handle = yield* handleParam
@@ -157,37 +182,31 @@ const write = Effect.gen(function*() {
   }
   const request = yield* HttpServerRequest.HttpServerRequest
   const blobs = yield* BlobsRepo
-  const config = layerConfigOf(layer)
-  const contentType = request.headers["content-type"]
-  if (config.contentType && contentType?.split(";")[0]?.trim() !== config.contentType) {
-    return yield* badRequest(
-      "Content-Type",
-      `Content-Type must be the layer's content type '${config.contentType}', got '${contentType ?? ""}'`
+  const refused = contentRefused(layer, request.headers["content-type"], request.headers["content-encoding"])
+  if (refused !== undefined) return yield* refused
+  const immutable = !isVolatile(layer)
+  if (immutable && (yield* blobs.blob(layer.pk, handle)) !== undefined) return yield* handleExists(handle)
+  const digest = DIGEST.exec(request.headers["x-here-digest"]?.trim() ?? "")
+  const algorithm = digest?.[1]!.toLowerCase()
+  // The body goes to a file, then into a pack: memory stays flat whatever its size.
+  const file = (yield* Uploads).scratchFile()
+  return yield* Effect.gen(function*() {
+    const received = yield* RequestBody.toFile(
+      file,
+      algorithm === undefined || algorithm === "sha256" ? ["sha256"] : ["sha256", algorithm],
+      true
     )
-  }
-  const encoding = request.headers["content-encoding"]
-  if (encoding !== undefined && encoding !== (contentEncodingOf(layer) ?? "identity")) {
-    return yield* badRequest(
-      "Content-Encoding",
-      `Content-Encoding must match the layer's content encoding '${contentEncodingOf(layer) ?? "identity"}'`
-    )
-  }
-  const existing = yield* blobs.blob(layer.pk, handle)
-  if (existing !== undefined && !isVolatile(layer)) {
-    return yield* conflict(
-      "dataHandle",
-      `data handle '${handle}' already exists; blobs are immutable, upload under a new handle`
-    )
-  }
-  const bytes = yield* RequestBody.bytes
-  const digest = /^(MD5|SHA1|SHA256):([0-9a-f]+)$/i.exec(request.headers["x-here-digest"]?.trim() ?? "")
-  if (digest && createHash(digest[1]!.toLowerCase()).update(bytes).digest("hex") !== digest[2]!.toLowerCase()) {
-    return yield* badRequest("X-HERE-Digest", "the body does not match X-HERE-Digest")
-  }
-  const stored = yield* (yield* BlobFiles).put(bytes)
-  yield* blobs.putBlob(layer.pk, handle, stored.sha256, stored.size, contentEncodingOf(layer))
-  if (isVolatile(layer)) yield* replicate(catalog, layer, handle)
-  return HttpServerResponse.empty({ status: existing !== undefined ? 204 : 200 })
+    if (digest && received.digests[algorithm!] !== digest[2]!.toLowerCase()) {
+      return yield* badRequest("X-HERE-Digest", "the body does not match X-HERE-Digest")
+    }
+    const stored = yield* (yield* BlobFiles).putFiles([file], received.digests["sha256"])
+    // Checked again: another upload of the handle may have finished while this body came in.
+    const existing = yield* blobs.blob(layer.pk, handle)
+    if (immutable && existing !== undefined) return yield* handleExists(handle)
+    yield* blobs.putBlob(layer.pk, handle, stored.sha256, stored.size, contentEncodingOf(layer))
+    if (isVolatile(layer)) yield* replicate(catalog, layer, handle)
+    return HttpServerResponse.empty({ status: existing !== undefined ? 204 : 200 })
+  }).pipe(Effect.ensuring(Effect.sync(() => fs.rmSync(file, { force: true }))))
 })
 
 const remove = Effect.gen(function*() {

@@ -1,10 +1,11 @@
 /**
  * Commits two writers cannot break: two writers committing to one table at once (a local directory,
- * and the test's S3 server with conditional PUTs), and a commit stopped after each of its writes
+ * the test's S3 server with conditional PUTs, gs:// through it, az:// on Azurite), and a commit stopped after each of its writes
  * followed by a run again. The table is read back by icebird after each: every tag reads its
  * version's rows, every file a snapshot references exists.
  */
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -13,7 +14,8 @@ import { type Destination, destination } from "../../../src/sinks/Destination.ts
 import { readCurrent } from "../../../src/sinks/iceberg/Commit.ts"
 import { tableAt, type TableLocation } from "../../../src/sinks/iceberg/Location.ts"
 import { commitVersion, loadTable, schemaFor, taggedVersions } from "../../../src/sinks/iceberg/Table.ts"
-import { startStore, type TestStore } from "../../support/s3.ts"
+import { startAzurite, type TestAzure } from "../../support/azurite.ts"
+import { ACCESS_KEY, SECRET_KEY, startStore, type TestStore } from "../../support/s3.ts"
 import {
   expectedRows,
   exportVersion,
@@ -29,15 +31,39 @@ import {
 } from "./support.ts"
 
 let store: TestStore
+/** The S3-protocol server behind gs:// (GCS's XML API, the endpoint overridden). */
+let gcsStore: TestStore
+let azure: TestAzure
 beforeAll(async () => {
-  store = await startStore()
-  // The library's S3 client reads the standard AWS environment (the test server's endpoint and keys).
-  Object.assign(process.env, store.env)
+  ;[store, gcsStore, azure] = await Promise.all([startStore(), startStore("gcs-tables"), startAzurite("tables")])
+  // icebird reads the table's blobs without credentials.
+  await azure.client.setAccessPolicy("container")
+  // The library's clients read the standard environment: AWS's for s3://, GCS's HMAC key for gs://, Azure's for az://.
+  Object.assign(process.env, store.env, azure.env, {
+    GCS_ENDPOINT_URL: gcsStore.endpoint,
+    GCS_HMAC_KEY_ID: ACCESS_KEY,
+    GCS_HMAC_SECRET: SECRET_KEY
+  })
 })
 afterAll(async () => {
-  await store?.close()
+  await Promise.all([store?.close(), gcsStore?.close(), azure?.close()])
 })
-const { read, tempDir } = tablesTest("iceberg-commits-", () => store)
+
+/** Where the test reads a file a table references: its emulator's HTTP URL. */
+const routeOf = (uri: string): string | undefined => {
+  const s3 = /^s3:\/\/([^/]+)\/(.*)$/.exec(uri)
+  if (s3 !== null) return `https://${s3[1]}.s3.amazonaws.com/${s3[2]}`
+  const gs = /^gs:\/\/([^/]+)\/(.*)$/.exec(uri)
+  if (gs !== null) return `${gcsStore.endpoint}/${gs[1]}/${gs[2]}`
+  const abfss = /^abfss:\/\/([^@]+)@[^/]+\/(.*)$/.exec(uri)
+  if (abfss !== null) return `${azure.endpoint}/${abfss[1]}/${abfss[2]}`
+  return undefined
+}
+const { read, tempDir } = tablesTest(
+  "iceberg-commits-",
+  () => store,
+  (uri) => uri.startsWith("s3://") ? undefined : routeOf(uri)
+)
 
 const expectTags = async (table: TableLocation, states: ReadonlyMap<number, Layer>) => {
   for (const [version, layer] of states) {
@@ -53,7 +79,7 @@ const expectNothingMissing = async (table: TableLocation) => {
     const manifests = await icebergManifests({ ...metadata, "current-snapshot-id": snapshot["snapshot-id"] } as never)
     const files = manifests.flatMap((m) => m.entries.filter((e) => e.status !== 2).map((e) => e.data_file.file_path))
     for (const uri of files) {
-      const at = uri.startsWith("file://") ? uri : uri.replace(/^s3:\/\/([^/]+)\//, "https://$1.s3.amazonaws.com/")
+      const at = routeOf(uri) ?? uri
       expect((await fetch(at)).ok, uri).toBe(true)
     }
   }
@@ -169,6 +195,28 @@ describe("Iceberg commits", () => {
 
   it("two writers committing to one table on S3 at once (conditional PUT): both land", async () => {
     await twoWriters(await run(destination(`s3://${store.bucket}/race-${Date.now()}`)))
+  })
+
+  it("two writers committing to one table on az:// at once (Put Blob with If-None-Match: *): both land", async () => {
+    await twoWriters(await run(destination(`az://${azure.container}/race-${Date.now()}`)))
+  })
+
+  it("two writers committing to one table on gs:// at once (x-goog-if-generation-match: 0): both land", async () => {
+    await twoWriters(await run(destination(`gs://${gcsStore.bucket}/race-${Date.now()}`)))
+  })
+
+  it("an exclusive create on az:// and gs:// takes a new key once, and leaves an existing one as it was", async () => {
+    for (
+      const spec of [`az://${azure.container}/create-${Date.now()}`, `gs://${gcsStore.bucket}/create-${Date.now()}`]
+    ) {
+      const dest = await run(destination(spec))
+      const created = await Promise.all(["first", "second", "third"].map((text) => run(dest.create("v1.json", text))))
+      expect(created.filter((c) => c).length, spec).toBe(1)
+      const kept = await run(dest.read("v1.json"))
+      expect(["first", "second", "third"], spec).toContain(Option.getOrThrow(kept))
+      expect(await run(dest.create("v1.json", "later")), spec).toBe(false)
+      expect(await run(dest.read("v1.json")), spec).toEqual(kept)
+    }
   })
 
   it("a writer that keeps losing gives up with an error naming the table", async () => {

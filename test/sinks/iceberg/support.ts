@@ -214,15 +214,18 @@ export interface IcebirdReader {
   readonly close: () => Promise<void>
 }
 
-/** icebird, its fetches sent to the local files and the test's S3 server. */
-export const icebird = async (store?: TestStore): Promise<IcebirdReader> => {
+/** Where a table URI of another store (gs://, abfss://) is read in a test: an HTTP URL of its emulator, or undefined. */
+export type Route = (uri: string) => string | undefined
+
+/** icebird, its fetches sent to the local files, the test's S3 server and the stores `more` routes to. */
+export const icebird = async (store?: TestStore, more?: Route): Promise<IcebirdReader> => {
   const files = await startFileServer()
   const realFetch = globalThis.fetch
   const route = (url: string): string => {
     if (url.startsWith("file://")) return `${files.base}${encodeURI(url.slice("file://".length))}`
     const s3 = /^https:\/\/([^.]+)\.s3\.amazonaws\.com\/(.*)$/.exec(url)
     if (s3 !== null && store !== undefined) return `${store.endpoint}/${s3[1]}/${s3[2]}`
-    return url
+    return more?.(url) ?? url
   }
   globalThis.fetch = ((input: string | URL | Request, init?: RequestInit) =>
     realFetch(
@@ -248,11 +251,11 @@ export const icebird = async (store?: TestStore): Promise<IcebirdReader> => {
  * For a test file: temporary directories removed after it, and icebird reading through the local
  * files (and through `store`, when given: started by then).
  */
-export const tablesTest = (prefix: string, store?: () => TestStore) => {
+export const tablesTest = (prefix: string, store?: () => TestStore, more?: Route) => {
   const { tempDir } = cleanups()
   let reader: IcebirdReader | undefined
   beforeAll(async () => {
-    reader = await icebird(store?.())
+    reader = await icebird(store?.(), more)
   })
   afterAll(async () => {
     await reader?.close()
