@@ -1,6 +1,7 @@
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { type Destination, destination } from "../sinks/Destination.ts"
+import { committed } from "./Commit.ts"
 import { readState } from "./Manifest.ts"
 import { makePlan, type Plan, versionBounds } from "./Plan.ts"
 import type { ExportFormat } from "./Settings.ts"
@@ -53,6 +54,8 @@ export const planExport = (request: ExportRequest) =>
       const state = yield* tableState(dest, full)
       if (request.mode === "full" || full.layerType === "volatile") return plannedFull(request, full)
       if (state.tagged) {
+        // A run stopped after its commit left its bookkeeping: tidied here, as a re-run of it would.
+        yield* committed(dest, full)
         return {
           _tag: "UpToDate",
           catalogHrn: full.catalogHrn,

@@ -139,13 +139,24 @@ export const refuseTable = (dest: Destination, plan: Pick<Plan, "catalogId" | "l
   })
 
 /**
+ * The plan's layer's table as it is (loadTable), its version hint brought up to date when a run
+ * stopped between its commit and the hint: readers that do not look past the hint need it.
+ */
+const openTable = (table: TableLocation, plan: Plan) =>
+  Effect.gen(function*() {
+    const current = yield* loadTable(table, identityOf(plan))
+    if (current.hintLags) yield* table.dest.write(keyIn(table, VERSION_HINT), String(current.version))
+    return current
+  })
+
+/**
  * The layer's table as it is (refused when the directory holds something else), whether it has the
  * plan's version, and the newest exported version below it: the base of a changes run.
  */
 export const tableState = (dest: Destination, plan: Plan) =>
   Effect.gen(function*() {
     const table = tableOf(dest, plan)
-    const current = yield* loadTable(table, identityOf(plan))
+    const current = yield* openTable(table, plan)
     return {
       table,
       current,
@@ -247,7 +258,7 @@ export interface TableCommitted {
 export const tableCommitted = (dest: Destination, plan: Plan) =>
   Effect.gen(function*() {
     const table = tableOf(dest, plan)
-    const current = yield* loadTable(table, identityOf(plan))
+    const current = yield* openTable(table, plan)
     const tag = tagOf(plan)
     const snapshot = taggedSnapshot(current.metadata, tag)
     if (snapshot === undefined) return Option.none<TableCommitted>()
