@@ -2,6 +2,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
+import { fileURLToPath } from "node:url"
 import { decodeCounts } from "../../pipelines/backfill.ts"
 import type { LayerOutcome, LayerResult, MinimumRaised } from "../../pipelines/nightly-export.ts"
 import { ExitCode } from "../domain/ExitCode.ts"
@@ -79,7 +80,9 @@ export const describeTable = (result: LayerResult): string | undefined => {
 export const duckdbHint = (result: LayerResult): string | undefined => {
   if (result._tag === "UpToDate") return undefined
   if (result.table !== undefined) {
-    return `duckdb -c "INSTALL iceberg; LOAD iceberg; SELECT count(*) FROM iceberg_scan('${result.table.metadataFile}')"`
+    const file = result.table.metadataFile
+    const local = file.startsWith("file://") ? fileURLToPath(file) : file
+    return `duckdb -c "INSTALL iceberg; LOAD iceberg; SELECT count(*) FROM iceberg_scan('${local}')"`
   }
   if (!result.manifest.files.some((f) => f.format === "parquet")) return undefined
   const glob = `${result.dir}/*.parquet`
