@@ -7,7 +7,7 @@ import { damage, isDataFile, listing, partsDir } from "./Checkpoints.ts"
 import { exportSummary, sameDecoding } from "./Decoding.ts"
 import { OutputConflict, ShardsUnfinished } from "./Errors.ts"
 import { writeJson } from "./Json.ts"
-import { advanceState, MANIFEST, type Manifest, readManifest } from "./Manifest.ts"
+import { advanceState, exportedOf, MANIFEST, type Manifest, readManifest } from "./Manifest.ts"
 import { exportDir, type Plan, shardsOf } from "./Plan.ts"
 import { planKey, type ShardManifest, shardManifests, shardsDir } from "./Shards.ts"
 import { commitTable, isTablePlan, type TableCommit, tableCommitted } from "./Tables.ts"
@@ -139,13 +139,7 @@ const manifestOf = (plan: Plan, finished: ReadonlyArray<ShardManifest>): Manifes
   const decode = exportSummary(finished.flatMap((s) => (s.decode === undefined ? [] : [s.decode])))
   const manifest: Manifest = {
     formatVersion: 1,
-    catalogHrn: plan.catalogHrn,
-    layerId: plan.layerId,
-    layerType: plan.layerType,
-    version: plan.version,
-    ...(plan.snapshot === undefined ? {} : { snapshot: plan.snapshot }),
-    contentType: plan.contentType,
-    ...(plan.contentEncoding === undefined ? {} : { contentEncoding: plan.contentEncoding }),
+    ...exportedOf(plan),
     mode: plan.mode,
     ...(plan.baseVersion === undefined ? {} : { baseVersion: plan.baseVersion }),
     partitions: finished.reduce((n, s) => n + s.partitions, 0),

@@ -53,6 +53,25 @@ export const Column: Schema.Schema<ColumnModel> = Schema.Struct({
   nullable: Schema.Boolean
 })
 
+/** The fields of a manifest that say what was exported, from the export's plan (export/Plan.ts). */
+export const exportedOf = (plan: {
+  readonly catalogHrn: string
+  readonly layerId: string
+  readonly layerType: "versioned" | "volatile"
+  readonly version: number
+  readonly snapshot?: string | undefined
+  readonly contentType: string
+  readonly contentEncoding?: string | undefined
+}) => ({
+  catalogHrn: plan.catalogHrn,
+  layerId: plan.layerId,
+  layerType: plan.layerType,
+  version: plan.version,
+  ...(plan.snapshot === undefined ? {} : { snapshot: plan.snapshot }),
+  contentType: plan.contentType,
+  ...(plan.contentEncoding === undefined ? {} : { contentEncoding: plan.contentEncoding })
+})
+
 /** How an export (or one part of it) decoded, and what came of it; absent from raw exports. */
 export const DecodeSummary = Schema.Struct({
   ...DecodeIdentity.fields,

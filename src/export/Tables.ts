@@ -33,7 +33,7 @@ import { type Snapshot, snapshotById, type TableMetadata } from "../sinks/iceber
 import type { Evolved } from "../sinks/iceberg/TableSchema.ts"
 import { CrashProbe } from "../telemetry/CrashProbe.ts"
 import type { Decoding } from "./Decoding.ts"
-import type { Manifest } from "./Manifest.ts"
+import { exportedOf, type Manifest } from "./Manifest.ts"
 import { exportDir, PLAN, type Plan, TABLE_DATA } from "./Plan.ts"
 import type { ExportFormat } from "./Settings.ts"
 import type { ShardManifest } from "./Shards.ts"
@@ -213,13 +213,7 @@ const manifestOfSnapshot = (
   const base = summary[Keys.baseVersion]
   return {
     formatVersion: 1,
-    catalogHrn: plan.catalogHrn,
-    layerId: plan.layerId,
-    layerType: plan.layerType,
-    version: plan.version,
-    ...(plan.snapshot === undefined ? {} : { snapshot: plan.snapshot }),
-    contentType: plan.contentType,
-    ...(plan.contentEncoding === undefined ? {} : { contentEncoding: plan.contentEncoding }),
+    ...exportedOf(plan),
     mode: summary[Keys.mode] === "changes" ? "changes" : "full",
     ...(base === undefined ? {} : { baseVersion: Number(base) }),
     partitions: count(Counted.partitions),
