@@ -15,7 +15,7 @@ import { runExport } from "../src/export/Lazy.ts"
 import { type Manifest, readManifest } from "../src/export/Manifest.ts"
 import { exportDir, makePlan, type Plan, versionBounds } from "../src/export/Plan.ts"
 import { Counters, tracking } from "../src/export/Progress.ts"
-import { ExportSettings, PositiveInt } from "../src/export/Settings.ts"
+import { ExportSettings, PositiveInt, sharedBy } from "../src/export/Settings.ts"
 import { identityOf, refuseTable, tableOf } from "../src/export/Tables.ts"
 import { destination } from "../src/sinks/Destination.ts"
 import { loadTable, taggedVersions } from "../src/sinks/iceberg/Table.ts"
@@ -289,8 +289,7 @@ export const runBackfill = (request: BackfillRequest, report: (outcome: VersionO
 
     const atOnce = Math.max(1, Math.min(request.versionConcurrency ?? 1, toExport.length))
     const options = {
-      ...request.export,
-      concurrency: Math.max(1, Math.floor(request.export.concurrency / atOnce)),
+      ...sharedBy(request.export, atOnce),
       force: false,
       region: regions.multiRegion ? regions.selected : undefined
     }

@@ -24,6 +24,7 @@ import {
   decodeRequest,
   ExportSettings,
   PositiveInt,
+  sharedBy,
   type WriteSettings,
   writeSettingsOf
 } from "../src/export/Settings.ts"
@@ -249,7 +250,7 @@ export const runNightly = <E extends HasExitCode>(job: NightlyJob, run: NightlyR
       out: job.out,
       mode: job.incremental === true ? "changes" as const : "full" as const,
       version: "latest" as const,
-      concurrency: Math.max(1, Math.floor(write.concurrency / atOnce)),
+      ...sharedBy(write, atOnce),
       force: false,
       keepSnapshots: job.keepSnapshots,
       region: job.region,

@@ -3,7 +3,7 @@ import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
 import { type BackfillJob, type BackfillTotals, runBackfill, type VersionOutcome } from "../../pipelines/backfill.ts"
 import { ExitCode, UsageError } from "../domain/ExitCode.ts"
-import { writeSettingsOf } from "../export/Settings.ts"
+import { connectionsFor, writeSettingsOf } from "../export/Settings.ts"
 import {
   clientFor,
   type Connection,
@@ -88,7 +88,10 @@ const backfill = (
     yield* checkOutputDir(job.out)
     const { region } = connection
     const write = writeSettingsOf(job)
-    const client = clientFor(connection, job.catalog, { concurrency: write.concurrency, retry: retryPolicyOf(global) })
+    const client = clientFor(connection, job.catalog, {
+      concurrency: connectionsFor(write),
+      retry: retryPolicyOf(global)
+    })
     const outcomes: Array<VersionOutcome> = []
     const totals = yield* runBackfill(
       {

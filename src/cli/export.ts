@@ -7,7 +7,7 @@ import * as Option from "effect/Option"
 import { exportOne } from "../../pipelines/nightly-export.ts"
 import { UsageError } from "../domain/ExitCode.ts"
 import { planExport } from "../export/Incremental.ts"
-import { writeSettingsOf } from "../export/Settings.ts"
+import { connectionsFor, writeSettingsOf } from "../export/Settings.ts"
 import {
   choiceOption,
   clientFor,
@@ -125,7 +125,10 @@ export const exportCommand = Command.make(
         ? yield* positive("keep-snapshots")(o.keepSnapshots.value)
         : undefined
       const connection = connectionOf(o)
-      const client = clientFor(connection, o.catalog, { concurrency: settings.concurrency, retry: retryPolicyOf(o) })
+      const client = clientFor(connection, o.catalog, {
+        concurrency: connectionsFor(settings),
+        retry: retryPolicyOf(o)
+      })
       return yield* Effect.gen(function*() {
         if (o.dryRun) {
           const planned = yield* planExport({

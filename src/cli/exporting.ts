@@ -53,10 +53,20 @@ const SETTING_FLAGS: {
       "parquet, arrow or both; iceberg: one Apache Iceberg table per layer at OUT/<catalog-id>/<layer-id>/, a snapshot tagged v<N> per version (docs/iceberg-tables.md)."
   },
   compression: { description: "Parquet page compression." },
-  concurrency: { description: "Blob downloads in flight at once." },
-  listConcurrency: { description: "Metadata parts listed and written at once." },
+  concurrency: {
+    description:
+      "Blob downloads in flight at once, pinned. Without it the export finds the number itself: it grows while the service answers as fast and backs off when it throttles (429, 503)."
+  },
+  maxConcurrency: { description: "The most blob downloads in flight the export may find (default 1024)." },
+  bufferBytes: {
+    description:
+      "Blob bytes held in memory at once: downloads in flight, rows waiting to be written (default: a quarter of the memory available, at most 256 MiB). A larger blob is fetched alone."
+  },
+  listConcurrency: { description: "Metadata parts listed at once." },
   parts: { description: "Metadata parts to ask for (the unit of parallel listing and of resume)." },
-  maxFileBytes: { description: "Start a new file once one reaches this size (default 256 MiB)." },
+  maxFileBytes: {
+    description: "Start a new file once one reaches this size (default 256 MiB); parts share files up to it."
+  },
   decode: {
     description:
       "Columns instead of blobs: auto decodes protobuf with the layer's schema, GeoJSON to GeoParquet and JSON by content type; none (the default) writes the raw bytes."

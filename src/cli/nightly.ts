@@ -3,7 +3,7 @@ import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import { type NightlyJob, runNightly } from "../../pipelines/nightly-export.ts"
 import { ExitCode } from "../domain/ExitCode.ts"
-import { writeSettingsOf } from "../export/Settings.ts"
+import { connectionsFor, writeSettingsOf } from "../export/Settings.ts"
 import { clientLayer, connectionOf, type GlobalOptions, lookupUrlFor, retryPolicyOf } from "./common.ts"
 import { decidingExitCode, exitCodeOf, JobFailed, sentenceOf } from "./Exit.ts"
 import { checkOutputDir, type ProgressFlags } from "./exporting.ts"
@@ -27,7 +27,7 @@ export const runNightlyJob = (
     yield* checkOutputDir(job.out)
     const connection = connectionOf(global, job)
     const { region } = connection
-    const concurrency = writeSettingsOf(job).concurrency
+    const concurrency = connectionsFor(writeSettingsOf(job))
     const failover = global.noFailover === true ? false : job.failover
     const { outcomes, raised, raiseFailure, retries } = yield* runNightly({ ...job, region, failover }, {
       // Each layer's lookup service follows from its own catalog's HRN, unless one is configured.

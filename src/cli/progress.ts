@@ -117,7 +117,7 @@ const terminalBoard = Effect.gen(function*() {
 
 const BAR_WIDTH = 20
 
-/** `label ██████░░░░  52% 968/1,860  1.0 MB  484/s  0.5 MB/s  eta 2s  0 retries` */
+/** `label ██████░░░░  52% 968/1,860  1.0 MB  484/s  0.5 MB/s  eta 2s  0 retries  256 in flight (limit 256)  3 throttled` */
 export const barLine = (label: string, s: Snapshot): string => {
   const filled = s.percent === null ? 0 : Math.round((s.percent / 100) * BAR_WIDTH)
   const bar = "█".repeat(filled) + "░".repeat(BAR_WIDTH - filled)
@@ -128,7 +128,9 @@ export const barLine = (label: string, s: Snapshot): string => {
   }/s  ` +
     `${(s.bytesRate / 1e6).toFixed(1)} MB/s  eta ${
       s.etaSeconds === null ? "?" : duration(s.etaSeconds)
-    }  ${s.retries} ${s.retries === 1 ? "retry" : "retries"}`
+    }  ${s.retries} ${s.retries === 1 ? "retry" : "retries"}${
+      s.limit === null ? "" : `  ${count(s.inFlight)} in flight (limit ${count(s.limit)})`
+    }${s.throttled === 0 ? "" : `  ${count(s.throttled)} throttled`}`
 }
 
 const count = (n: number) => n.toLocaleString("en-US")

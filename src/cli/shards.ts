@@ -15,7 +15,7 @@ import { UsageError } from "../domain/ExitCode.ts"
 import type { ExportResult } from "../export/Export.ts"
 import type { Manifest } from "../export/Manifest.ts"
 import { type Plan, shardsOf } from "../export/Plan.ts"
-import { defaults, type WriteSettings } from "../export/Settings.ts"
+import { connectionsFor, defaults, type WriteSettings } from "../export/Settings.ts"
 import {
   choiceOption,
   clientFor,
@@ -219,7 +219,7 @@ export const runShardCommand = (s: ShardRunSettings, o: GlobalOptions & Progress
     }
     yield* checkOutputDir(located.dest.name)
     const outcome = yield* runShardOf({ ...located, plan: located.plan }, shard, s).pipe(
-      Effect.provide(clientOfPlan(o, located.plan, s.concurrency)),
+      Effect.provide(clientOfPlan(o, located.plan, connectionsFor(s))),
       Effect.provide(progressLayer(o))
     )
     yield* render(shardRun, { _tag: "Ran", outcome, location: located.location }, s.json)

@@ -10,7 +10,7 @@ import { TOOL } from "../domain/Tool.ts"
 import type { Failover } from "../export/Failover.ts"
 import { writeJson } from "../export/Json.ts"
 import type { Manifest } from "../export/Manifest.ts"
-import { rate } from "../export/Progress.ts"
+import { type Counters, rate } from "../export/Progress.ts"
 import { destination } from "../sinks/Destination.ts"
 import { exitCodeOf, exitMeaning, sentenceOf } from "./Exit.ts"
 import { duration, megabytes } from "./progress.ts"
@@ -60,13 +60,19 @@ export const describeResult = (result: LayerResult, elapsedMs: number, retries: 
   const files = result.table === undefined
     ? `${m.files.length} file(s)`
     : `${result.table.dataFiles} data and ${result.table.deleteFiles} delete file(s)`
+  const fetching = result.counters.fetching
+  const limit = fetching === undefined
+    ? ""
+    : `, ${fetching.adaptive ? "found" : "pinned"} ${fetching.current} in flight${
+      fetching.throttled === 0 ? "" : `, ${fetching.throttled} throttled`
+    }`
   return `Exported ${what(m)}: ${m.partitions} partitions (${m.deleted} deleted)${describeDecode(m.decode)}, ${
     mb(m.bytes)
   }, ${files} ` +
     `in ${(elapsedMs / 1000).toFixed(1)} s (${rate(m.partitions, elapsedMs).toFixed(0)} partitions/s, ` +
     `${
       (m.bytes / 1e6 / Math.max(elapsedMs / 1000, 0.001)).toFixed(1)
-    } MB/s, ${retries} retries${reused}) -> ${result.dir}`
+    } MB/s, ${retries} retries${limit}${reused}) -> ${result.dir}`
 }
 
 /** An export into an Iceberg table: the table, the metadata file engines open, the tag (docs/iceberg-tables.md). */
@@ -107,6 +113,14 @@ export const describeRegions = (regions: Manifest["regions"], failover: Failover
   }`
 }
 
+/** What the blob downloads of a run found: pinned or adaptive, the limit at the end and at its highest, throttled answers. */
+const concurrencyJson = (f: NonNullable<Counters["fetching"]>) => ({
+  adaptive: f.adaptive,
+  limit: f.current,
+  highest: f.highest,
+  throttled: f.throttled
+})
+
 /** One layer's outcome as JSON: the `--json` summary of `export` and, per layer, of `run` (and their `_run.json`). */
 export const outcomeJson = (o: LayerOutcome) => {
   const c = o.counters
@@ -115,7 +129,8 @@ export const outcomeJson = (o: LayerOutcome) => {
     layer: o.layer,
     elapsedMs: o.elapsedMs,
     retries: c.retries,
-    ...(c.retries === 0 ? {} : { retriesByReason: c.retriesByReason })
+    ...(c.retries === 0 ? {} : { retriesByReason: c.retriesByReason }),
+    ...(c.fetching === undefined ? {} : { concurrency: concurrencyJson(c.fetching) })
   }
   if (Either.isLeft(o.result)) {
     const exitCode = exitCodeOf(o.result.left)

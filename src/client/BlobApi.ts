@@ -45,7 +45,10 @@ export interface PutOptions {
 }
 
 /** What a caller of `fetcher` decides; the rest (dispatcher, retry policy, token) comes from the client. */
-export type FetcherOptions<T> = Pick<BlobFetcherOptions<T>, "concurrency" | "onBlob" | "onFailure" | "isPaused">
+export type FetcherOptions<T> = Pick<
+  BlobFetcherOptions<T>,
+  "limit" | "onBlob" | "onFailure" | "admit" | "receiver"
+>
 
 export interface BlobFetcherHandle<T extends { readonly dataHandle: string }> {
   readonly fetcher: BlobFetcher<T>

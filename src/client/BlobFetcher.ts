@@ -1,14 +1,17 @@
 import type { Dispatcher } from "undici"
+import type { ConcurrencyLimit } from "./Concurrency.ts"
 import { apiErrorFrom, type HttpFailure, transportFailure } from "./ErrorMapping.ts"
 import type { ApiError } from "./Errors.ts"
 import { REDIRECT_STATUSES, redirectOf, redirectRefused } from "./Redirects.ts"
 import { gaveUp, isRetriableStatus, nextRetry, type RetryCount, type Retrying, type RetryLimits } from "./Retry.ts"
 
 /**
- * The hot path of an export: many small blob GETs with `concurrency` in flight, driving undici's
- * dispatcher directly. There is no fiber, stream, Schedule or response object per blob: a blob is one
- * small object, which is also undici's handler of its requests, collecting the body chunks and handing
- * the bytes to `onBlob` synchronously. Everything the general client does per request happens here
+ * The hot path of an export: many small blob GETs with as many in flight as `limit` allows (fixed, or
+ * found as it goes: Concurrency.ts), driving undici's dispatcher directly. There is no fiber, stream,
+ * Schedule or response object per blob: a blob is one small object, which is also undici's handler of
+ * its requests, collecting the body chunks (or handing them to a `receiver` as they come) and handing
+ * the bytes to `onBlob` synchronously. A request waiting out a retry holds no place in flight; it goes
+ * first when it is due. Everything the general client does per request happens here
  * too, with the same rules: bearer token (taken afresh for a retry, renewed once per attempt after a 401),
  * redirects without credentials across origins (Redirects.ts), the retry policy of Retry.ts
  * (`nextRetry`, the one the client's Schedule is built from: 408/429/5xx, resets, cut bodies,
@@ -16,17 +19,32 @@ import { gaveUp, isRetriableStatus, nextRetry, type RetryCount, type Retrying, t
  * Effect wraps it per chunk of listed partitions (BlobApi.fetcher).
  */
 
+/**
+ * Takes a large blob's body as it arrives, instead of the fetcher collecting its chunks and joining
+ * them (one copy fewer, and the body can be hashed as it comes).
+ */
+export interface BodyReceiver {
+  /** An answer's body begins (a retried request's starts over). */
+  start(): void
+  write(chunk: Uint8Array): void
+  /** The whole body. */
+  end(): Uint8Array
+}
+
 export interface BlobFetcherOptions<T> {
   readonly dispatcher: Dispatcher
-  /** Requests in flight at once. */
-  readonly concurrency: number
+  /** How many requests may be in flight; told of every request's end. */
+  readonly limit: ConcurrencyLimit
   readonly limits: RetryLimits
   /** Outage failures (5xx, no answer) of one blob in a row after which it gives up with RegionUnavailable (Retry.ts `outageLimit`). */
   readonly outageLimit?: number | undefined
   readonly maxRedirects: number
   readonly userAgent: string
-  /** The blob's bytes as stored, with the tag it was pushed with, in completion order. An exception stops the fetcher with it. */
-  readonly onBlob: (item: T, bytes: Uint8Array, tag: number) => void
+  /**
+   * The blob's bytes as stored, with the tag it was pushed with (and the receiver that took them, if
+   * one did), in completion order. An exception stops the fetcher with it.
+   */
+  readonly onBlob: (item: T, bytes: Uint8Array, tag: number, receiver: BodyReceiver | undefined) => void
   /** The first failure (and the item it concerns, when it concerns one); nothing is requested afterwards. */
   readonly onFailure: (error: unknown, item: T | undefined) => void
   /** The current token (the client renews it ahead of expiry): taken again for every retry. */
@@ -37,8 +55,10 @@ export interface BlobFetcherOptions<T> {
   readonly onRetry?: (retry: Retrying) => void
   /** When given, milliseconds from sending a request to its whole answer (or its failure), for every request: a plain call, no allocation. */
   readonly onAnswered?: (ms: number) => void
-  /** While this says so, no new request starts (the writer is behind); call `resume` when it changes. */
-  readonly isPaused?: () => boolean
+  /** Whether `item`'s request may start now (else nothing new starts until `resume`); asked once per item that starts. */
+  readonly admit?: (item: T) => boolean
+  /** Where the body of `item`'s successful answer goes; undefined: collected by the fetcher. */
+  readonly receiver?: (item: T) => BodyReceiver | undefined
 }
 
 const EMPTY = new Uint8Array(0)
@@ -65,12 +85,15 @@ class Download<T extends { readonly dataHandle: string }> implements Dispatcher.
   refreshedToken = false
   timer: ReturnType<typeof setTimeout> | undefined = undefined
   sentAt = 0
+  /** Whether the current answer's body goes to `receiver`. */
+  receiving = false
 
   constructor(
     readonly fetcher: BlobFetcher<T>,
     readonly item: T,
     readonly tag: number,
-    readonly blobPath: string
+    readonly blobPath: string,
+    readonly receiver: BodyReceiver | undefined
   ) {}
 
   get href(): string {
@@ -84,11 +107,16 @@ class Download<T extends { readonly dataHandle: string }> implements Dispatcher.
   onHeaders(status: number, rawHeaders: Array<Buffer>): boolean {
     this.status = status
     if (status < 200 || status >= 300) this.rawHeaders = rawHeaders
+    else if (this.receiver !== undefined) {
+      this.receiving = true
+      this.receiver.start()
+    }
     return true
   }
 
   onData(chunk: Buffer): boolean {
-    if (this.first === undefined) this.first = chunk
+    if (this.receiving) this.receiver!.write(chunk)
+    else if (this.first === undefined) this.first = chunk
     else (this.rest ??= []).push(chunk)
     return true
   }
@@ -102,6 +130,7 @@ class Download<T extends { readonly dataHandle: string }> implements Dispatcher.
   }
 
   get body(): Uint8Array {
+    if (this.receiving) return this.receiver!.end()
     if (this.rest === undefined) return this.first ?? EMPTY
     return Buffer.concat([this.first!, ...this.rest])
   }
@@ -120,7 +149,10 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
   private queue: Array<T> = []
   private tags: Array<number> = []
   private head = 0
+  /** Every blob started and not done: in flight, or waiting for a retry. */
   private readonly active = new Set<Download<T>>()
+  /** Blobs whose retry (or new token) is due: they go before new ones. */
+  private ready: Array<Download<T>> = []
   private origin = ""
   private pathPrefix = ""
   private headers: Record<string, string>
@@ -148,9 +180,14 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
     }
   }
 
-  /** Blobs queued or in flight. */
+  /** Blobs queued, in flight or waiting for a retry. */
   get pending(): number {
     return this.queue.length - this.head + this.active.size
+  }
+
+  /** Blobs started and not done: in flight, or waiting for a retry. */
+  get started(): number {
+    return this.active.size
   }
 
   /** Queues `items`; `tag` comes back with each of them in `onBlob`. */
@@ -162,7 +199,7 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
     this.pump()
   }
 
-  /** Starts requests up to the window (after `isPaused` said no, or a request finished). */
+  /** Starts requests up to the limit (after `admit` said no, or the limit grew). */
   resume(): void {
     this.pump()
   }
@@ -175,22 +212,29 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
       download.abort?.()
     }
     this.active.clear()
+    this.ready = []
     this.queue = []
     this.tags = []
     this.head = 0
   }
 
   private pump(): void {
-    const { concurrency, isPaused } = this.options
-    while (
-      !this.stopped && this.active.size < concurrency && this.head < this.queue.length && !(isPaused?.() ?? false)
-    ) {
+    const { admit, limit, receiver } = this.options
+    while (!this.stopped && limit.inFlight < limit.current) {
+      const due = this.ready.pop()
+      if (due !== undefined) {
+        this.send(due, this.origin, due.blobPath, true)
+        continue
+      }
+      if (this.head >= this.queue.length) return
       const item = this.queue[this.head]!
+      if (admit !== undefined && !admit(item)) return
       const download = new Download(
         this,
         item,
         this.tags[this.head]!,
-        this.pathPrefix + encodeURIComponent(item.dataHandle)
+        this.pathPrefix + encodeURIComponent(item.dataHandle),
+        receiver?.(item)
       )
       if (++this.head >= 4096 && this.head * 2 >= this.queue.length) {
         this.queue = this.queue.slice(this.head)
@@ -207,12 +251,14 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
     download.path = path
     download.authorized = authorized
     download.status = 0
+    download.receiving = false
     download.rawHeaders =
       download.first =
       download.rest =
       download.abort =
         undefined
-    if (this.options.onAnswered !== undefined) download.sentAt = performance.now()
+    download.sentAt = performance.now()
+    this.options.limit.sent()
     try {
       this.options.dispatcher.dispatch({
         origin,
@@ -221,6 +267,7 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
         headers: authorized ? this.headers : this.anonymous
       }, download)
     } catch (error) {
+      this.options.limit.ended()
       this.fail(transportFailure("GET", download.href, error, false), download.item)
     }
   }
@@ -228,17 +275,26 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
   /** @internal A complete answer. */
   answered(download: Download<T>): void {
     if (this.stopped) return
-    if (this.options.onAnswered !== undefined) this.options.onAnswered(performance.now() - download.sentAt)
+    const now = performance.now()
+    this.options.onAnswered?.(now - download.sentAt)
     const status = download.status
     if (status >= 200 && status < 300) {
+      this.options.limit.answered(download.sentAt, now)
       this.active.delete(download)
       try {
-        this.options.onBlob(download.item, status === 204 ? EMPTY : download.body, download.tag)
+        this.options.onBlob(
+          download.item,
+          status === 204 ? EMPTY : download.body,
+          download.tag,
+          download.receiving ? download.receiver : undefined
+        )
       } catch (error) {
         return this.fail(error, download.item)
       }
       return this.pump()
     }
+    if (status === 429 || status === 503) this.options.limit.throttle(download.sentAt, now)
+    else this.options.limit.ended()
     const headers = download.headers()
     if (REDIRECT_STATUSES.has(status) && headers.location !== undefined) {
       return this.redirect(download, headers.location)
@@ -268,7 +324,8 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
       download.first = download.rest = undefined
       return this.answered(download)
     }
-    if (this.options.onAnswered !== undefined) this.options.onAnswered(performance.now() - download.sentAt)
+    this.options.onAnswered?.(performance.now() - download.sentAt)
+    this.options.limit.ended()
     const error = transportFailure("GET", download.href, cause)
     if (error.retriable) this.retry(download, error)
     else this.fail(error, download.item)
@@ -295,7 +352,7 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
     )
   }
 
-  /** Sends the blob's request again from the start, with the token `token` gives. */
+  /** Sends the blob's request again from the start, with the token `token` gives, as soon as there is room. */
   private restart(download: Download<T>, token: Promise<string>): void {
     token.then(
       (value) => {
@@ -303,7 +360,8 @@ export class BlobFetcher<T extends { readonly dataHandle: string }> {
         this.setToken(value)
         // From the start, as each Http.send: its redirects are counted afresh.
         download.redirects = 0
-        this.send(download, this.origin, download.blobPath, true)
+        this.ready.push(download)
+        this.pump()
       },
       (failure) => this.fail(failure, download.item)
     )

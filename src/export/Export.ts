@@ -6,6 +6,7 @@ import * as Queue from "effect/Queue"
 import * as Stream from "effect/Stream"
 import type * as Tracer from "effect/Tracer"
 import { randomBytes } from "node:crypto"
+import { ConcurrencyLimit, DEFAULT_MAX_CONCURRENCY } from "../client/Concurrency.ts"
 import type { Partition } from "../domain/Partition.ts"
 import { TOOL } from "../domain/Tool.ts"
 import type { EncoderError } from "../encoder/Encoder.ts"
@@ -13,13 +14,14 @@ import { type Destination, destination } from "../sinks/Destination.ts"
 import type { RowBatch } from "../sinks/RowBatch.ts"
 import type { OutputFormat } from "../sinks/WrittenFile.ts"
 import { CrashProbe } from "../telemetry/CrashProbe.ts"
+import { ByteBudget, defaultBufferBytes } from "./Budget.ts"
 import { type Checkpoint, damage, discardUnfinished, finishedParts, listing, partsDir } from "./Checkpoints.ts"
 import { commit, committed } from "./Commit.ts"
 import { type DecodeRequest, type Decoding, exportSummary, prepareDecoding, sameDecoding } from "./Decoding.ts"
 import * as Fetch from "./Fetch.ts"
 import { listPart } from "./Listing.ts"
 import type { Manifest } from "./Manifest.ts"
-import { PartWriter } from "./Parts.ts"
+import { LARGE_ROW_BYTES, PartWriter } from "./Parts.ts"
 import { exportDir, type Plan, shardsOf } from "./Plan.ts"
 import { Counters } from "./Progress.ts"
 import type { ExportSettings } from "./Settings.ts"
@@ -38,7 +40,7 @@ import {
 export interface ExportOptions
   extends
     Pick<ExportSettings, "out" | "format" | "concurrency" | "listConcurrency">,
-    Partial<Pick<ExportSettings, "compression" | "maxFileBytes">>
+    Partial<Pick<ExportSettings, "compression" | "maxFileBytes" | "maxConcurrency" | "bufferBytes">>
 {
   readonly rowGroupBytes?: number | undefined
   /** Re-export even when a manifest says it is done. */
@@ -90,8 +92,6 @@ const ROW_GROUP_BYTES = 4 * 1024 * 1024
 const DECODED_ROW_GROUP_BYTES = 1024 * 1024
 /** Rows a part collects on the main thread before they go to the encoder thread. */
 const BATCH_BYTES = 1024 * 1024
-/** Batches waiting for the encoder beyond this pause new downloads. */
-const QUEUED_BYTES = 4 * BATCH_BYTES
 
 /** Names this run's data files apart from those of any other run of the same part. */
 const newRunId = () => randomBytes(4).toString("hex")
@@ -293,8 +293,8 @@ type Command =
   | { readonly _tag: "Fail"; readonly error: Fetch.FetchFailure }
 
 /**
- * List, fetch and write the parts `todo`: each part's listing feeds one fetch loop (so `concurrency`
- * bounds the downloads of all parts together), verified blobs become rows of their part's writer
+ * List, fetch and write the parts `todo`: each part's listing feeds one fetch loop (so the
+ * concurrency limit and the byte budget hold for all parts together), verified blobs become rows of their part's writer
  * synchronously, and one writer fiber hands full batches to the encoder thread and finishes each part
  * once its listing has ended and every row it listed has arrived; its checkpoint goes into `finished`.
  */
@@ -312,42 +312,48 @@ const transfer = (run: Run, todo: ReadonlyArray<number>, finished: Map<number, C
     >()
     const clock = yield* Effect.clock
     const probe = yield* CrashProbe
+    const limit = options.concurrency === undefined
+      ? ConcurrencyLimit.adaptive(options.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY)
+      : ConcurrencyLimit.fixed(options.concurrency)
+    const budget = new ByteBudget(options.bufferBytes ?? defaultBufferBytes())
+    counters.fetching = limit
+
+    const write = (writer: PartWriter, batch: RowBatch) => {
+      budget.enqueued(batch.data.byteLength)
+      Queue.unsafeOffer(commands, { _tag: "Write", writer, batch })
+    }
     const partFetched = (part: number) => {
       const t = tally.get(part)!
       t.fetch.attribute("export.partitions", t.accepted)
       t.fetch.end(clock.unsafeCurrentTimeNanos(), Exit.void)
-      Queue.unsafeOffer(commands, { _tag: "Finish", writer: writers.get(part)! })
+      const writer = writers.get(part)!
+      // Its last rows go through the budget like every other batch.
+      if (writer.collected > 0) write(writer, writer.take())
+      Queue.unsafeOffer(commands, { _tag: "Finish", writer })
     }
-    let queuedBytes = 0
 
     const accept = (part: number, p: Partition, stored: number, data: Uint8Array | null) => {
       const writer = writers.get(part)!
-      writer.add(
-        p.partition,
-        p.version,
-        p.dataHandle,
-        data === null ? null : p.dataSize ?? stored,
-        p.checksum ?? null,
-        data
-      )
+      const size = data === null ? null : p.dataSize ?? stored
+      if (data !== null && data.byteLength >= LARGE_ROW_BYTES) {
+        write(writer, writer.single(p.partition, p.version, p.dataHandle, size, p.checksum ?? null, data))
+      } else {
+        writer.add(p.partition, p.version, p.dataHandle, size, p.checksum ?? null, data)
+        if (writer.full) write(writer, writer.take())
+      }
       counters.partitions++
       if (data === null) counters.deleted++
       else counters.bytes += data.byteLength
-      if (writer.full) {
-        const batch = writer.take()
-        queuedBytes += batch.bytes
-        Queue.unsafeOffer(commands, { _tag: "Write", writer, batch })
-      }
       const t = tally.get(part)!
       if (++t.accepted === t.listed && t.ended) partFetched(part)
     }
 
     const fetch = yield* Fetch.stage(plan, {
-      concurrency: options.concurrency,
+      limit,
+      budget,
       integrityAttempts: options.integrityAttempts ?? 3,
       onBlob: accept,
-      onFailure: (error) => Queue.unsafeOffer(commands, { _tag: "Fail", error }),
-      isPaused: () => queuedBytes > QUEUED_BYTES
+      onFailure: (error) => Queue.unsafeOffer(commands, { _tag: "Fail", error })
     })
 
     const rowGroupBytes = options.rowGroupBytes ?? (decoding === undefined ? ROW_GROUP_BYTES : DECODED_ROW_GROUP_BYTES)
@@ -373,7 +379,7 @@ const transfer = (run: Run, todo: ReadonlyArray<number>, finished: Map<number, C
         : Effect.map(
           PartWriter.open(dest, dir, part, run.id, writerOptions, {
             rowBytes: meanDataSize(listed),
-            concurrency: options.concurrency
+            concurrency: limit.current
           }),
           (writer) => void writers.set(part, writer)
         )
@@ -415,23 +421,26 @@ const transfer = (run: Run, todo: ReadonlyArray<number>, finished: Map<number, C
         if (t.accepted === t.listed) partFetched(part)
       })
 
-    const write: Effect.Effect<void, EncoderError | Fetch.FetchFailure> = Effect.gen(function*() {
+    const writing: Effect.Effect<void, EncoderError | Fetch.FetchFailure> = Effect.gen(function*() {
       for (let remaining = todo.length; remaining > 0;) {
         const command = yield* Queue.take(commands)
         switch (command._tag) {
-          case "Write":
+          case "Write": {
+            // Read before the batch goes to the encoder thread, which detaches its buffer.
+            const bytes = command.batch.data.byteLength
             yield* command.writer.write(command.batch)
-            queuedBytes -= command.batch.bytes
+            budget.taken(bytes)
             fetch.resume()
             break
+          }
           case "Finish": {
             const checkpoint = yield* command.writer.finish
             finished.set(command.writer.part, checkpoint)
             writers.delete(command.writer.part)
-            const { write } = tally.get(command.writer.part)!
-            write.attribute("export.files", checkpoint.files.length)
-            write.attribute("export.bytes", checkpoint.bytes)
-            write.end(clock.unsafeCurrentTimeNanos(), Exit.void)
+            const span = tally.get(command.writer.part)!.write
+            span.attribute("export.files", checkpoint.files.length)
+            span.attribute("export.bytes", checkpoint.bytes)
+            span.end(clock.unsafeCurrentTimeNanos(), Exit.void)
             remaining--
             break
           }
@@ -443,7 +452,7 @@ const transfer = (run: Run, todo: ReadonlyArray<number>, finished: Map<number, C
 
     yield* Effect.all([
       Effect.forEach(todo, listAndFetch, { concurrency: options.listConcurrency, discard: true }),
-      write
+      writing
     ], {
       concurrency: "unbounded",
       discard: true

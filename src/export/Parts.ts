@@ -2,7 +2,7 @@ import * as Effect from "effect/Effect"
 import type { EncoderError, EncoderWorkload } from "../encoder/Encoder.ts"
 import * as RollingWriter from "../encoder/RollingWriter.ts"
 import type { Destination } from "../sinks/Destination.ts"
-import { type RowBatch, RowBatchBuilder } from "../sinks/RowBatch.ts"
+import { type RowBatch, RowBatchBuilder, singleRow } from "../sinks/RowBatch.ts"
 import { CrashProbe, type CrashProbeShape } from "../telemetry/CrashProbe.ts"
 import { type Checkpoint, checkpointKey } from "./Checkpoints.ts"
 import { type Decoding, partSummary } from "./Decoding.ts"
@@ -25,6 +25,9 @@ export interface PartWriterOptions extends Omit<RollingWriter.Options, "dir" | "
    */
   readonly tableRows?: boolean | undefined
 }
+
+/** Rows whose blob is at least this large go to the encoder as a batch of their own, without a copy. */
+export const LARGE_ROW_BYTES = 1024 * 1024
 
 /**
  * The files of one part being written: rows are collected synchronously (the fetch loop calls `add`
@@ -80,13 +83,37 @@ export class PartWriter {
     checksum: string | null,
     data: Uint8Array | null
   ): void {
-    this.partitions++
     if (data === null && this.deletedIds !== undefined) {
+      // An Iceberg table's deleted partition is no row: the commit position-deletes its old one.
+      this.partitions++
       this.deleted++
       this.deletedIds.push(partition)
       return
     }
     this.batch.add(partition, version, dataHandle, dataSize, checksum, data)
+    this.count(data)
+  }
+
+  /** A row of a large blob, as a batch of its own whose buffer is the blob's (no copy where the blob owns its buffer). */
+  single(
+    partition: string,
+    version: number,
+    dataHandle: string,
+    dataSize: number | null,
+    checksum: string | null,
+    data: Uint8Array
+  ): RowBatch {
+    this.count(data)
+    return singleRow(partition, version, dataHandle, dataSize, checksum, data)
+  }
+
+  /** Rows collected and not yet taken. */
+  get collected(): number {
+    return this.batch.length
+  }
+
+  private count(data: Uint8Array | null): void {
+    this.partitions++
     if (data === null) this.deleted++
     else this.bytes += data.byteLength
   }

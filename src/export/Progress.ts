@@ -3,6 +3,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import type { ConcurrencyLimit } from "../client/Concurrency.ts"
 import { MetadataApi } from "../client/MetadataApi.ts"
 import { type RetryObserver, RetryTally } from "../client/Retry.ts"
 import * as Metrics from "../telemetry/Metrics.ts"
@@ -22,6 +23,9 @@ export class Counters implements RetryObserver {
   resumed = 0
   retries = 0
   readonly retriesByReason: Record<string, number> = {}
+  /** The blob requests of the run in progress: in flight, the limit (fixed or found), throttled answers. */
+  fetching: Pick<ConcurrencyLimit, "inFlight" | "current" | "highest" | "throttled" | "adaptive"> | undefined =
+    undefined
   /** Partitions expected, when known: from the versions answer (a pinned version), else once every part is listed. */
   total: number | undefined = undefined
   totalFrom: "versions" | "listing" | undefined = undefined
@@ -78,6 +82,9 @@ export class Counters implements RetryObserver {
       deleted: this.deleted,
       bytes: this.bytes,
       retries: this.retries,
+      inFlight: this.fetching?.inFlight ?? 0,
+      limit: this.fetching?.current ?? null,
+      throttled: this.fetching?.throttled ?? 0,
       elapsedMs,
       rate: perSecond,
       bytesRate: rate(bytes, span),
@@ -99,6 +106,12 @@ export interface Snapshot {
   readonly deleted: number
   readonly bytes: number
   readonly retries: number
+  /** Blob requests in flight now. */
+  readonly inFlight: number
+  /** How many may be in flight: pinned, or as found so far; null before fetching starts. */
+  readonly limit: number | null
+  /** Answers that said the service throttles (429, 503). */
+  readonly throttled: number
   readonly elapsedMs: number
   /** Partitions per second, over the last 10 s. */
   readonly rate: number

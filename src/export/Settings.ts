@@ -1,7 +1,9 @@
 import * as Schema from "effect/Schema"
 import * as Struct from "effect/Struct"
+import { DEFAULT_MAX_CONCURRENCY } from "../client/Concurrency.ts"
 import { decodeModes, onDecodeErrors } from "../decode/Shared.ts"
 import { OutputFormat } from "../sinks/WrittenFile.ts"
+import { defaultBufferBytes } from "./Budget.ts"
 import type { DecodeRequest } from "./Decoding.ts"
 
 export const PositiveInt = Schema.Int.pipe(Schema.positive())
@@ -30,13 +32,17 @@ export const ExportSettings = Schema.Struct({
   out: Schema.String,
   format: Schema.optionalWith(ExportFormat, { default: () => "parquet" as const }),
   compression: Schema.optionalWith(Compression, { default: () => "zstd" as const }),
-  /** Blob requests in flight at once, across all parts. */
-  concurrency: Schema.optionalWith(PositiveInt, { default: () => 32 }),
-  /** Parts listed (and written) at once. */
+  /** Blob requests in flight at once, across all parts, pinned; absent: found as the export runs (client/Concurrency.ts). */
+  concurrency: Schema.optional(PositiveInt),
+  /** The most blob requests the adaptive limit allows in flight. */
+  maxConcurrency: Schema.optionalWith(PositiveInt, { default: () => DEFAULT_MAX_CONCURRENCY }),
+  /** Blob bytes held in memory at once (export/Budget.ts); absent: chosen from the memory available. */
+  bufferBytes: Schema.optional(PositiveInt),
+  /** Parts listed at once. */
   listConcurrency: Schema.optionalWith(PositiveInt, { default: () => 4 }),
   /** Metadata parts to ask for: the unit of parallel listing and of resume. */
   parts: Schema.optionalWith(PositiveInt, { default: () => 4 }),
-  /** A new file once one reaches this size (the writers' default: 256 MiB). */
+  /** A new file once one reaches this size (the writers' default: 256 MiB); parts share files up to it. */
   maxFileBytes: Schema.optional(PositiveInt),
   /** Raw bytes unless asked: the columns of existing exports never change under their users (docs/decoding.md). */
   decode: Schema.optionalWith(DecodeMode, { default: () => "none" as const }),
@@ -82,4 +88,22 @@ const WRITE_KEYS = Struct.keys(ExportSettings.fields).filter((key): key is keyof
 export const writeSettingsOf = (settings: ExportSettings, over: DecodeOverrides = {}): WriteSettings => ({
   ...Struct.pick(settings, ...WRITE_KEYS),
   decode: decodeRequest(settings, over)
+})
+
+/** Connections per origin the client keeps for an export with these settings (listings get theirs on top). */
+export const connectionsFor = (settings: Pick<ExportSettings, "concurrency" | "maxConcurrency">): number =>
+  settings.concurrency ?? settings.maxConcurrency
+
+/**
+ * The settings of each of `atOnce` exports that run side by side (a nightly job's layers, a backfill's
+ * versions): they share the downloads in flight and the byte budget.
+ */
+export const sharedBy = <S extends Partial<Pick<ExportSettings, "concurrency" | "maxConcurrency" | "bufferBytes">>>(
+  settings: S,
+  atOnce: number
+): S => ({
+  ...settings,
+  concurrency: settings.concurrency === undefined ? undefined : Math.max(1, Math.floor(settings.concurrency / atOnce)),
+  maxConcurrency: Math.max(1, Math.floor((settings.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY) / atOnce)),
+  bufferBytes: Math.max(1, Math.floor((settings.bufferBytes ?? defaultBufferBytes()) / atOnce))
 })

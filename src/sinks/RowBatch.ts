@@ -121,6 +121,31 @@ export class RowBatchBuilder {
   }
 }
 
+/**
+ * A batch of one row whose buffer is the blob's own when the blob owns all of it (a large blob
+ * received into a buffer of its size): no copy, and handing the batch to the encoder thread moves it.
+ * A blob that is a view of a larger buffer is copied, so that moving the batch moves only its bytes.
+ */
+export const singleRow = (
+  partition: string,
+  partitionVersion: bigint | number,
+  dataHandle: string,
+  dataSize: bigint | number | null,
+  checksum: string | null,
+  data: Uint8Array
+): RowBatch => ({
+  length: 1,
+  partition: [partition],
+  partitionVersion: [partitionVersion],
+  dataHandle: [dataHandle],
+  dataSize: [dataSize],
+  checksum: [checksum],
+  data: data.byteOffset === 0 && data.byteLength === data.buffer.byteLength ? data : data.slice(),
+  dataOffsets: Int32Array.of(0, data.byteLength),
+  dataNull: Uint8Array.of(0),
+  bytes: ROW_OVERHEAD_BYTES + partition.length + dataHandle.length + (checksum?.length ?? 0) + data.byteLength
+})
+
 /** A batch of the given rows (tests, tools). */
 export const batchOf = (
   rows: ReadonlyArray<{

@@ -13,6 +13,9 @@
  *   6. The local service: test/bench/service.ts (blob GET CPU vs a bare node:http server, listing rate).
  *   7. Start-up: `catalog-export --version` and `export --dry-run`.
  *   9. Publishing large files: test/bench/publish.ts (6 x 200 MB through multipart uploads vs the transfer's floor).
+ *  10. Adaptive concurrency: blobs answered after 50 ms, defaults (no --concurrency); vs 0.9 x 256 / latency.
+ *  11. A limited service: 50 ms, 429 + Retry-After: 1 past 64 reads in flight, defaults; vs 0.8 x 64 / latency,
+ *      throttled reads <= 5 %. Sections 10 and 11 time the whole export minus a --dry-run's (the user's view).
  * The fast server is test/bench/fast-server.ts: node:http, everything from memory. Every output is read
  * back (DuckDB: row count and sha1(data) = checksum on every row) after its timing.
  *
@@ -55,7 +58,8 @@ const startFastServer = async (
   partitions: number,
   minBytes: number,
   maxBytes: number,
-  latencyMs = 0
+  latencyMs = 0,
+  limit = 0
 ): Promise<FastServer> => {
   const credentials = path.join(TMP, `fast-${process.pid}.properties`)
   const child = spawn(process.execPath, [
@@ -69,6 +73,8 @@ const startFastServer = async (
     String(maxBytes),
     "--latency-ms",
     String(latencyMs),
+    "--limit",
+    String(limit),
     "--credentials-out",
     credentials
   ], { stdio: ["ignore", "pipe", "inherit"] })
@@ -113,7 +119,13 @@ const naive = (server: FastServer, out: string, concurrency: number, mode: "expo
   ])
 }
 
-const ours = (server: FastServer, out: string, concurrency: number, extra: ReadonlyArray<string> = []) => {
+/** `export` of the fast server's layer; `concurrency` undefined: the default (found as it runs). */
+const ours = (
+  server: FastServer,
+  out: string,
+  concurrency: number | undefined,
+  extra: ReadonlyArray<string> = []
+) => {
   fs.rmSync(out, { recursive: true, force: true })
   return measure(CLI, [
     "export",
@@ -131,8 +143,7 @@ const ours = (server: FastServer, out: string, concurrency: number, extra: Reado
     "parquet",
     "--compression",
     "zstd",
-    "--concurrency",
-    String(concurrency),
+    ...(concurrency === undefined ? [] : ["--concurrency", String(concurrency)]),
     "--quiet",
     ...extra
   ])
@@ -270,6 +281,53 @@ const main = async () => {
           })`
       )
       say()
+    })
+  }
+
+  // The whole export's wall time minus a dry run's (start-up, token, lookup, plan), with the defaults.
+  const adaptive = async (
+    section: number,
+    title: string,
+    limit: number,
+    target: (rate: number, throttled: number) => string
+  ) => {
+    const n = scale(20_000)
+    const latency = 50
+    await withServer(startFastServer(n, 1024, 2048, latency, limit), async (server) => {
+      const dry = ours(server, out, undefined, ["--dry-run"])
+      const run = ours(server, out, undefined)
+      await verify(out, n, true)
+      const stats = (await (await fetch(`${server.url}/bench/stats`)).json()) as {
+        blobs: number
+        throttled: number
+        peakInFlight: number
+      }
+      const rate = n / (run.wallSeconds - dry.wallSeconds)
+      say(`### ${section}. ${title} (${n} partitions, blobs answered after ${latency} ms, defaults)`)
+      say()
+      say(
+        `catalog-export: ${fmt(rate)} partitions/s (${fmt(run.wallSeconds, 1)} s wall minus ${
+          fmt(dry.wallSeconds, 1)
+        } s of a dry run; ${fmt(run.cpuSeconds, 1)} s CPU, ${fmt(run.maxRssMb)} MB peak RSS); ` +
+          `at most ${stats.peakInFlight} reads in flight at the server, ${stats.throttled} of ${stats.blobs} throttled (${
+            fmt((100 * stats.throttled) / stats.blobs, 1)
+          } %); ${target(rate, stats.throttled / stats.blobs)}`
+      )
+      say()
+    })
+  }
+  if (wanted(10)) {
+    await adaptive(10, "Adaptive concurrency", 0, (rate) => {
+      const ideal = (256 * 1000) / 50
+      return `ratio to 256 / latency = ${fmt(rate / ideal, 2)} (target >= 0.9: ${verdict(rate >= 0.9 * ideal)})`
+    })
+  }
+  if (wanted(11)) {
+    await adaptive(11, "A service that throttles past 64 reads in flight", 64, (rate, throttled) => {
+      const ideal = (64 * 1000) / 50
+      return `ratio to 64 / latency = ${fmt(rate / ideal, 2)} (target >= 0.8 with <= 5 % throttled: ${
+        verdict(rate >= 0.8 * ideal && throttled <= 0.05)
+      })`
     })
   }
 

@@ -3,10 +3,13 @@
  * memory. It speaks just enough of the interface for an export (token, lookup, config, versions,
  * parts, one listing per part, blobs), so the benchmark measures the exporter, not the service.
  *
- *   tsx test/bench/fast-server.ts --partitions N --min-bytes A --max-bytes B [--latency-ms L] --credentials-out FILE
+ *   tsx test/bench/fast-server.ts --partitions N --min-bytes A --max-bytes B [--latency-ms L] [--limit M]
+ *     --credentials-out FILE
  *
- * Prints one JSON line once listening: {"url", "lookupUrl", "catalog", "layer"}. GET /bench/stats says how
- * many blobs were asked for, when the first request came and when the last answer went (ms).
+ * `--limit M` is the app's limit of a platform: a blob read arriving while M reads are in flight is
+ * answered 429 with `Retry-After: 1`. Prints one JSON line once listening: {"url", "lookupUrl",
+ * "catalog", "layer"}. GET /bench/stats says how many blobs were asked for (and of them throttled),
+ * the most in flight at once, when the first request came and when the last answer went (ms).
  * Tokens are not checked: any signed token request gets one, any bearer token is accepted.
  */
 import { createHash } from "node:crypto"
@@ -29,6 +32,7 @@ const count = Number(arg("partitions"))
 const minBytes = Number(arg("min-bytes", "1024"))
 const maxBytes = Number(arg("max-bytes", String(minBytes)))
 const latencyMs = Number(arg("latency-ms", "0"))
+const limit = Number(arg("limit", "0"))
 const credentialsOut = arg("credentials-out")
 
 // A pool of distinct payloads, each blob a copy with its index stamped in (distinct checksums).
@@ -60,7 +64,8 @@ for (let i = 0; i < count; i++) {
 const listing = (from: number, to: number) => Buffer.from(`{"partitions":[${listed.slice(from, to).join(",")}]}`)
 
 /** When the blob requests came: the export's fetch phase as the server saw it (GET /bench/stats). */
-const stats = { blobs: 0, first: 0, last: 0 }
+const stats = { blobs: 0, throttled: 0, peakInFlight: 0, first: 0, last: 0 }
+let inFlight = 0
 
 const server = createServer((req, res) => {
   if (req.url === "/bench/stats") return send(res, 200, stats)
@@ -100,7 +105,14 @@ const server = createServer((req, res) => {
     const data = blobs.get(path.slice(blobPrefix.length))
     if (data === undefined) return send(res, 404, { title: "Not Found", status: 404 })
     if (stats.blobs++ === 0) stats.first = performance.now()
+    if (limit > 0 && inFlight >= limit) {
+      stats.throttled++
+      res.writeHead(429, { "content-type": "application/json", "retry-after": "1" })
+      return res.end(JSON.stringify({ title: "Too Many Requests", status: 429 }))
+    }
+    if (++inFlight > stats.peakInFlight) stats.peakInFlight = inFlight
     const reply = () => {
+      inFlight--
       stats.last = performance.now()
       res.writeHead(200, { "content-type": "application/octet-stream", "content-length": data.byteLength })
       res.end(data)

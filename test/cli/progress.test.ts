@@ -157,6 +157,9 @@ describe("progress lines when not on a terminal", () => {
           "deleted",
           "bytes",
           "retries",
+          "inFlight",
+          "limit",
+          "throttled",
           "elapsedMs",
           "rate",
           "bytesRate",
@@ -164,6 +167,9 @@ describe("progress lines when not on a terminal", () => {
         ].sort()
       )
       expect(line.catalog).toBe(DEMO)
+      // Found as it goes (no --concurrency): null before the first blob request, at least 1 after.
+      expect(line.limit === null || line.limit >= 1).toBe(true)
+      expect(line.throttled).toBe(0)
     }
     for (const line of of("places")) {
       expect(line).toMatchObject({ total: places.count, totalFrom: "versions" })

@@ -6,6 +6,7 @@ import * as Exit from "effect/Exit"
 import * as Stream from "effect/Stream"
 import { createHash } from "node:crypto"
 import { BlobApi, VolatileBlobApi } from "../../src/client/BlobApi.ts"
+import { ConcurrencyLimit } from "../../src/client/Concurrency.ts"
 import { ConfigApi } from "../../src/client/ConfigApi.ts"
 import { ApiError, CatalogNotFound, RegionUnavailable } from "../../src/client/Errors.ts"
 import { PublishApi } from "../../src/client/PublishApi.ts"
@@ -238,7 +239,7 @@ describe("BlobApi", () => {
           const fetched: Array<string> = []
           const { fetcher } = yield* Effect.locally(
             (yield* BlobApi).fetcher<{ dataHandle: string }>(CATALOG, "roads", {
-              concurrency: 1,
+              limit: ConcurrencyLimit.fixed(1),
               onBlob: (item) => void fetched.push(item.dataHandle),
               onFailure: (error) => Deferred.unsafeDone(failed, Exit.succeed(error))
             }),

@@ -20,6 +20,7 @@ import * as Option from "effect/Option"
 import { createHash } from "node:crypto"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { BlobApi } from "../../src/client/BlobApi.ts"
+import { ConcurrencyLimit } from "../../src/client/Concurrency.ts"
 import {
   ApiError,
   AuthError,
@@ -460,7 +461,7 @@ const viaGeneral = Effect.flatMap(BlobApi, (api) => api.get(CATALOG, "roads", HA
 const viaFetcher = Effect.scoped(Effect.gen(function*() {
   const done = yield* Deferred.make<Uint8Array, unknown>()
   const { fetcher } = yield* (yield* BlobApi).fetcher<{ readonly dataHandle: string }>(CATALOG, "roads", {
-    concurrency: 1,
+    limit: ConcurrencyLimit.fixed(1),
     onBlob: (_item, bytes) => Deferred.unsafeDone(done, Exit.succeed(Uint8Array.from(bytes))),
     onFailure: (error) => Deferred.unsafeDone(done, Exit.fail(error))
   })

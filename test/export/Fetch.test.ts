@@ -7,8 +7,10 @@ import * as Fiber from "effect/Fiber"
 import * as Logger from "effect/Logger"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
+import { ConcurrencyLimit } from "../../src/client/Concurrency.ts"
 import { RetryTally } from "../../src/client/Retry.ts"
 import type { Partition } from "../../src/domain/Partition.ts"
+import { ByteBudget } from "../../src/export/Budget.ts"
 import * as Fetch from "../../src/export/Fetch.ts"
 import { listPart } from "../../src/export/Listing.ts"
 import { makePlan, type Plan } from "../../src/export/Plan.ts"
@@ -44,14 +46,14 @@ const fetchAll = (
     const received: Array<Received> = []
     const done = yield* Deferred.make<void, Fetch.FetchFailure>()
     const stage = yield* Fetch.stage(plan, {
-      concurrency: 4,
+      limit: ConcurrencyLimit.fixed(4),
+      budget: new ByteBudget(64 * 1024 * 1024),
       integrityAttempts: options.integrityAttempts ?? 3,
       onBlob: (part, partition, stored, data) => {
         received.push({ part, partition, stored, data })
         if (received.length === partitions.length) Deferred.unsafeDone(done, Exit.void)
       },
-      onFailure: (error) => Deferred.unsafeDone(done, Exit.fail(error)),
-      isPaused: () => false
+      onFailure: (error) => Deferred.unsafeDone(done, Exit.fail(error))
     })
     const parts = options.parts ?? 1
     const size = Math.ceil(partitions.length / parts)
@@ -186,11 +188,11 @@ describe("the fetch stage", () => {
       yield* Effect.scoped(Effect.gen(function*() {
         const failed = yield* Deferred.make<Fetch.FetchFailure>()
         const stage = yield* Fetch.stage(plan, {
-          concurrency: 1,
+          limit: ConcurrencyLimit.fixed(1),
+          budget: new ByteBudget(64 * 1024 * 1024),
           integrityAttempts: 3,
           onBlob: () => {},
-          onFailure: (error) => Deferred.unsafeDone(failed, Exit.succeed(error)),
-          isPaused: () => false
+          onFailure: (error) => Deferred.unsafeDone(failed, Exit.succeed(error))
         })
         yield* stage.offer(0, partitions.slice(0, 1))
         const error = yield* Deferred.await(failed)
@@ -205,7 +207,7 @@ describe("the fetch stage", () => {
       }))
     }).pipe(Effect.provide(stagesLayer())))
 
-  it.effect("starts no download while paused, and holds offer back while too many blobs wait", () =>
+  it.effect("starts no download while the budget is full of rows waiting for the encoder, and holds offer back while too many blobs wait", () =>
     Effect.gen(function*() {
       const catalog = yield* TestCatalog
       const plan = yield* planOf("places", 0)
@@ -213,22 +215,25 @@ describe("the fetch stage", () => {
       // Over the high-water mark of max(8 x concurrency, 1024) queued blobs.
       const many = Array.from({ length: 10 }, () => partitions).flat()
       expect(many.length).toBeGreaterThan(1024)
-      let paused = true
+      // 8 MiB of rows of 1 MiB arrived and wait for the encoder: more than the budget lets wait.
+      const budget = new ByteBudget(64 * 1024 * 1024)
+      for (let i = 0; i < 8; i++) budget.arrived(0, 1024 * 1024)
+      budget.enqueued(8 * 1024 * 1024)
       let arrived = 0
       let failure: unknown
       yield* Effect.scoped(Effect.gen(function*() {
         const stage = yield* Fetch.stage(plan, {
-          concurrency: 2,
+          limit: ConcurrencyLimit.fixed(2),
+          budget,
           integrityAttempts: 3,
           onBlob: () => void arrived++,
-          onFailure: (error) => void (failure = error),
-          isPaused: () => paused
+          onFailure: (error) => void (failure = error)
         })
         const offer = yield* Effect.fork(stage.offer(0, many))
         yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 30)))
         expect(catalog.blobRequests).toEqual([])
         expect(Option.isNone(yield* Fiber.poll(offer))).toBe(true)
-        paused = false
+        budget.taken(8 * 1024 * 1024)
         stage.resume()
         yield* Fiber.join(offer)
         // offer returns once the queue is down to the low-water mark (2 x concurrency)...
