@@ -9,13 +9,16 @@ import { tidyCommitted } from "../src/export/Commit.ts"
 import { InvalidLayerId, LayerNotExportable, LayerNotVersioned, NotFound } from "../src/export/Errors.ts"
 import type { ExportOptions } from "../src/export/Export.ts"
 import { regionsOf } from "../src/export/Failover.ts"
+import { planTableVersion } from "../src/export/Incremental.ts"
 import { ConnectionFields } from "../src/export/JobConfig.ts"
 import { runExport } from "../src/export/Lazy.ts"
 import { type Manifest, readManifest } from "../src/export/Manifest.ts"
-import { exportDir, makePlan, versionBounds } from "../src/export/Plan.ts"
+import { exportDir, makePlan, type Plan, versionBounds } from "../src/export/Plan.ts"
 import { Counters, tracking } from "../src/export/Progress.ts"
 import { ExportSettings, PositiveInt, sharedBy, writeSettingsOf } from "../src/export/Settings.ts"
+import { identityOf, refuseTable, tableOf } from "../src/export/Tables.ts"
 import { destination } from "../src/sinks/Destination.ts"
+import { loadTable, taggedVersions } from "../src/sinks/iceberg/Table.ts"
 
 /** Exports every version in from..to of one versioned layer, once each; restartable. */
 export const BackfillJob = Schema.Struct({
@@ -224,6 +227,18 @@ export const runBackfill = (request: BackfillRequest, report: (outcome: VersionO
     const dest = yield* destination(request.export.out)
     const dirOf = (version: number) =>
       exportDir({ catalogId: catalog.id, layerId: layer.id, layerType: "versioned", version })
+    // --format iceberg: versions go into the layer's table (tagged v<N>, off main when older than it).
+    const ids = { catalogHrn, catalogId: catalog.id, layerId: layer.id }
+    const intoTable = request.export.format === "iceberg"
+    const tagged = intoTable
+      ? new Set(taggedVersions((yield* loadTable(tableOf(dest, ids), identityOf(ids))).metadata).map((t) => t.version))
+      : undefined
+    if (!intoTable) yield* refuseTable(dest, ids)
+    /** A version already exported here: tagged in the table, or its export's manifest. */
+    const exportedHere = (version: number) =>
+      tagged !== undefined
+        ? Effect.succeed(tagged.has(version))
+        : Effect.map(readManifest(dest, dirOf(version)), Option.isSome)
     /** Versions whose state this run leaves exported: committed before, or to be exported now. */
     const held = new Set<number>()
     let changeCheck: string | undefined = request.everyVersion === true
@@ -250,7 +265,12 @@ export const runBackfill = (request: BackfillRequest, report: (outcome: VersionO
     let bounds = yield* versionBounds(catalogHrn)
     for (let version = request.from; version <= request.to; version++) {
       const slot = reporter.reserve()
-      const manifest = yield* readManifest(dest, dirOf(version))
+      const manifest = intoTable ? Option.none() : yield* readManifest(dest, dirOf(version))
+      if (tagged?.has(version) === true) {
+        held.add(version)
+        yield* reporter.settle(slot, { version, status: "already-exported" })
+        continue
+      }
       if (Option.isSome(manifest)) {
         // A run killed between its manifest and its tidying left its bookkeeping: runExport tidies that when it finds the manifest, but this skips it.
         yield* tidyCommitted(dest, dirOf(version), manifest.value)
@@ -282,7 +302,7 @@ export const runBackfill = (request: BackfillRequest, report: (outcome: VersionO
       }
       if (changed !== undefined && changed.value < version) {
         const since = changed.value
-        if (held.has(since) || Option.isSome(yield* readManifest(dest, dirOf(since)))) {
+        if (held.has(since) || (yield* exportedHere(since))) {
           held.add(version)
           yield* reporter.settle(slot, { version, through: version, status: "unchanged", since })
           continue
@@ -309,7 +329,19 @@ export const runBackfill = (request: BackfillRequest, report: (outcome: VersionO
         const started = Date.now()
         const counters = new Counters()
         const exported = yield* Effect.gen(function*() {
-          const plan = yield* makePlan({ catalog: catalogHrn, layer: layer.id, version, parts: request.parts })
+          const full = yield* makePlan({
+            catalog: catalogHrn,
+            layer: layer.id,
+            version,
+            parts: request.parts,
+            ...(intoTable ? { format: "iceberg" as const } : {})
+          })
+          // A table's version: the changes from the nearest older tag where the catalog still has them.
+          const planned: Option.Option<Plan> = intoTable
+            ? Option.map(yield* planTableVersion(dest, full, request.parts), (p) => p.plan)
+            : Option.some(full)
+          if (Option.isNone(planned)) return "tagged" as const
+          const plan = planned.value
           return yield* tracking(
             plan,
             `${catalogHrn} ${layer.id} v${version}`,
@@ -330,7 +362,9 @@ export const runBackfill = (request: BackfillRequest, report: (outcome: VersionO
         )
         yield* reporter.settle(
           slot,
-          typeof exported === "number"
+          exported === "tagged"
+            ? { version, status: "already-exported" }
+            : typeof exported === "number"
             ? { version, through: version, status: "below-minimum", minimum: exported }
             : {
               version,

@@ -34,6 +34,7 @@ import { exportLocation } from "../src/retention/ExportLocation.ts"
 import { guard } from "../src/retention/Guard.ts"
 import { destination } from "../src/sinks/Destination.ts"
 import * as Metrics from "../src/telemetry/Metrics.ts"
+import { afterTableExport, type Compacted, type ExpiredTable, expireTables } from "./tables.ts"
 
 /** Exports the latest version of each listed layer (volatile layers: a snapshot of their data). */
 export const NightlyJob = Schema.Struct({
@@ -69,8 +70,10 @@ export interface LayerOutcome<E extends HasExitCode = HasExitCode> {
   readonly result: Either.Either<LayerResult, E>
   /** Why a layer was exported differently than asked (a full export instead of changes). */
   readonly note: string | undefined
-  /** Old snapshot directories removed after this one (`keepSnapshots`). */
+  /** Old snapshot directories removed after this one (`keepSnapshots`); a table's: the tags of the snapshots expired. */
   readonly pruned: ReadonlyArray<string>
+  /** An export into an Iceberg table: the compaction of `main` that followed it, when it was due. */
+  readonly compacted?: Compacted | undefined
   /** A multi-region catalog's export that went on in its other region. */
   readonly failover?: Failover | undefined
   readonly elapsedMs: number
@@ -82,6 +85,8 @@ export interface MinimumRaised {
   readonly catalogHrn: string
   readonly from: number
   readonly to: number
+  /** The catalog's Iceberg tables in the output, their snapshots below the new minimum expired. */
+  readonly tables: ReadonlyArray<ExpiredTable>
 }
 
 /** How one layer is exported: where, with which write settings, what to plan, and what to do around it. */
@@ -109,6 +114,7 @@ export const exportLayer = (
     const attempts = [new Counters()]
     let note: string | undefined
     let pruned: ReadonlyArray<string> = []
+    let compacted: Compacted | undefined
     let failover: Failover | undefined
     const result = yield* Effect.gen(function*() {
       const hrn = yield* Hrn.canonicalCatalog(target.catalog)
@@ -125,7 +131,8 @@ export const exportLayer = (
             version: settings.version,
             mode: settings.mode,
             out: settings.out,
-            parts: settings.parts
+            parts: settings.parts,
+            format: settings.format
           })
             .pipe(Effect.withSpan("Export.plan"))
           if (planned._tag === "UpToDate") return planned as LayerResult
@@ -136,7 +143,24 @@ export const exportLayer = (
           const counters = attempts.at(-1)!
           const run = runExport(plan, { ...settings, region: regions.multiRegion ? region : undefined }, counters)
           const exported = yield* tracking(plan, `${target.catalog} ${target.layer}`, counters, run)
-          if (exported._tag === "Exported" && plan.layerType === "volatile" && settings.keepSnapshots !== undefined) {
+          if (exported._tag === "Exported" && exported.table !== undefined) {
+            // Upkeep of the table; the export stays committed when it fails (the next run tries again).
+            const upkeep = yield* Effect.flatMap(
+              destination(settings.out),
+              (dest) => afterTableExport(dest, plan, settings.keepSnapshots)
+            ).pipe(
+              Effect.catchAll((e) =>
+                Effect.as(
+                  Effect.logWarning(`${target.catalog} ${target.layer}: the table's upkeep failed: ${e.message}`),
+                  undefined
+                )
+              )
+            )
+            pruned = upkeep?.expired ?? []
+            compacted = upkeep?.compacted
+          } else if (
+            exported._tag === "Exported" && plan.layerType === "volatile" && settings.keepSnapshots !== undefined
+          ) {
             pruned = yield* pruneSnapshots(settings.out, plan.catalogId, plan.layerId, settings.keepSnapshots)
           }
           return exported as LayerResult
@@ -164,6 +188,7 @@ export const exportLayer = (
       result,
       note,
       pruned,
+      compacted,
       failover,
       elapsedMs: Date.now() - started,
       counters
@@ -320,14 +345,19 @@ export const exportOne = (
     return { outcome, raised, raiseFailure }
   })
 
-/** Raises a catalog's minimum to a version exported to `out`, under the export guard; undefined when it is there already. */
+/**
+ * Raises a catalog's minimum to a version exported to `out`, under the export guard, then expires the
+ * snapshots below it in the catalog's Iceberg tables there; undefined when it is there already.
+ */
 export const raiseToExported = (catalogHrn: string, version: number, out: string) =>
   Effect.gen(function*() {
     const { minimum } = yield* versionBounds(catalogHrn)
     if (version <= minimum) return undefined
-    yield* guard(catalogHrn, version, minimum, yield* exportLocation(out))
+    const location = yield* exportLocation(out)
+    yield* guard(catalogHrn, version, minimum, location)
     yield* (yield* MetadataApi).setMinimumVersion(catalogHrn, version)
-    return { catalogHrn, from: minimum, to: version } satisfies MinimumRaised
+    const tables = yield* expireTables(location.dest, catalogHrn, version, false)
+    return { catalogHrn, from: minimum, to: version, tables } satisfies MinimumRaised
   })
 
 /** What a run would do with a layer, found without changing anything (a dry run). */

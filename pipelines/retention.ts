@@ -13,6 +13,7 @@ import { PositiveInt } from "../src/export/Settings.ts"
 import { type ExportCheck, guard, guardedLayers } from "../src/retention/Guard.ts"
 import { type SharedHandle, sharedHandles } from "../src/retention/HandleReuse.ts"
 import { describePolicy, type Policy, RetentionRefused, targetMinimum } from "../src/retention/Policy.ts"
+import { type ExpiredTable, expireTables } from "./tables.ts"
 
 /**
  * A retention job config: one of keepLast, olderThan, minimum; and `requireExported` (where the
@@ -62,6 +63,13 @@ export interface RetentionPlan {
   readonly refusal: RetentionRefused | undefined
   /** Surviving partitions whose data the deletion takes with it (data-handle rule 3). */
   readonly sharedHandles: ReadonlyArray<SharedHandle>
+  /**
+   * The catalog's Iceberg tables in the `requireExported` location: the tags below `target` and the
+   * files only they use, which carrying the plan out expires (listed, nothing removed yet).
+   */
+  readonly tables: ReadonlyArray<ExpiredTable>
+  /** The check the plan was made with (carrying it out expires the tables in its location). */
+  readonly exportCheck: ExportCheck
 }
 
 /**
@@ -126,6 +134,9 @@ export const planRetention = (request: RetentionRequest) =>
         shared.push(...(yield* sharedHandles(catalogHrn, layer, bounds.minimum, target, bounds.latest)))
       }
     }
+    const tables = deletes && refusal === undefined && check._tag === "RequireExported"
+      ? yield* expireTables(check.location.dest, catalogHrn, target, true)
+      : []
     return {
       catalogHrn,
       policy: describePolicy(request.policy),
@@ -134,14 +145,24 @@ export const planRetention = (request: RetentionRequest) =>
       target,
       deleted: stamps.filter((v) => v.version < target),
       refusal,
-      sharedHandles: shared
+      sharedHandles: shared,
+      tables,
+      exportCheck: check
     } satisfies RetentionPlan
   })
 
+/**
+ * Raises the minimum, then expires the snapshots below it in the Iceberg tables of the guard's
+ * location (what a table fails is reported in its entry: the next expiry catches up).
+ */
 export const applyRetention = (plan: RetentionPlan) =>
-  plan.target > plan.minimum
-    ? Effect.flatMap(MetadataApi, (m) => m.setMinimumVersion(plan.catalogHrn, plan.target))
-    : Effect.void
+  Effect.gen(function*() {
+    const check = plan.exportCheck
+    if (plan.target <= plan.minimum) return []
+    yield* (yield* MetadataApi).setMinimumVersion(plan.catalogHrn, plan.target)
+    if (check._tag !== "RequireExported" || plan.tables.length === 0) return []
+    return yield* expireTables(check.location.dest, plan.catalogHrn, plan.target, false)
+  })
 
 /**
  * Turns automatic version deletion on (keep N) or off, and waits until the service has applied it:

@@ -8,6 +8,7 @@ import { exportDir, type Plan, shardsOf, withShards } from "../src/export/Plan.t
 import { Counters, tracking } from "../src/export/Progress.ts"
 import type { WriteSettings } from "../src/export/Settings.ts"
 import { forgetRuns, pinPlan, planKey, readPlan } from "../src/export/Shards.ts"
+import { committedRun } from "../src/export/Tables.ts"
 import { type Destination, destination } from "../src/sinks/Destination.ts"
 import { isObjectStore } from "../src/sinks/ObjectStore.ts"
 
@@ -78,26 +79,45 @@ export const locatePlan = (location: string) =>
     const trimmed = location.replace(/\/+$/, "")
     const file = trimmed.endsWith("/_plan.json") || trimmed === "_plan.json" ? trimmed : `${trimmed}/_plan.json`
     const segments = file.split("/")
-    // OUT/<catalog-id>/<layer-id>/<version=V|snapshot=S>/_plan.json
-    const key = segments.slice(-4).join("/")
-    const root = segments.slice(0, -4).join("/")
+    // OUT/<catalog-id>/<layer-id>/<version=V|snapshot=S>/_plan.json; a table's: OUT/<catalog-id>/<layer-id>/data/<...>/_plan.json
+    const depth = segments.at(-3) === "data" && segments.length >= 5 &&
+        Option.isSome(yield* readPlan(yield* destination(rootOf(segments, 5, location)), segments.slice(-5).join("/")))
+      ? 5
+      : 4
+    const key = segments.slice(-depth).join("/")
     if (segments.length < 4 || !/^(version=\d+|snapshot=\d{8}T\d{6}Z)$/.test(segments.at(-2)!)) {
       return yield* new UsageError({
         message:
           `--plan ${location} is not the location of a plan (OUT/<catalog-id>/<layer-id>/version=<V>/_plan.json, as the plan command prints it).`
       })
     }
-    const dest = yield* destination(root === "" && !isObjectStore(location) ? "." : root)
+    const dest = yield* destination(rootOf(segments, depth, location))
     const at = { dest, key, location: dest.at(key), dir: dest.at(key.slice(0, key.lastIndexOf("/"))) }
     const plan = yield* readPlan(dest, key)
     if (Option.isSome(plan)) return { ...at, plan: plan.value, committed: undefined } satisfies LocatedPlan
     // Commit removes the plan: a committed export answers every later run of the plan.
-    const committed = yield* readManifest(dest, segments.slice(-4, -1).join("/"))
+    const tableRun = segments.at(-3) === "data" && segments.length >= 5
+      ? yield* committedRun(
+        yield* destination(rootOf(segments, 5, location)),
+        segments.at(-5)!,
+        segments.at(-4)!,
+        segments.at(-2)!
+      )
+      : Option.none()
+    const committed = Option.isSome(tableRun)
+      ? tableRun
+      : yield* readManifest(dest, segments.slice(-depth, -1).join("/"))
     if (Option.isSome(committed)) return { ...at, plan: undefined, committed: committed.value } satisfies LocatedPlan
     return yield* new UsageError({
       message: `There is no plan at ${at.location}: run catalog-export plan first, or check --plan.`
     })
   })
+
+/** The destination a plan's path is below, the last `depth` segments of the path being the plan's key. */
+const rootOf = (segments: ReadonlyArray<string>, depth: number, location: string) => {
+  const root = segments.slice(0, -depth).join("/")
+  return root === "" && !isObjectStore(location) ? "." : root
+}
 
 export interface ShardOutcome {
   readonly plan: Plan

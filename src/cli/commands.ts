@@ -49,6 +49,10 @@ export const commandModules: ReadonlyArray<CommandModule> = [
     load: () => import("./retention.ts").then((m) => [m.retentionCommand])
   },
   {
+    commands: { compact: "Compact a layer's Iceberg table: rewrite mostly deleted files, fold deletes." },
+    load: () => import("./compact.ts").then((m) => [m.compactCommand])
+  },
+  {
     commands: { run: "Run a job config: nightly-export, backfill or retention." },
     load: () => import("./run.ts").then((m) => [m.runCommand])
   },

@@ -54,15 +54,23 @@ export const demoCommand = Command.make(
           ((Date.now() - started) / 1000).toFixed(1)
         } s).`
       )
-      yield* runNightlyJob(
-        { ...job, ...(Option.isSome(o.out) ? { out: o.out.value } : {}) },
-        {
-          ...o,
-          lookupUrl: Option.some({ url: service.lookupUrl, from: "is the demo service's" }),
-          credentials: Option.some(credentials)
-        },
-        true
-      )
+      const out = Option.getOrElse(o.out, () => job.out)
+      const global = {
+        ...o,
+        lookupUrl: Option.some({ url: service.lookupUrl, from: "is the demo service's" }),
+        credentials: Option.some(credentials)
+      }
+      yield* runNightlyJob({ ...job, out }, global, true)
+      // One layer also as an Apache Iceberg table (docs/iceberg-tables.md), in a directory of its own.
+      const places = job.layers.find((l) => l.layer === "places")
+      if (places !== undefined) {
+        yield* Console.log(`The places layer as an Iceberg table (a snapshot tagged v<N> per version):`)
+        yield* runNightlyJob(
+          { ...job, out: `${out.replace(/\/+$/, "")}/tables`, format: "iceberg", layers: [places] },
+          global,
+          true
+        )
+      }
       yield* Console.log(
         `Done in ${((Date.now() - started) / 1000).toFixed(1)} s. Run it again: finished exports are skipped.`
       )

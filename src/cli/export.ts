@@ -137,7 +137,8 @@ export const exportCommand = Command.make(
             version,
             mode: o.mode,
             out: o.out,
-            parts: settings.parts
+            parts: settings.parts,
+            format: settings.format
           })
           return yield* Console.log(JSON.stringify(planned, null, 2))
         }

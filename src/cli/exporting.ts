@@ -48,7 +48,10 @@ const SETTING_FLAGS: {
     description:
       "Output directory or object store (s3://bucket/prefix); files go to OUT/<catalog-id>/<layer-id>/version=<V>/."
   },
-  format: { description: "parquet, arrow or both." },
+  format: {
+    description:
+      "parquet, arrow or both; iceberg: one Apache Iceberg table per layer at OUT/<catalog-id>/<layer-id>/, a snapshot tagged v<N> per version (docs/iceberg-tables.md)."
+  },
   compression: { description: "Parquet page compression." },
   concurrency: {
     description:

@@ -11,6 +11,7 @@ import {
   type RetentionPlan,
   setAutomaticDeletion
 } from "../../pipelines/retention.ts"
+import type { ExpiredTable } from "../../pipelines/tables.ts"
 import { ExitCode, UsageError } from "../domain/ExitCode.ts"
 import { exportCheckOf } from "../retention/Guard.ts"
 import type { SharedHandle } from "../retention/HandleReuse.ts"
@@ -72,19 +73,31 @@ const planned: Renderer<{ readonly plan: RetentionPlan; readonly dryRun: boolean
     deletes: plan.deleted,
     sharedHandles: plan.sharedHandles,
     refused: plan.refusal?.message ?? null,
+    ...(plan.tables.length === 0 ? {} : { tables: plan.tables }),
     dryRun,
     applied: plan.target > plan.minimum && plan.refusal === undefined && !dryRun
   }),
-  text: ({ plan }) => [describePlan(plan)]
+  text: ({ plan }) => [describePlan(plan), ...plan.tables.map((t) => describeTable(t, "expires"))]
 }
 
+/** One Iceberg table's expiry: the tags below the new minimum and the files only they use. */
+const describeTable = (t: ExpiredTable, verb: string) =>
+  t.failed !== undefined
+    ? `  table ${t.location}: could not be expired (${t.failed}); the next retention run catches up.`
+    : `  table ${t.location}: ${verb} ${t.tags.length} tag(s)${
+      t.tags.length === 0 ? "" : ` (${t.tags.join(", ")})`
+    }, ${t.files.length} file(s) only they use`
+
 /** What retention did (the plan said it with --json). */
-const carriedOut: Renderer<{ readonly plan: RetentionPlan; readonly dryRun: boolean }> = {
+const carriedOut: Renderer<
+  { readonly plan: RetentionPlan; readonly dryRun: boolean; readonly tables: ReadonlyArray<ExpiredTable> }
+> = {
   json: () => undefined,
-  text: ({ dryRun, plan }) => [
+  text: ({ dryRun, plan, tables }) => [
     dryRun
       ? "Dry run: nothing was changed."
-      : `Done: the minimum version of ${plan.catalogHrn} is now ${plan.target}.`
+      : `Done: the minimum version of ${plan.catalogHrn} is now ${plan.target}.`,
+    ...tables.map((t) => describeTable(t, "expired"))
   ]
 }
 
@@ -118,7 +131,7 @@ const retention = (s: RetentionSettings, connection: Connection) =>
     yield* render(planned, { plan, dryRun: s.dryRun }, s.json)
     for (const line of describeShared(plan.sharedHandles)) yield* Console.error(line)
     if (plan.refusal !== undefined) {
-      if (s.dryRun) yield* render(carriedOut, { plan, dryRun: true }, s.json)
+      if (s.dryRun) yield* render(carriedOut, { plan, dryRun: true, tables: [] }, s.json)
       return yield* plan.refusal
     }
     if (plan.target <= plan.minimum) return
@@ -133,8 +146,8 @@ const retention = (s: RetentionSettings, connection: Connection) =>
         })
       }
     }
-    if (!s.dryRun) yield* applyRetention(plan)
-    yield* render(carriedOut, { plan, dryRun: s.dryRun }, s.json)
+    const tables = s.dryRun ? [] : yield* applyRetention(plan)
+    yield* render(carriedOut, { plan, dryRun: s.dryRun, tables }, s.json)
   }).pipe(Effect.provide(clientFor(connection, s.catalog, { concurrency: 4 })))
 
 export const runRetentionJob = (

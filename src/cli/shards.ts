@@ -100,6 +100,12 @@ export const planCommand = Command.make(
     shards: integerOption("shards").pipe(
       Options.withDescription("Workers that will run the plan (an array job's size).")
     ),
+    format: choiceOption("format", ["files", "iceberg"]).pipe(
+      Options.withDefault("files" as const),
+      Options.withDescription(
+        "iceberg: a snapshot of the layer's Iceberg table (docs/iceberg-tables.md), the shards write its data files and commit makes the snapshot; files (the default): the shards' --format says which."
+      )
+    ),
     parts: integerOption("parts").pipe(
       Options.optional,
       Options.withDescription(
@@ -120,7 +126,17 @@ export const planCommand = Command.make(
       const parts = Option.isSome(o.parts) ? yield* positive("parts")(o.parts.value) : defaults.parts * shards
       yield* checkOutputDir(o.out)
       const result = yield* planShards(
-        { catalog: o.catalog, layer: o.layer, version, mode: o.mode, out: o.out, parts, shards, force: o.force },
+        {
+          catalog: o.catalog,
+          layer: o.layer,
+          version,
+          mode: o.mode,
+          out: o.out,
+          parts,
+          shards,
+          force: o.force,
+          ...(o.format === "iceberg" ? { format: "iceberg" as const } : {})
+        },
         (note) => Effect.logInfo(`${o.catalog} ${o.layer}: ${note}`)
       ).pipe(Effect.provide(clientOfPlan(o, { catalogHrn: o.catalog }, 4)))
       yield* render(planned, result, true)
@@ -214,6 +230,7 @@ const committed: Renderer<{ readonly result: ExportResult; readonly shards: numb
   json: ({ result }) => ({
     status: result._tag === "Exported" ? "committed" : "already-committed",
     dir: result.dir,
+    ...(result.table === undefined ? {} : { table: result.table }),
     version: result.manifest.version,
     partitions: result.manifest.partitions,
     deleted: result.manifest.deleted,
@@ -230,7 +247,10 @@ const committed: Renderer<{ readonly result: ExportResult; readonly shards: numb
         } from ${shards} shard(s): ` +
           `${m.partitions} partitions (${m.deleted} deleted), ${
             (m.bytes / 1e6).toFixed(1)
-          } MB, ${m.files.length} file(s) in ${(elapsedMs / 1000).toFixed(1)} s -> ${result.dir}`
+          } MB, ${m.files.length} file(s) in ${(elapsedMs / 1000).toFixed(1)} s -> ${result.dir}`,
+      ...(result.table === undefined
+        ? []
+        : [`  table ${result.table.location}, tag ${result.table.tag}, metadata ${result.table.metadataFile}`])
     ]
   }
 }

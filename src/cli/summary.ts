@@ -2,6 +2,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
+import { fileURLToPath } from "node:url"
 import { decodeCounts } from "../../pipelines/backfill.ts"
 import type { LayerOutcome, LayerResult, MinimumRaised } from "../../pipelines/nightly-export.ts"
 import { ExitCode } from "../domain/ExitCode.ts"
@@ -50,11 +51,15 @@ export const describeResult = (result: LayerResult, elapsedMs: number, retries: 
   }
   const m = result.manifest
   if (result._tag === "AlreadyExported") {
-    return `Already exported ${what(m)} (${result.dir}/_manifest.json); nothing to do. Use --force to export again.`
+    const record = result.table === undefined ? `${result.dir}/_manifest.json` : `tag ${result.table.tag} of the table`
+    return `Already exported ${what(m)} (${record}); nothing to do. Use --force to export again.`
   }
   const reused = result.counters.skippedParts > 0
     ? `, ${result.counters.skippedParts} part(s) reused from an interrupted run`
     : ""
+  const files = result.table === undefined
+    ? `${m.files.length} file(s)`
+    : `${result.table.dataFiles} data and ${result.table.deleteFiles} delete file(s)`
   const fetching = result.counters.fetching
   const limit = fetching === undefined
     ? ""
@@ -63,16 +68,28 @@ export const describeResult = (result: LayerResult, elapsedMs: number, retries: 
     }`
   return `Exported ${what(m)}: ${m.partitions} partitions (${m.deleted} deleted)${describeDecode(m.decode)}, ${
     mb(m.bytes)
-  }, ${m.files.length} file(s) ` +
+  }, ${files} ` +
     `in ${(elapsedMs / 1000).toFixed(1)} s (${rate(m.partitions, elapsedMs).toFixed(0)} partitions/s, ` +
     `${
       (m.bytes / 1e6 / Math.max(elapsedMs / 1000, 0.001)).toFixed(1)
     } MB/s, ${retries} retries${limit}${reused}) -> ${result.dir}`
 }
 
+/** An export into an Iceberg table: the table, the metadata file engines open, the tag (docs/iceberg-tables.md). */
+export const describeTable = (result: LayerResult): string | undefined => {
+  if (result._tag === "UpToDate" || result.table === undefined) return undefined
+  const t = result.table
+  return `table ${t.location}, tag ${t.tag}, metadata ${t.metadataFile}`
+}
+
 /** A query a user can paste to look at what was written. */
 export const duckdbHint = (result: LayerResult): string | undefined => {
   if (result._tag === "UpToDate") return undefined
+  if (result.table !== undefined) {
+    const file = result.table.metadataFile
+    const local = file.startsWith("file://") ? fileURLToPath(file) : file
+    return `duckdb -c "INSTALL iceberg; LOAD iceberg; SELECT count(*) FROM iceberg_scan('${local}')"`
+  }
   if (!result.manifest.files.some((f) => f.format === "parquet")) return undefined
   const glob = `${result.dir}/*.parquet`
   return result.manifest.decode === undefined
@@ -141,6 +158,7 @@ export const outcomeJson = (o: LayerOutcome) => {
     mode: m.mode,
     ...(m.baseVersion === undefined ? {} : { baseVersion: m.baseVersion }),
     dir: r.dir,
+    ...(r.table === undefined ? {} : { table: r.table }),
     partitions: m.partitions,
     deleted: m.deleted,
     bytes: m.bytes,
@@ -149,7 +167,8 @@ export const outcomeJson = (o: LayerOutcome) => {
     ...(o.failover === undefined ? {} : { failover: o.failover }),
     ...decodeCounts(m),
     ...(o.note === undefined ? {} : { note: o.note }),
-    ...(o.pruned.length === 0 ? {} : { removedSnapshots: o.pruned })
+    ...(o.pruned.length === 0 ? {} : { removedSnapshots: o.pruned }),
+    ...(o.compacted === undefined ? {} : { compacted: o.compacted })
   }
 }
 
@@ -164,17 +183,24 @@ export const outcomeLines = (o: LayerOutcome, showHints: boolean): ReadonlyArray
     ]
   }
   const hint = showHints ? duckdbHint(o.result.right) : undefined
+  const table = describeTable(o.result.right)
   const regions = o.result.right._tag === "UpToDate"
     ? undefined
     : describeRegions(o.result.right.manifest.regions, o.failover)
   return [
     ...(o.note === undefined ? [] : [`${o.catalog} ${o.layer}: ${o.note}`]),
     describeResult(o.result.right, o.elapsedMs, o.counters.retries),
+    ...(table === undefined ? [] : [`  ${table}`]),
     ...(regions === undefined ? [] : [`  ${regions}`]),
     ...(hint === undefined ? [] : [`  query it: ${hint}`]),
     ...(o.pruned.length === 0
       ? []
-      : [`  removed ${o.pruned.length} older snapshot(s) (keeping the newest): ${o.pruned.join(", ")}`])
+      : [`  removed ${o.pruned.length} older snapshot(s) (keeping the newest): ${o.pruned.join(", ")}`]),
+    ...(o.compacted === undefined
+      ? []
+      : [
+        `  compacted the table: ${o.compacted.rewritten} data file(s) rewritten, delete files ${o.compacted.deleteFilesBefore} -> ${o.compacted.deleteFilesAfter}`
+      ])
   ]
 }
 

@@ -26,7 +26,9 @@ export const Checkpoint = Schema.Struct({
   /** The region of a multi-region catalog that served the part. */
   region: Schema.optional(Schema.String),
   /** How the part was decoded; absent when it was not. */
-  decode: Schema.optional(DecodeSummary)
+  decode: Schema.optional(DecodeSummary),
+  /** An Iceberg table's export: the partitions listed as deleted (no row of theirs is written). */
+  deletedPartitions: Schema.optional(Schema.Array(Schema.String))
 })
 export type Checkpoint = typeof Checkpoint.Type
 

@@ -7,9 +7,10 @@ import { damage, isDataFile, listing, partsDir } from "./Checkpoints.ts"
 import { exportSummary, sameDecoding } from "./Decoding.ts"
 import { OutputConflict, ShardsUnfinished } from "./Errors.ts"
 import { writeJson } from "./Json.ts"
-import { advanceState, MANIFEST, type Manifest, readManifest } from "./Manifest.ts"
+import { advanceState, exportedOf, MANIFEST, type Manifest, readManifest } from "./Manifest.ts"
 import { exportDir, type Plan, shardsOf } from "./Plan.ts"
-import { planKey, shardManifests, shardsDir } from "./Shards.ts"
+import { planKey, type ShardManifest, shardManifests, shardsDir } from "./Shards.ts"
+import { commitTable, isTablePlan, type TableCommit, tableCommitted } from "./Tables.ts"
 
 /**
  * The last step of an export: the manifest, written only from what every shard's manifest vouches
@@ -32,8 +33,11 @@ const advanceCursor = (dest: Destination, plan: Plan, updatedAt: string) =>
  * another run of their shard; uploads never completed), and the bookkeeping of the runs.
  */
 export const tidyCommitted = (dest: Destination, dir: string, manifest: Manifest) =>
+  tidyRun(dest, dir, new Set(manifest.files.map((f) => f.path)))
+
+/** After a commit: the files of `dir` not `named` (the ones the export committed), unfinished uploads, the runs' bookkeeping. */
+const tidyRun = (dest: Destination, dir: string, named: ReadonlySet<string>) =>
   Effect.gen(function*() {
-    const named = new Set(manifest.files.map((f) => f.path))
     const stale = [...(yield* listing(dest, dir)).keys()].filter((name) =>
       (isDataFile(name) && !named.has(name)) || name.endsWith(".partial")
     )
@@ -52,8 +56,14 @@ export const tidyCommitted = (dest: Destination, dir: string, manifest: Manifest
 export const committed = (dest: Destination, plan: Plan) =>
   Effect.gen(function*() {
     const dir = exportDir(plan)
+    if (isTablePlan(plan)) {
+      const done = yield* tableCommitted(dest, plan)
+      if (Option.isNone(done)) return Option.none<CommitResult>()
+      if (done.value.named !== undefined) yield* tidyRun(dest, dir, done.value.named)
+      return Option.some<CommitResult>({ manifest: done.value.manifest, table: done.value.table })
+    }
     const existing = yield* readManifest(dest, dir)
-    if (Option.isNone(existing)) return Option.none<Manifest>()
+    if (Option.isNone(existing)) return Option.none<CommitResult>()
     const m = existing.value
     const covers = m.mode === plan.mode || (m.mode === "full" && plan.mode === "changes")
     if (m.catalogHrn !== plan.catalogHrn || m.layerId !== plan.layerId || m.version !== plan.version || !covers) {
@@ -65,11 +75,46 @@ export const committed = (dest: Destination, plan: Plan) =>
     }
     if (plan.layerType === "versioned") yield* advanceCursor(dest, plan, m.finishedAt)
     yield* tidyCommitted(dest, dir, m)
-    return Option.some(m)
+    return Option.some<CommitResult>({ manifest: m })
   })
 
-/** Writes the manifest of the finished shards, then moves the cursor; refuses (writing nothing) while a shard is missing or damaged. */
+/** What a commit made: the export's manifest and, for an export into a table, its snapshot there. */
+export interface CommitResult {
+  readonly manifest: Manifest
+  readonly table?: TableCommit | undefined
+}
+
+/**
+ * Writes the manifest of the finished shards, then moves the cursor (a table's export: commits a
+ * snapshot of their files instead); refuses (writing nothing) while a shard is missing or damaged.
+ */
 export const commit = (dest: Destination, plan: Plan) =>
+  Effect.gen(function*() {
+    const dir = exportDir(plan)
+    if (isTablePlan(plan)) {
+      // Committed meanwhile by another run of it, whose tidying may have taken this one's files.
+      const done = yield* committed(dest, plan)
+      if (Option.isSome(done)) return done.value
+    }
+    const finished = yield* finishedShards(dest, plan)
+    const manifest = manifestOf(plan, finished)
+    if (isTablePlan(plan)) {
+      const { named, table } = yield* commitTable(dest, plan, finished, manifest)
+      yield* tidyRun(dest, dir, named)
+      return { manifest, table } satisfies CommitResult
+    }
+    const probe = yield* CrashProbe
+    probe.reached("manifest")
+    yield* writeJson(dest, `${dir}/${MANIFEST}`, manifest)
+    probe.reached("committed")
+    // The cursor before the tidying, which removes the plan: a commit run again finds the manifest and nothing left to do.
+    if (plan.layerType === "versioned") yield* advanceCursor(dest, plan, manifest.finishedAt)
+    yield* tidyCommitted(dest, dir, manifest)
+    return { manifest } satisfies CommitResult
+  })
+
+/** The shard manifests of the plan, every one there and its files as recorded; else ShardsUnfinished, nothing committed. */
+const finishedShards = (dest: Destination, plan: Plan) =>
   Effect.gen(function*() {
     const dir = exportDir(plan)
     const shards = yield* shardManifests(dest, plan)
@@ -86,36 +131,28 @@ export const commit = (dest: Destination, plan: Plan) =>
     if (missing.length > 0 || broken.length > 0) {
       return yield* new ShardsUnfinished({ plan: dest.at(planKey(dir)), missing, broken })
     }
-    const decode = exportSummary(finished.flatMap((s) => (s.decode === undefined ? [] : [s.decode])))
-    const manifest: Manifest = {
-      formatVersion: 1,
-      catalogHrn: plan.catalogHrn,
-      layerId: plan.layerId,
-      layerType: plan.layerType,
-      version: plan.version,
-      ...(plan.snapshot === undefined ? {} : { snapshot: plan.snapshot }),
-      contentType: plan.contentType,
-      ...(plan.contentEncoding === undefined ? {} : { contentEncoding: plan.contentEncoding }),
-      mode: plan.mode,
-      ...(plan.baseVersion === undefined ? {} : { baseVersion: plan.baseVersion }),
-      partitions: finished.reduce((n, s) => n + s.partitions, 0),
-      deleted: finished.reduce((n, s) => n + s.deleted, 0),
-      bytes: finished.reduce((n, s) => n + s.bytes, 0),
-      files: finished.flatMap((s) =>
-        s.files.map(({ path, format, rows, bytes, sha256 }) => ({ path, format, rows, bytes, sha256 }))
-      ),
-      ...(finished.some((s) => s.regions !== undefined) ? { regions: finished.flatMap((s) => s.regions ?? []) } : {}),
-      ...(decode === undefined ? {} : { decode }),
-      startedAt: finished.map((s) => s.startedAt).sort()[0] ?? new Date().toISOString(),
-      finishedAt: new Date().toISOString(),
-      tool: { name: TOOL.name, version: TOOL.version }
-    }
-    const probe = yield* CrashProbe
-    probe.reached("manifest")
-    yield* writeJson(dest, `${dir}/${MANIFEST}`, manifest)
-    probe.reached("committed")
-    // The cursor before the tidying, which removes the plan: a commit run again finds the manifest and nothing left to do.
-    if (plan.layerType === "versioned") yield* advanceCursor(dest, plan, manifest.finishedAt)
-    yield* tidyCommitted(dest, dir, manifest)
-    return manifest
+    return finished
   })
+
+/** The export's manifest, from its finished shards. */
+const manifestOf = (plan: Plan, finished: ReadonlyArray<ShardManifest>): Manifest => {
+  const decode = exportSummary(finished.flatMap((s) => (s.decode === undefined ? [] : [s.decode])))
+  const manifest: Manifest = {
+    formatVersion: 1,
+    ...exportedOf(plan),
+    mode: plan.mode,
+    ...(plan.baseVersion === undefined ? {} : { baseVersion: plan.baseVersion }),
+    partitions: finished.reduce((n, s) => n + s.partitions, 0),
+    deleted: finished.reduce((n, s) => n + s.deleted, 0),
+    bytes: finished.reduce((n, s) => n + s.bytes, 0),
+    files: finished.flatMap((s) =>
+      s.files.map(({ path, format, rows, bytes, sha256 }) => ({ path, format, rows, bytes, sha256 }))
+    ),
+    ...(finished.some((s) => s.regions !== undefined) ? { regions: finished.flatMap((s) => s.regions ?? []) } : {}),
+    ...(decode === undefined ? {} : { decode }),
+    startedAt: finished.map((s) => s.startedAt).sort()[0] ?? new Date().toISOString(),
+    finishedAt: new Date().toISOString(),
+    tool: { name: TOOL.name, version: TOOL.version }
+  }
+  return manifest
+}

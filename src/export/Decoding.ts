@@ -7,6 +7,7 @@ import type { DecodeCounts, DecodeSettings, LayerContent } from "../decode/Decod
 import { DecodeSetupError } from "../decode/Errors.ts"
 import { type DecodeMode, isProtobufContentType, MAX_REPORTED_FAILURES, type OnDecodeError } from "../decode/Shared.ts"
 import { isHereTile, type Layer } from "../domain/Catalog.ts"
+import type { Column } from "../sinks/Columns.ts"
 import { NotFound } from "./Errors.ts"
 import { DecodeIdentity, type DecodeSummary } from "./Manifest.ts"
 import type { Plan } from "./Plan.ts"
@@ -30,6 +31,8 @@ export interface DecodeRequest {
 export interface Decoding {
   readonly settings: DecodeSettings
   readonly identity: DecodeIdentity
+  /** The columns the decoding writes (an Iceberg table's schema is made of them). */
+  readonly columns: ReadonlyArray<Column>
 }
 
 /**
@@ -83,7 +86,7 @@ export const prepareDecoding = (plan: Plan, request: DecodeRequest | undefined) 
       onError: request.onError,
       ...(request.explode === undefined ? {} : { explode: request.explode })
     }
-    yield* makeDecoder(content, options)
+    const decoder = yield* makeDecoder(content, options)
     const bundle = kind === "protobuf" ? content.schemaBundle : undefined
     const identity: DecodeIdentity = {
       kind,
@@ -96,7 +99,7 @@ export const prepareDecoding = (plan: Plan, request: DecodeRequest | undefined) 
         : { schema: layer.schema!.hrn }),
       ...(bundle === undefined ? {} : { bundleSha256: createHash("sha256").update(bundle).digest("hex") })
     }
-    return { settings: { content, options }, identity } satisfies Decoding
+    return { settings: { content, options }, identity, columns: decoder.columns } satisfies Decoding
   })
 
 /**

@@ -12,6 +12,7 @@ import { TOOL } from "../domain/Tool.ts"
 import type { EncoderError } from "../encoder/Encoder.ts"
 import { type Destination, destination } from "../sinks/Destination.ts"
 import type { RowBatch } from "../sinks/RowBatch.ts"
+import type { OutputFormat } from "../sinks/WrittenFile.ts"
 import { CrashProbe } from "../telemetry/CrashProbe.ts"
 import { ByteBudget, defaultBufferBytes } from "./Budget.ts"
 import { type Checkpoint, damage, discardUnfinished, finishedParts, listing, partsDir } from "./Checkpoints.ts"
@@ -25,6 +26,15 @@ import { exportDir, type Plan, shardsOf } from "./Plan.ts"
 import { Counters } from "./Progress.ts"
 import type { ExportSettings } from "./Settings.ts"
 import { forgetRuns, pinPlan, type ShardManifest, shardManifests, writeShardManifest } from "./Shards.ts"
+import {
+  checkFormat,
+  isTablePlan,
+  type PreparedTable,
+  prepareTable,
+  type TableCommit,
+  tableOf,
+  writerOptionsOf
+} from "./Tables.ts"
 
 /** How to export a plan: its write settings (the plan says what and how many parts) and how to go about it. */
 export interface ExportOptions
@@ -43,13 +53,30 @@ export interface ExportOptions
   readonly decode?: DecodeRequest | undefined
 }
 
+/** `dir`: the export's directory (an export into a table: the table's), `table`: its snapshot there. */
 export type ExportResult =
-  | { readonly _tag: "Exported"; readonly dir: string; readonly manifest: Manifest; readonly counters: Counters }
-  | { readonly _tag: "AlreadyExported"; readonly dir: string; readonly manifest: Manifest }
+  | {
+    readonly _tag: "Exported"
+    readonly dir: string
+    readonly manifest: Manifest
+    readonly counters: Counters
+    readonly table?: TableCommit | undefined
+  }
+  | {
+    readonly _tag: "AlreadyExported"
+    readonly dir: string
+    readonly manifest: Manifest
+    readonly table?: TableCommit | undefined
+  }
 
 export type ShardResult =
   | { readonly _tag: "ShardExported"; readonly dir: string; readonly shard: ShardManifest; readonly counters: Counters }
-  | { readonly _tag: "AlreadyExported"; readonly dir: string; readonly manifest: Manifest }
+  | {
+    readonly _tag: "AlreadyExported"
+    readonly dir: string
+    readonly manifest: Manifest
+    readonly table?: TableCommit | undefined
+  }
 
 /**
  * Row bytes per Parquet row group / Arrow record batch. Encoding one is a pause of the thread that
@@ -91,12 +118,15 @@ export const runExport = (plan: Plan, options: ExportOptions, counters = new Cou
 
 const exportPlan = Effect.fn("Export.run")(
   function*(dest: Destination, plan: Plan, options: ExportOptions, counters: Counters, run: string) {
-    const dir = dest.at(exportDir(plan))
+    const dir = resultDir(dest, plan)
     if (!options.force) {
       const done = yield* committed(dest, plan)
-      if (Option.isSome(done)) return { _tag: "AlreadyExported", dir, manifest: done.value } satisfies ExportResult
+      if (Option.isSome(done)) return { _tag: "AlreadyExported", dir, ...done.value } satisfies ExportResult
     }
+    yield* checkFormat(plan, options.format)
     const decoding = yield* prepareDecoding(plan, options.decode)
+    // A table's schema is decided (or refused) before anything is written.
+    const table = isTablePlan(plan) ? yield* prepareTable(dest, plan, decoding) : undefined
     // A resumed run keeps the plan (and so the part ids) of the run it continues.
     const pinned = yield* pinPlan(dest, plan, options.force)
     yield* Effect.annotateCurrentSpan({
@@ -106,17 +136,25 @@ const exportPlan = Effect.fn("Export.run")(
       "export.mode": plan.mode,
       "export.parts": Math.max(1, pinned.parts.length)
     })
-    yield* runShards({ dest, plan: pinned, options, decoding, counters, id: run }, shardsOf(pinned).map((_, i) => i))
+    yield* runShards(
+      { dest, plan: pinned, options, decoding, table, counters, id: run },
+      shardsOf(pinned).map((_, i) => i)
+    )
     yield* Effect.annotateCurrentSpan({ "export.parts_reused": counters.skippedParts })
-    const manifest = yield* commit(dest, pinned).pipe(Effect.withSpan("Export.commit"))
+    const done = yield* commit(dest, pinned).pipe(Effect.withSpan("Export.commit"))
+    const { manifest } = done
     yield* Effect.annotateCurrentSpan({
       "export.partitions": manifest.partitions,
       "export.bytes": manifest.bytes,
       "export.files": manifest.files.length
     })
-    return { _tag: "Exported", dir, manifest, counters } satisfies ExportResult
+    return { _tag: "Exported", dir, ...done, counters } satisfies ExportResult
   }
 )
+
+/** Where an export's result is: its directory, or the layer's table. */
+const resultDir = (dest: Destination, plan: Plan) =>
+  dest.at(isTablePlan(plan) ? tableOf(dest, plan).key : exportDir(plan))
 
 /** One shard of a pinned plan (`export --plan LOCATION --shard I`): its files and its shard manifest. */
 export const runShard = (
@@ -127,12 +165,14 @@ export const runShard = (
   counters = new Counters()
 ) =>
   Effect.gen(function*() {
-    const dir = dest.at(exportDir(plan))
+    const dir = resultDir(dest, plan)
     const done = yield* committed(dest, plan)
-    if (Option.isSome(done)) return { _tag: "AlreadyExported", dir, manifest: done.value } satisfies ShardResult
+    if (Option.isSome(done)) return { _tag: "AlreadyExported", dir, ...done.value } satisfies ShardResult
+    yield* checkFormat(plan, options.format)
     const decoding = yield* prepareDecoding(plan, options.decode)
+    const table = isTablePlan(plan) ? yield* prepareTable(dest, plan, decoding) : undefined
     const run = newRunId()
-    const [manifest] = yield* runShards({ dest, plan, options, decoding, counters, id: run }, [shard]).pipe(
+    const [manifest] = yield* runShards({ dest, plan, options, decoding, table, counters, id: run }, [shard]).pipe(
       Effect.tapError((
         error
       ) => (error._tag === "SinkError" && !dest.remote ? discardUnfinished(dest, exportDir(plan), run) : Effect.void))
@@ -143,15 +183,15 @@ export const runShard = (
 /** Commits a pinned plan whose shards have run (`commit --plan LOCATION`). */
 export const commitPlan = (dest: Destination, plan: Plan) =>
   Effect.gen(function*() {
-    const dir = dest.at(exportDir(plan))
+    const dir = resultDir(dest, plan)
     const done = yield* committed(dest, plan)
-    if (Option.isSome(done)) return { _tag: "AlreadyExported", dir, manifest: done.value } satisfies ExportResult
-    const manifest = yield* commit(dest, plan)
+    if (Option.isSome(done)) return { _tag: "AlreadyExported", dir, ...done.value } satisfies ExportResult
+    const result = yield* commit(dest, plan)
     const counters = new Counters()
-    counters.partitions = manifest.partitions
-    counters.deleted = manifest.deleted
-    counters.bytes = manifest.bytes
-    return { _tag: "Exported", dir, manifest, counters } satisfies ExportResult
+    counters.partitions = result.manifest.partitions
+    counters.deleted = result.manifest.deleted
+    counters.bytes = result.manifest.bytes
+    return { _tag: "Exported", dir, ...result, counters } satisfies ExportResult
   })
 
 /** After a failed write: this run's unfinished files; and, when no part finished, the plan and the directories it made. */
@@ -170,6 +210,8 @@ interface Run {
   readonly plan: Plan
   readonly options: Omit<ExportOptions, "out" | "force">
   readonly decoding: Decoding | undefined
+  /** An export into the layer's Iceberg table: its schema, decided before anything was written. */
+  readonly table: PreparedTable | undefined
   readonly counters: Counters
   /** Names this run's data files apart from those of any other run of the same parts. */
   readonly id: string
@@ -231,6 +273,10 @@ const runShards = (run: Run, shards: ReadonlyArray<number>) =>
           }
           : {}),
         ...(decode === undefined ? {} : { decode }),
+        ...(run.table === undefined ? {} : {
+          columns: run.table.columns,
+          deletedPartitions: checkpoints.flatMap((c) => c.deletedPartitions ?? [])
+        }),
         startedAt,
         finishedAt: new Date().toISOString()
       }
@@ -311,10 +357,12 @@ const transfer = (run: Run, todo: ReadonlyArray<number>, finished: Map<number, C
     })
 
     const rowGroupBytes = options.rowGroupBytes ?? (decoding === undefined ? ROW_GROUP_BYTES : DECODED_ROW_GROUP_BYTES)
+    const files = run.table === undefined
+      ? { format: plainFormat(options.format), metadata: fileMetadata(plan) }
+      : { ...writerOptionsOf(run.table), metadata: { ...fileMetadata(plan), ...writerOptionsOf(run.table).metadata } }
     const writerOptions = {
-      format: options.format,
+      ...files,
       heretile: plan.heretile,
-      metadata: fileMetadata(plan),
       createdBy: `${TOOL.name} ${TOOL.version}`,
       ...(options.compression === undefined ? {} : { compression: options.compression }),
       ...(options.maxFileBytes === undefined ? {} : { maxFileBytes: options.maxFileBytes }),
@@ -410,6 +458,9 @@ const transfer = (run: Run, todo: ReadonlyArray<number>, finished: Map<number, C
       discard: true
     })
   }))
+
+/** The files of a plan of files (checkFormat: not a table's). */
+const plainFormat = (format: ExportOptions["format"]): OutputFormat => (format === "iceberg" ? "parquet" : format)
 
 /** The mean blob size of listed partitions, where the listing says. */
 const meanDataSize = (listed: ReadonlyArray<Partition>): number | undefined => {

@@ -1,43 +1,72 @@
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import { destination } from "../sinks/Destination.ts"
+import { type Destination, destination } from "../sinks/Destination.ts"
+import { committed } from "./Commit.ts"
 import { readState } from "./Manifest.ts"
 import { makePlan, type Plan, versionBounds } from "./Plan.ts"
+import type { ExportFormat } from "./Settings.ts"
+import { refuseTable, tableState } from "./Tables.ts"
 
 export interface ExportRequest {
   readonly catalog: string
   readonly layer: string
   readonly version: number | "latest"
-  /** `changes`: only what changed since the layer's cursor (`_state.json`) in `out`. */
+  /**
+   * `changes`: only what changed since the layer's cursor in `out`: its `_state.json`, or, for an
+   * Iceberg table, the newest version tagged below the one exported.
+   */
   readonly mode: "full" | "changes"
   readonly out: string
   readonly parts: number
+  /** `iceberg`: a snapshot of the layer's table; the other formats write files (the plan does not depend on which). */
+  readonly format?: ExportFormat | undefined
 }
 
 export type Planned =
-  | { readonly _tag: "Planned"; readonly plan: Plan; readonly note?: string | undefined }
+  | PlannedExport
   | { readonly _tag: "UpToDate"; readonly catalogHrn: string; readonly layerId: string; readonly version: number }
+
+/** An export to run, and why it is not what was asked when it is not (a full export instead of changes). */
+export interface PlannedExport {
+  readonly _tag: "Planned"
+  readonly plan: Plan
+  readonly note?: string | undefined
+}
 
 /**
  * Plans a full export, or in `changes` mode a delta from the cursor to the target version. Without
  * a cursor, or with one below the minimum version (its base was deleted), it falls back to a full
- * export and says why in `note`.
+ * export and says why in `note`. The layer's directory must hold what the export writes: files, or
+ * this layer's Iceberg table (`format` iceberg); anything else is refused before anything is written.
  */
 export const planExport = (request: ExportRequest) =>
   Effect.gen(function*() {
+    const table = request.format === "iceberg"
     const full = yield* makePlan({
       catalog: request.catalog,
       layer: request.layer,
       version: request.version,
-      parts: request.parts
+      parts: request.parts,
+      ...(table ? { format: "iceberg" as const } : {})
     })
-    if (request.mode === "full" || full.layerType === "volatile") {
-      const note = request.mode === "changes"
-        ? "volatile layers have no versions to diff: exporting a snapshot"
-        : undefined
-      return { _tag: "Planned", plan: full, note } satisfies Planned
-    }
     const dest = yield* destination(request.out)
+    if (table) {
+      const state = yield* tableState(dest, full)
+      if (request.mode === "full" || full.layerType === "volatile") return plannedFull(request, full)
+      if (state.tagged) {
+        // A run stopped after its commit left its bookkeeping: tidied here, as a re-run of it would.
+        yield* committed(dest, full)
+        return {
+          _tag: "UpToDate",
+          catalogHrn: full.catalogHrn,
+          layerId: full.layerId,
+          version: full.version
+        } satisfies Planned
+      }
+      return yield* tableDelta(full, state.base, request.parts)
+    }
+    yield* refuseTable(dest, full)
+    if (request.mode === "full" || full.layerType === "volatile") return plannedFull(request, full)
     const state = yield* readState(dest, `${full.catalogId}/${full.layerId}`).pipe(
       Effect.orElseSucceed(() => Option.none())
     )
@@ -48,22 +77,57 @@ export const planExport = (request: ExportRequest) =>
     if (cursor >= full.version) {
       return { _tag: "UpToDate", catalogHrn: full.catalogHrn, layerId: full.layerId, version: cursor } satisfies Planned
     }
+    return yield* delta(full, cursor, request.parts, `the cursor (version ${cursor})`)
+  })
+
+const plannedFull = (request: ExportRequest, full: Plan): PlannedExport => ({
+  _tag: "Planned",
+  plan: full,
+  note: request.mode === "changes" && full.layerType === "volatile"
+    ? "volatile layers have no versions to diff: exporting a snapshot"
+    : undefined
+})
+
+/** The changes from `base` (`subject` in notes) to the full plan's version while the catalog still has them; else the full plan, and why. */
+const delta = (full: Plan, base: number, parts: number, subject: string) =>
+  Effect.gen(function*() {
     const { minimum } = yield* versionBounds(full.catalogHrn)
-    if (cursor < minimum - 1) {
+    if (base < minimum - 1) {
       return {
         _tag: "Planned",
         plan: full,
-        note:
-          `the cursor (version ${cursor}) is below the minimum version ${minimum}, so its changes are gone: full export`
-      } satisfies Planned
+        note: `${subject} is below the minimum version ${minimum}, so its changes are gone: full export`
+      } satisfies PlannedExport
     }
     const plan = yield* makePlan({
       catalog: full.catalogHrn,
       layer: full.layerId,
       version: full.version,
-      parts: request.parts,
+      parts,
       mode: "changes",
-      baseVersion: cursor
+      baseVersion: base,
+      ...(full.format === undefined ? {} : { format: full.format })
     })
-    return { _tag: "Planned", plan } satisfies Planned
+    return { _tag: "Planned", plan } satisfies PlannedExport as PlannedExport
+  })
+
+/**
+ * A version of a layer's Iceberg table: the changes from the newest version tagged below it (`base`,
+ * from tableState), else a full snapshot, and why.
+ */
+export const tableDelta = (full: Plan, base: number | undefined, parts: number) =>
+  base === undefined
+    ? Effect.succeed<PlannedExport>({
+      _tag: "Planned",
+      plan: full,
+      note: `the table has no snapshot of a version below ${full.version} yet: full export`
+    })
+    : delta(full, base, parts, `the table's newest version below ${full.version} (tag v${base})`)
+
+/** A table's version for a backfill: already tagged (nothing to do), or its plan (changes from the nearest older tag where possible). */
+export const planTableVersion = (dest: Destination, full: Plan, parts: number) =>
+  Effect.gen(function*() {
+    const state = yield* tableState(dest, full)
+    if (state.tagged) return Option.none<PlannedExport>()
+    return Option.some(yield* tableDelta(full, state.base, parts))
   })

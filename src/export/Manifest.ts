@@ -1,6 +1,7 @@
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import type { Column as ColumnModel, ColumnType as ColumnTypeModel, ScalarKind } from "../sinks/Columns.ts"
 import type { Destination } from "../sinks/Destination.ts"
 import { WrittenFile } from "../sinks/WrittenFile.ts"
 import { OutputConflict } from "./Errors.ts"
@@ -24,6 +25,52 @@ export const DecodeIdentity = Schema.Struct({
   bundleSha256: Schema.optional(Schema.String)
 })
 export type DecodeIdentity = typeof DecodeIdentity.Type
+
+const scalarKinds: ReadonlyArray<ScalarKind> = [
+  "boolean",
+  "int32",
+  "uint32",
+  "int64",
+  "uint64",
+  "float",
+  "double",
+  "string",
+  "binary",
+  "json",
+  "wkb"
+]
+
+const ColumnType: Schema.Schema<ColumnTypeModel> = Schema.Union(
+  Schema.Struct({ kind: Schema.Literal(...scalarKinds) }),
+  Schema.Struct({ kind: Schema.Literal("struct"), fields: Schema.Array(Schema.suspend(() => Column)) }),
+  Schema.Struct({ kind: Schema.Literal("list"), element: Schema.suspend(() => ColumnType) })
+)
+
+/** A column of the files (sinks/Columns.ts), as a table export's shard manifests record them. */
+export const Column: Schema.Schema<ColumnModel> = Schema.Struct({
+  name: Schema.String,
+  type: ColumnType,
+  nullable: Schema.Boolean
+})
+
+/** The fields of a manifest that say what was exported, from the export's plan (export/Plan.ts). */
+export const exportedOf = (plan: {
+  readonly catalogHrn: string
+  readonly layerId: string
+  readonly layerType: "versioned" | "volatile"
+  readonly version: number
+  readonly snapshot?: string | undefined
+  readonly contentType: string
+  readonly contentEncoding?: string | undefined
+}) => ({
+  catalogHrn: plan.catalogHrn,
+  layerId: plan.layerId,
+  layerType: plan.layerType,
+  version: plan.version,
+  ...(plan.snapshot === undefined ? {} : { snapshot: plan.snapshot }),
+  contentType: plan.contentType,
+  ...(plan.contentEncoding === undefined ? {} : { contentEncoding: plan.contentEncoding })
+})
 
 /** How an export (or one part of it) decoded, and what came of it; absent from raw exports. */
 export const DecodeSummary = Schema.Struct({

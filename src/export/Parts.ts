@@ -19,6 +19,11 @@ export interface PartWriterOptions extends Omit<RollingWriter.Options, "dir" | "
   readonly decoding?: Decoding | undefined
   /** The region of a multi-region catalog the part is read from, for its checkpoint. */
   readonly region?: string | undefined
+  /**
+   * Rows of an Iceberg table: a deleted partition is no row; its id goes to the checkpoint (the
+   * commit position-deletes its old row).
+   */
+  readonly tableRows?: boolean | undefined
 }
 
 /** Rows whose blob is at least this large go to the encoder as a batch of their own, without a copy. */
@@ -30,6 +35,8 @@ export const LARGE_ROW_BYTES = 1024 * 1024
  */
 export class PartWriter {
   private readonly batch: RowBatchBuilder
+  /** Table rows: the deleted partitions listed. */
+  private readonly deletedIds: Array<string> | undefined
   partitions = 0
   deleted = 0
   bytes = 0
@@ -44,6 +51,7 @@ export class PartWriter {
   ) {
     // Room for a full batch and the blob that fills it, so the buffer rarely grows.
     this.batch = new RowBatchBuilder(options.batchBytes + 64 * 1024)
+    this.deletedIds = options.tableRows === true ? [] : undefined
   }
 
   /** `run` names this run's files apart from any other run's. */
@@ -75,6 +83,13 @@ export class PartWriter {
     checksum: string | null,
     data: Uint8Array | null
   ): void {
+    if (data === null && this.deletedIds !== undefined) {
+      // An Iceberg table's deleted partition is no row: the commit position-deletes its old one.
+      this.partitions++
+      this.deleted++
+      this.deletedIds.push(partition)
+      return
+    }
     this.batch.add(partition, version, dataHandle, dataSize, checksum, data)
     this.count(data)
   }
@@ -133,7 +148,8 @@ export class PartWriter {
       ...(this.options.region === undefined ? {} : { region: this.options.region }),
       ...(identity === undefined || decoded === undefined
         ? {}
-        : { decode: partSummary(identity, decoded, this.partitions, this.deleted) })
+        : { decode: partSummary(identity, decoded, this.partitions, this.deleted) }),
+      ...(this.deletedIds === undefined ? {} : { deletedPartitions: this.deletedIds })
     }
     yield* writeJson(this.dest, checkpointKey(this.dir, this.part), checkpoint)
     this.probe.reached("checkpoint")

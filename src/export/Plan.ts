@@ -34,6 +34,11 @@ export const Plan = Schema.Struct({
   parts: Schema.Array(Schema.String),
   /** The part indices each shard lists (a sharded plan); absent: one shard lists every part. */
   shards: Schema.optional(Schema.Array(Schema.Array(Schema.Number))),
+  /**
+   * `iceberg`: a snapshot of the layer's Iceberg table (export/Tables.ts), whose shards write Parquet
+   * data files for it; absent: files in the formats the shards' `--format` says.
+   */
+  format: Schema.optional(Schema.Literal("iceberg")),
   createdAt: Schema.String
 })
 export type Plan = typeof Plan.Type
@@ -66,17 +71,28 @@ export interface PlanRequest {
   readonly parts: number
   readonly mode?: "full" | "changes"
   readonly baseVersion?: number
+  /** A snapshot of the layer's Iceberg table (`--format iceberg`). */
+  readonly format?: "iceberg" | undefined
 }
 
 const EXPORTABLE = new Set(["versioned", "volatile"])
 
 export const snapshotName = (date: Date): string => date.toISOString().replace(/[-:]/g, "").replace(/\.\d{3}Z$/, "Z")
 
-/** The directory of one export below OUT: `<catalog-id>/<layer-id>/version=<V>` or `snapshot=<S>`. */
-export const exportDir = (plan: Pick<Plan, "catalogId" | "layerId" | "layerType" | "version" | "snapshot">): string =>
+/** Where a layer's Iceberg table keeps its data files, below the table's directory. */
+export const TABLE_DATA = "data"
+
+/**
+ * The directory of one export below OUT: `<catalog-id>/<layer-id>/version=<V>` or `snapshot=<S>`; an
+ * export into the layer's Iceberg table has it below the table's `data/` (its data files stay there).
+ */
+export const exportDir = (
+  plan: Pick<Plan, "catalogId" | "layerId" | "layerType" | "version" | "snapshot"> & Partial<Pick<Plan, "format">>
+): string =>
   [
     plan.catalogId,
     plan.layerId,
+    ...(plan.format === "iceberg" ? [TABLE_DATA] : []),
     plan.layerType === "volatile" ? `snapshot=${plan.snapshot}` : `version=${plan.version}`
   ].join("/")
 
@@ -162,6 +178,7 @@ export const makePlan = Effect.fn("Plan.make")(function*(request: PlanRequest) {
     mode,
     ...(request.baseVersion !== undefined ? { baseVersion: request.baseVersion } : {}),
     parts: [...parts],
+    ...(request.format === undefined ? {} : { format: request.format }),
     createdAt: now.toISOString()
   } satisfies Plan
 })

@@ -11,6 +11,13 @@ export const PositiveInt = Schema.Int.pipe(Schema.positive())
 // Spelled out, not imported from ParquetCodecs: that module loads the native codecs, which command start-up does not need.
 export const Compression = Schema.Literal("zstd", "snappy", "gzip", "none")
 
+/**
+ * `--format`: files (Parquet, Arrow or both, `version=<V>/` per export), or `iceberg`: one Apache
+ * Iceberg table per layer, a snapshot per exported version (Parquet data files; export/Tables.ts).
+ */
+export const ExportFormat = Schema.Literal(...OutputFormat.literals, "iceberg")
+export type ExportFormat = typeof ExportFormat.Type
+
 export const DecodeMode = Schema.Literal(...decodeModes)
 export const OnDecodeError = Schema.Literal(...onDecodeErrors)
 
@@ -23,7 +30,7 @@ export const OnDecodeError = Schema.Literal(...onDecodeErrors)
 export const ExportSettings = Schema.Struct({
   /** A local directory or an object store (`s3://bucket/prefix`). */
   out: Schema.String,
-  format: Schema.optionalWith(OutputFormat, { default: () => "parquet" as const }),
+  format: Schema.optionalWith(ExportFormat, { default: () => "parquet" as const }),
   compression: Schema.optionalWith(Compression, { default: () => "zstd" as const }),
   /** Blob requests in flight at once, across all parts, pinned; absent: found as the export runs (client/Concurrency.ts). */
   concurrency: Schema.optional(PositiveInt),

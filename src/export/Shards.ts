@@ -6,7 +6,7 @@ import { RecordedFile } from "../sinks/WrittenFile.ts"
 import { partsDir } from "./Checkpoints.ts"
 import { OutputConflict } from "./Errors.ts"
 import { writeJson } from "./Json.ts"
-import { DecodeSummary, PartRegion, readOwnJson, readOwnJsonOption } from "./Manifest.ts"
+import { Column, DecodeSummary, PartRegion, readOwnJson, readOwnJsonOption } from "./Manifest.ts"
 import { exportDir, PLAN, Plan, shardsOf } from "./Plan.ts"
 
 /**
@@ -30,6 +30,10 @@ export const ShardManifest = Schema.Struct({
   regions: Schema.optional(Schema.Array(PartRegion)),
   /** How the shard's parts were decoded, added up; absent when they were not. */
   decode: Schema.optional(DecodeSummary),
+  /** An Iceberg table's export: the columns the files hold (the commit fits the table's schema to them). */
+  columns: Schema.optional(Schema.Array(Column)),
+  /** An Iceberg table's export: the partitions its parts listed as deleted. */
+  deletedPartitions: Schema.optional(Schema.Array(Schema.String)),
   startedAt: Schema.String,
   finishedAt: Schema.String
 })

@@ -15,6 +15,8 @@ import type { SinkError } from "../sinks/SinkError.ts"
 export interface ExportLocation {
   /** How messages name the location (the path or URL as the user gave it). */
   readonly name: string
+  /** The destination the exports were written to: Iceberg tables are read through it. */
+  readonly dest: Destination
   /** Names directly below `dir` (empty when it does not exist). */
   readonly list: (dir: string) => Effect.Effect<ReadonlyArray<string>, SinkError>
   /** A JSON file of `schema`; none when it does not exist or does not decode. */
@@ -38,6 +40,7 @@ const failed = <A, E extends { readonly message: string }, R>(effect: Effect.Eff
 /** The exports below a destination (the `--out` of the exports). */
 export const locationOf = (dest: Destination): ExportLocation => ({
   name: dest.name,
+  dest,
   list: (dir) => Effect.map(dest.list(dir), (entries) => entries.map((e) => e.name)),
   readJson: (file, schema) =>
     readJson(dest, schema, file).pipe(Effect.catchTag("JsonInvalid", () => Effect.succeedNone)),

@@ -3,6 +3,8 @@ import * as Option from "effect/Option"
 import { ConfigApi } from "../client/ConfigApi.ts"
 import { MetadataApi } from "../client/MetadataApi.ts"
 import { MANIFEST, Manifest } from "../export/Manifest.ts"
+import { tableAt } from "../sinks/iceberg/Location.ts"
+import { loadTable, taggedVersions } from "../sinks/iceberg/Table.ts"
 import { type ExportLocation, exportLocation } from "./ExportLocation.ts"
 import { RetentionRefused } from "./Policy.ts"
 
@@ -42,6 +44,13 @@ const damage = (location: ExportLocation, dir: string, manifest: Manifest) =>
 export const committedVersions = (location: ExportLocation, catalogHrn: string, catalogId: string, layerId: string) =>
   Effect.gen(function*() {
     const layerDir = `${catalogId}/${layerId}`
+    // An Iceberg table (--format iceberg): every version tagged v<N> is a whole snapshot of it.
+    const table = yield* loadTable(tableAt(location.dest, layerDir), { catalogHrn, layerId }).pipe(
+      Effect.catchTag("IcebergError", (e) => (e.reason === "Mismatch" ? Effect.succeed(undefined) : Effect.fail(e)))
+    )
+    if (table?.metadata !== undefined) {
+      return { held: taggedVersions(table.metadata).map((t) => t.version), damaged: [] as Array<Damaged> }
+    }
     const committed: Array<{ readonly version: number; readonly base: number | undefined }> = []
     const damaged: Array<Damaged> = []
     for (const entry of yield* location.list(layerDir)) {

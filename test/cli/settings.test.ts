@@ -127,7 +127,7 @@ describe("the export settings", () => {
 
   it("refuse what the schema refuses, naming the flag", async () => {
     expect(await settingsOf(["--out", "x", "--format", "csv"])).toEqual(
-      Either.left("--format must be one of parquet, arrow, both, got 'csv'.")
+      Either.left("--format must be one of parquet, arrow, both, iceberg, got 'csv'.")
     )
     expect(await settingsOf(["--out", "x", "--concurrency", "abc"])).toEqual(
       Either.left("--concurrency must be an integer, got 'abc'.")

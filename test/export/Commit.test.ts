@@ -142,7 +142,7 @@ describe("a directory that already holds a manifest", () => {
       fs.writeFileSync(path.join(dir, "_plan.json"), JSON.stringify(plan))
       fs.writeFileSync(path.join(dir, "part-3-dead-00000.parquet"), "left over")
       const found = yield* committed(dest, plan)
-      expect(Option.getOrThrow(found)).toEqual(manifest)
+      expect(Option.getOrThrow(found)).toEqual({ manifest })
       expect(readJson(path.join(out, "roads", "places", "_state.json")).lastVersion).toBe(3)
       expect(filesBelow(dir)).toEqual([...manifest.files.map((f) => f.path), "_manifest.json"].sort())
       // A changes export of the same version is covered by the full one.

@@ -1,7 +1,6 @@
 import * as Effect from "effect/Effect"
 import { parquetRead } from "hyparquet"
 import { type ColumnSource, ParquetWriter } from "hyparquet-writer"
-import { randomUUID } from "node:crypto"
 import * as fs from "node:fs/promises"
 import { columnStats } from "../ColumnStats.ts"
 import { publish } from "../Destination.ts"
@@ -15,7 +14,7 @@ import type { RecordedFile } from "../WrittenFile.ts"
 import { commit, type CommitOptions, type Committed } from "./Commit.ts"
 import type { IcebergError } from "./Errors.ts"
 import { deletedPositions } from "./LiveRows.ts"
-import { keyIn, type TableLocation, uriOf } from "./Location.ts"
+import { fileId, keyIn, type TableLocation, uriOf } from "./Location.ts"
 import { dataFileOf } from "./Manifest.ts"
 import { decompressors, openParquet, readParquet } from "./ParquetRead.ts"
 import { type RowLocation, writePositionDeletes } from "./PositionDeletes.ts"
@@ -212,7 +211,7 @@ const compactionOf = (
       return gone > 0 && gone >= ratio * e.data_file.record_count
     })
     if (candidates.length === 0 && deletes.length <= 1) return undefined
-    const dirKey = keyIn(table, `data/compact-${randomUUID()}`)
+    const dirKey = keyIn(table, `data/compact-${fileId()}`)
     const schema = currentSchema(metadata)
     const written: Array<{ uri: string; file: RecordedFile }> = []
     const rewritten: Array<{ from: string; rows: number; live: number }> = []

@@ -83,8 +83,8 @@ const planFor = (metadata: TableMetadata, options: ExpireOptions): Plan => {
   }
 }
 
-/** Every file a snapshot's readers use: its manifest list, manifests, live data and delete files. */
-const reachable = (table: TableLocation, snapshots: ReadonlyArray<Snapshot>) =>
+/** Every file the snapshots' readers use: their manifest lists, manifests, live data and delete files. */
+export const reachable = (table: TableLocation, snapshots: ReadonlyArray<Snapshot>) =>
   Effect.gen(function*() {
     const files = new Set<string>()
     const manifests = new Set<string>()

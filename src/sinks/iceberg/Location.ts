@@ -1,6 +1,6 @@
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import { randomUUID } from "node:crypto"
+import { randomBytes } from "node:crypto"
 import type { Destination } from "../Destination.ts"
 import type { SinkError } from "../SinkError.ts"
 import { IcebergError } from "./Errors.ts"
@@ -38,8 +38,30 @@ export const keyOfUri = (table: TableLocation, uri: string): string | undefined 
 export const metadataFileName = (version: number) => `v${version}.metadata.json`
 export const VERSION_HINT = "metadata/version-hint.text"
 
-/** A new, unique name for a file the table will record (uuid-named, as Iceberg writers name theirs). */
-export const newFileName = (prefix: string, extension: string) => `${prefix}-${randomUUID()}.${extension}`
+/**
+ * A new, unique id for the name of a file the table will record (uuid-named, as Iceberg writers name
+ * theirs): a UUIDv7, whose first 48 bits are the time it was made, so that the name says when the file
+ * was written (`writtenAt`) on every destination, whether or not it keeps modification times.
+ */
+export const fileId = (now = Date.now()): string => {
+  const bytes = randomBytes(16)
+  bytes.writeUIntBE(now, 0, 6)
+  bytes[6] = (bytes[6]! & 0x0f) | 0x70
+  bytes[8] = (bytes[8]! & 0x3f) | 0x80
+  const hex = bytes.toString("hex")
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`
+}
+
+const UUID_V7 = /([0-9a-f]{8})-([0-9a-f]{4})-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}/
+
+/** When a file named with `fileId` was written (ms): the time of the first UUIDv7 in its path; undefined for other names. */
+export const writtenAt = (path: string): number | undefined => {
+  const m = UUID_V7.exec(path)
+  return m === null ? undefined : Number.parseInt(`${m[1]}${m[2]}`, 16)
+}
+
+/** A new, unique name for a file the table will record. */
+export const newFileName = (prefix: string, extension: string) => `${prefix}-${fileId()}.${extension}`
 
 const corrupt = (table: TableLocation, uri: string, why: string, cause?: unknown) =>
   new IcebergError({

@@ -1,9 +1,9 @@
 import * as Effect from "effect/Effect"
-import { randomInt, randomUUID } from "node:crypto"
+import { randomInt } from "node:crypto"
 import type { SinkError } from "../SinkError.ts"
 import type { Proposal } from "./Commit.ts"
 import { IcebergError } from "./Errors.ts"
-import { keyIn, type TableLocation, uriOf } from "./Location.ts"
+import { fileId, keyIn, type TableLocation, uriOf } from "./Location.ts"
 import { type DataFile, encodeManifest, EntryStatus, type ManifestContent, type ManifestEntry } from "./Manifest.ts"
 import { encodeManifestList, type ManifestFile } from "./ManifestList.ts"
 import { type Entry, isLive, readManifest, readManifestList } from "./SnapshotFiles.ts"
@@ -46,7 +46,7 @@ export const stageManifest = (
       data_file
     }))
     const bytes = yield* encode(table, () => encodeManifest(schema, content, entries))
-    const key = keyIn(table, `metadata/${randomUUID()}-m0.avro`)
+    const key = keyIn(table, `metadata/${fileId()}-m0.avro`)
     yield* table.dest.write(key, bytes)
     let rows = 0
     let size = 0
@@ -158,7 +158,7 @@ const rewrite = (
     }
     const content: ManifestContent = manifest.content === 0 ? "data" : "deletes"
     const encoded = yield* encode(table, () => encodeManifest(schema, content, kept))
-    const key = keyIn(table, `metadata/${randomUUID()}-m1.avro`)
+    const key = keyIn(table, `metadata/${fileId()}-m1.avro`)
     yield* table.dest.write(key, encoded)
     const file: ManifestFile = {
       ...manifest,
@@ -301,7 +301,7 @@ export const proposeSnapshot = (
         parentSnapshotId: change.base?.["snapshot-id"],
         sequenceNumber
       }, list))
-    const listKey = keyIn(table, `metadata/snap-${snapshotId}-${attempt}-${randomUUID()}.avro`)
+    const listKey = keyIn(table, `metadata/snap-${snapshotId}-${attempt}-${fileId()}.avro`)
     yield* table.dest.write(listKey, listBytes)
     attemptFiles.push(listKey)
 
