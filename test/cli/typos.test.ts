@@ -41,7 +41,7 @@ const cases: ReadonlyArray<{ readonly args: Array<string>; readonly says: string
   { args: ["run", "job.json", "--dry-rn"], says: "Did you mean --dry-run?" },
   {
     args: ["export", "--catalog", "hrn:here:data::org:x", "--layer", "l", "--out", "o", "--format", "csv"],
-    says: "catalog-export: --format must be one of parquet, arrow, both, got 'csv'."
+    says: "catalog-export: --format must be one of parquet, arrow, both, iceberg, got 'csv'."
   },
   {
     args: ["retention", "--catalog", "hrn:here:data::org:x", "--older-than", "30", "--skip-export-check"],
