@@ -15,7 +15,7 @@ import { runExport } from "../src/export/Lazy.ts"
 import { type Manifest, readManifest } from "../src/export/Manifest.ts"
 import { exportDir, makePlan, type Plan, versionBounds } from "../src/export/Plan.ts"
 import { Counters, tracking } from "../src/export/Progress.ts"
-import { ExportSettings, PositiveInt, sharedBy } from "../src/export/Settings.ts"
+import { ExportSettings, PositiveInt, sharedBy, writeSettingsOf } from "../src/export/Settings.ts"
 import { identityOf, refuseTable, tableOf } from "../src/export/Tables.ts"
 import { destination } from "../src/sinks/Destination.ts"
 import { loadTable, taggedVersions } from "../src/sinks/iceberg/Table.ts"
@@ -52,6 +52,8 @@ export type VersionOutcome =
     }
   }
   | { readonly version: number; readonly status: "already-exported" }
+  /** A dry run: the version would be exported. */
+  | { readonly version: number; readonly status: "would-export" }
   /** Versions `version..through` hold the layer's state of version `since`, which is exported: nothing new to export. */
   | { readonly version: number; readonly through: number; readonly status: "unchanged"; readonly since: number }
   /** The layer has no data at versions `version..through` (it was first published later). */
@@ -73,6 +75,8 @@ export interface BackfillTotals {
   noData: number
   belowMinimum: number
   notYetPublished: number
+  /** A dry run's versions that would be exported (absent unless a dry run). */
+  wouldExport?: number
 }
 
 export interface BackfillRequest {
@@ -92,6 +96,26 @@ export interface BackfillRequest {
    * with the other region.
    */
   readonly region?: string | undefined
+  /** Decide every version as a run would, but export nothing: those to export are reported as "would-export". */
+  readonly dryRun?: boolean | undefined
+}
+
+/** The request of a backfill job (or of the flags that say the same), with what the caller decides. */
+export const backfillRequestOf = (
+  job: Omit<BackfillJob, "job" | "lookupUrl" | "credentials" | "region">,
+  options: Pick<BackfillRequest, "versionConcurrency" | "region" | "dryRun">
+): BackfillRequest => {
+  const write = writeSettingsOf(job)
+  return {
+    catalog: job.catalog,
+    layer: job.layer,
+    from: job.from,
+    to: job.to,
+    parts: write.parts,
+    export: { ...write, out: job.out },
+    everyVersion: job.everyVersion ?? false,
+    ...options
+  }
 }
 
 /** A manifest's decode counts, for the outcome of a version. */
@@ -122,9 +146,10 @@ const orderedReporter = (report: (outcome: VersionOutcome) => Effect.Effect<void
       "unchanged": "unchanged",
       "no-data": "noData",
       "below-minimum": "belowMinimum",
-      "not-yet-published": "notYetPublished"
+      "not-yet-published": "notYetPublished",
+      "would-export": "wouldExport"
     } as const)[o.status]
-    totals[key] += n
+    totals[key] = (totals[key] ?? 0) + n
   }
   const emitPending = Effect.suspend(() => {
     const p = pending
@@ -195,7 +220,8 @@ export const runBackfill = (request: BackfillRequest, report: (outcome: VersionO
       unchanged: 0,
       noData: 0,
       belowMinimum: 0,
-      notYetPublished: 0
+      notYetPublished: 0,
+      ...(request.dryRun === true ? { wouldExport: 0 } : {})
     }
     const reporter = orderedReporter(report, totals)
     const dest = yield* destination(request.export.out)
@@ -287,6 +313,11 @@ export const runBackfill = (request: BackfillRequest, report: (outcome: VersionO
     }
     if (changeCheck !== undefined) yield* Effect.logInfo(`${catalogHrn} ${layer.id}: ${changeCheck}`)
 
+    if (request.dryRun === true) {
+      for (const { slot, version } of toExport) yield* reporter.settle(slot, { version, status: "would-export" })
+      yield* reporter.end
+      return { ...totals, changeCheck }
+    }
     const atOnce = Math.max(1, Math.min(request.versionConcurrency ?? 1, toExport.length))
     const options = {
       ...sharedBy(request.export, atOnce),

@@ -11,6 +11,7 @@ import { MetadataApi } from "../src/client/MetadataApi.ts"
 import { RetryTally } from "../src/client/Retry.ts"
 import type { HasExitCode } from "../src/domain/ExitCode.ts"
 import * as Hrn from "../src/domain/Hrn.ts"
+import { committed } from "../src/export/Commit.ts"
 import { InvalidLayerId } from "../src/export/Errors.ts"
 import type { ExportResult } from "../src/export/Export.ts"
 import { type Failover, regionsFor, versionMissing, withFailover } from "../src/export/Failover.ts"
@@ -357,4 +358,41 @@ export const raiseToExported = (catalogHrn: string, version: number, out: string
     yield* (yield* MetadataApi).setMinimumVersion(catalogHrn, version)
     const tables = yield* expireTables(location.dest, catalogHrn, version, false)
     return { catalogHrn, from: minimum, to: version, tables } satisfies MinimumRaised
+  })
+
+/** What a run would do with a layer, found without changing anything (a dry run). */
+export type LayerPreview =
+  | {
+    readonly action: "export"
+    readonly version: number
+    readonly mode: "full" | "changes"
+    /** `changes`: the version the changes are counted from (exclusive). */
+    readonly baseVersion?: number | undefined
+    /** Metadata parts the listing is split into. */
+    readonly parts: number
+    /** Why the plan is not what was asked (e.g. a full export instead of changes). */
+    readonly note?: string | undefined
+  }
+  | { readonly action: "up-to-date"; readonly version: number }
+  | { readonly action: "already-exported"; readonly version: number }
+
+/** Plans a layer as a run would (incremental when asked), and tells whether its export is already committed. */
+export const previewLayer = (
+  target: { readonly catalog: string; readonly layer: string },
+  settings: Pick<LayerSettings, "out" | "mode" | "version" | "parts">
+) =>
+  Effect.gen(function*() {
+    const planned = yield* planExport({ ...target, ...settings })
+    if (planned._tag === "UpToDate") return { action: "up-to-date", version: planned.version } satisfies LayerPreview
+    const plan = planned.plan
+    const done = yield* committed(yield* destination(settings.out), plan)
+    if (Option.isSome(done)) return { action: "already-exported", version: plan.version } satisfies LayerPreview
+    return {
+      action: "export",
+      version: plan.version,
+      mode: plan.mode,
+      baseVersion: plan.baseVersion,
+      parts: Math.max(1, plan.parts.length),
+      note: planned.note
+    } satisfies LayerPreview
   })

@@ -1,7 +1,13 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
-import { type BackfillJob, type BackfillTotals, runBackfill, type VersionOutcome } from "../../pipelines/backfill.ts"
+import {
+  type BackfillJob,
+  backfillRequestOf,
+  type BackfillTotals,
+  runBackfill,
+  type VersionOutcome
+} from "../../pipelines/backfill.ts"
 import { ExitCode, UsageError } from "../domain/ExitCode.ts"
 import { connectionsFor, writeSettingsOf } from "../export/Settings.ts"
 import {
@@ -34,6 +40,8 @@ const describeOutcome = (o: VersionOutcome) => {
       } MB in ${(o.elapsedMs / 1000).toFixed(1)} s`
     case "already-exported":
       return `version ${o.version}: already exported, skipped`
+    case "would-export":
+      return `version ${o.version}: would be exported`
     case "unchanged":
       return `${
         versions(o.version, o.through)
@@ -59,8 +67,11 @@ const backfilled: Renderer<{
   json: (r) => r.report,
   text: ({ job, totals }) => [
     ...(totals.changeCheck === undefined ? [] : [`Note: ${totals.changeCheck}.`]),
-    `Backfill of ${job.catalog} ${job.layer} ${job.from}..${job.to}: ${totals.exported} exported, ${totals.alreadyExported} already exported, ` +
-    `${totals.unchanged} unchanged, ${totals.noData} without data, ${totals.belowMinimum} deleted, ${totals.notYetPublished} not published yet.`
+    `Backfill of ${job.catalog} ${job.layer} ${job.from}..${job.to}: ${
+      totals.wouldExport === undefined ? `${totals.exported} exported` : `${totals.wouldExport} to export`
+    }, ${totals.alreadyExported} already exported, ` +
+    `${totals.unchanged} unchanged, ${totals.noData} without data, ${totals.belowMinimum} deleted, ${totals.notYetPublished} not published yet.`,
+    ...(totals.wouldExport === undefined ? [] : ["Dry run: nothing was changed."])
   ]
 }
 
@@ -69,7 +80,7 @@ type Backfill = Omit<BackfillJob, "job" | keyof Connection>
 
 const backfill = (
   job: Backfill,
-  global: GlobalOptions & ProgressFlags & { readonly json: boolean },
+  global: GlobalOptions & ProgressFlags & { readonly json: boolean; readonly dryRun?: boolean },
   connection: Connection
 ) =>
   Effect.gen(function*() {
@@ -94,17 +105,7 @@ const backfill = (
     })
     const outcomes: Array<VersionOutcome> = []
     const totals = yield* runBackfill(
-      {
-        catalog: job.catalog,
-        layer: job.layer,
-        from: job.from,
-        to: job.to,
-        parts: write.parts,
-        export: { ...write, out: job.out },
-        versionConcurrency,
-        everyVersion: job.everyVersion ?? false,
-        region
-      },
+      backfillRequestOf(job, { versionConcurrency, region, dryRun: global.dryRun === true }),
       (outcome) =>
         Effect.zipRight(Effect.sync(() => outcomes.push(outcome)), render(versionDecided, outcome, global.json))
     ).pipe(Effect.provide(client), Effect.provide(progressLayer(global)))
@@ -123,12 +124,14 @@ const backfill = (
       },
       startedAt
     )
-    yield* writeRunReport(job.out, report)
+    if (global.dryRun !== true) yield* writeRunReport(job.out, report)
     yield* render(backfilled, { job, totals, report }, global.json)
   })
 
-export const runBackfillJob = (job: BackfillJob, global: GlobalOptions & ProgressFlags & { readonly json: boolean }) =>
-  backfill(job, global, connectionOf(global, job))
+export const runBackfillJob = (
+  job: BackfillJob,
+  global: GlobalOptions & ProgressFlags & { readonly json: boolean; readonly dryRun?: boolean }
+) => backfill(job, global, connectionOf(global, job))
 
 export const backfillCommand = Command.make(
   "backfill",

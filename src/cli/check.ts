@@ -9,25 +9,30 @@ import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { BackfillJob } from "../../pipelines/backfill.ts"
-import { NightlyJob } from "../../pipelines/nightly-export.ts"
-import { RetentionJob } from "../../pipelines/retention.ts"
+import { BackfillJob, backfillRequestOf, runBackfill } from "../../pipelines/backfill.ts"
+import { NightlyJob, previewLayer } from "../../pipelines/nightly-export.ts"
+import { planRetention, policyOfJob, RetentionJob } from "../../pipelines/retention.ts"
 import { Auth } from "../client/Auth.ts"
 import { BlobApi, VolatileBlobApi } from "../client/BlobApi.ts"
 import { ConfigApi } from "../client/ConfigApi.ts"
 import { load as loadCredentials, looseAccess, resolvePath } from "../client/Credentials.ts"
+import type { DataClient } from "../client/DataClient.ts"
 import { Lookup } from "../client/Lookup.ts"
 import { ExitCode, type HasExitCode } from "../domain/ExitCode.ts"
+import type { Encoder } from "../encoder/Encoder.ts"
 import { jobKindOf, load as loadJob } from "../export/JobConfig.ts"
 import { listPart } from "../export/Listing.ts"
 import { makePlan } from "../export/Plan.ts"
+import { writeSettingsOf } from "../export/Settings.ts"
 import { exportLocation } from "../retention/ExportLocation.ts"
+import { exportCheckOf } from "../retention/Guard.ts"
 import { destination } from "../sinks/Destination.ts"
 import { isObjectStore } from "../sinks/ObjectStore.ts"
 import {
   clientLayer,
   connectionOf,
   globalOptions,
+  lookupFromOf,
   lookupUrlFor,
   retryOptions,
   retryPolicyOf,
@@ -69,8 +74,15 @@ export interface CheckTargets {
   readonly out: string | undefined
   readonly exportLocation: string | undefined
   readonly lookupUrl: string | undefined
+  /** Where a given lookup URL came from (`connectionOf`). */
+  readonly lookupFrom?: string | undefined
   readonly credentials: string | undefined
   readonly region: string | undefined
+  /**
+   * A job config's decision as its run would make it, changing nothing (the retention guard's
+   * verdict, the versions a backfill would export, what a nightly run would do with each layer).
+   */
+  readonly decide?: Effect.Effect<ReadonlyArray<CheckResult>, never, DataClient | Encoder> | undefined
 }
 
 /** A clock this far from the token service's is worth fixing, though requests are then signed with its clock. */
@@ -251,12 +263,18 @@ export const runChecks = (
       for (const [lookupUrl, layers] of groups) {
         const client = clientLayer({
           lookupUrl,
+          lookupFrom: lookupFromOf(targets, lookupUrl),
           credentials: targets.credentials,
           concurrency: 2,
           retry: { maxElapsed: "15 seconds", maxRetries: 2, ...retryPolicyOf(retry) },
           region: targets.region
         })
         const checked = yield* checkService(lookupUrl, layers).pipe(
+          Effect.flatMap((results) =>
+            targets.decide === undefined || results.some((r) => r.status === "fail")
+              ? Effect.succeed(results)
+              : Effect.map(targets.decide, (decided) => [...results, ...decided])
+          ),
           Effect.provide(client),
           Effect.catchAll((error) => Effect.succeed([failed("lookup", `${lookupUrl}: `, error)])),
           // What the client would log (a loose credentials file, a clock re-signed) is a check line here.
@@ -300,10 +318,34 @@ const targetsOfConfig = (file: string) =>
     switch (kind) {
       case "nightly-export": {
         const job = yield* loadJob(NightlyJob, file)
+        const settings = {
+          out: job.out,
+          mode: job.incremental === true ? "changes" as const : "full" as const,
+          version: "latest" as const,
+          parts: writeSettingsOf(job).parts
+        }
         return {
           layers: job.layers,
           out: job.out,
           exportLocation: undefined,
+          decide: Effect.forEach(job.layers, (target) => {
+            const name = `${target.catalog} ${target.layer}: `
+            return previewLayer(target, settings).pipe(
+              Effect.map((p) =>
+                ok(
+                  "decision",
+                  name + (p.action === "export"
+                    ? `a run would export version ${p.version} (${
+                      p.mode === "changes" ? `the changes since version ${p.baseVersion}` : "full"
+                    })`
+                    : p.action === "up-to-date"
+                    ? `up to date at version ${p.version}`
+                    : `version ${p.version} is already exported`)
+                )
+              ),
+              Effect.catchAll((error) => Effect.succeed(failed("decision", name, error)))
+            )
+          }),
           lookupUrl: job.lookupUrl,
           credentials: job.credentials,
           region: job.region
@@ -315,6 +357,23 @@ const targetsOfConfig = (file: string) =>
           layers: [{ catalog: job.catalog, layer: job.layer }],
           out: job.out,
           exportLocation: undefined,
+          decide: Effect.gen(function*() {
+            const versions: Array<number> = []
+            yield* runBackfill(backfillRequestOf(job, { region: job.region, dryRun: true }), (o) =>
+              Effect.sync(() => o.status === "would-export" && versions.push(o.version)))
+            return [
+              ok(
+                "decision",
+                `${job.catalog} ${job.layer} ${job.from}..${job.to}: a run would export ${
+                  versions.length === 0 ? "no version" : `version(s) ${versions.join(", ")}`
+                }`
+              )
+            ]
+          }).pipe(
+            Effect.catchAll((error) =>
+              Effect.succeed([failed("decision", `${job.catalog} ${job.layer}: `, error)])
+            )
+          ),
           lookupUrl: job.lookupUrl,
           credentials: job.credentials,
           region: job.region
@@ -329,6 +388,30 @@ const targetsOfConfig = (file: string) =>
           layers,
           out: undefined,
           exportLocation: job.requireExported,
+          decide: Effect.gen(function*() {
+            const exportCheck = yield* exportCheckOf({
+              requireExported: job.requireExported,
+              skipExportCheck: job.skipExportCheck ?? false,
+              layers: job.layers === undefined || job.layers.length === 0 ? undefined : job.layers,
+              names: { require: `"requireExported" in ${file}`, skip: `"skipExportCheck": true` }
+            })
+            const plan = yield* planRetention({
+              catalog: job.catalog,
+              policy: yield* policyOfJob(job, file),
+              exportCheck
+            })
+            if (plan.refusal !== undefined) return [failed("decision", "", plan.refusal)]
+            return [
+              ok(
+                "decision",
+                plan.target <= plan.minimum
+                  ? `nothing to delete: the minimum version stays ${plan.minimum}`
+                  : `a run would raise the minimum version of ${plan.catalogHrn} to ${plan.target}, deleting versions ${plan.minimum}..${
+                    plan.target - 1
+                  }`
+              )
+            ]
+          }).pipe(Effect.catchAll((error) => Effect.succeed([failed("decision", "", error)]))),
           lookupUrl: job.lookupUrl,
           credentials: job.credentials,
           region: job.region
@@ -378,6 +461,7 @@ export const checkCommand = Command.make(
         layers: flagged.length > 0 ? flagged : fromConfig.layers,
         out: Option.getOrElse(o.out, () => fromConfig.out),
         exportLocation: Option.getOrElse(o.requireExported, () => fromConfig.exportLocation),
+        decide: fromConfig.decide,
         ...connectionOf(o, fromConfig)
       }
       const results = yield* runChecks(targets, o, (r) => render(checked, r, o.json))

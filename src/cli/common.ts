@@ -111,10 +111,24 @@ export const summaryJson = Options.boolean("json").pipe(
   Options.withDescription("Print the summary on stdout as one JSON object (logs and progress stay on stderr).")
 )
 
+/** A lookup URL as given, and where it came from: what an error about it names. */
+export interface GivenLookupUrl {
+  readonly url: string
+  /** "came from --lookup-url", "came from CATALOG_LOOKUP_URL", ... */
+  readonly from: string
+}
+
 /** Options every command that talks to a catalog service takes (DESIGN.md "CLI"). */
 export const globalOptions = {
   lookupUrl: Options.text("lookup-url").pipe(
-    Options.withFallbackConfig(Config.nonEmptyString("CATALOG_LOOKUP_URL")),
+    Options.withPseudoName("URL"),
+    Options.map((url): GivenLookupUrl => ({ url, from: "came from --lookup-url" })),
+    Options.withFallbackConfig(
+      Config.map(
+        Config.nonEmptyString("CATALOG_LOOKUP_URL"),
+        (url): GivenLookupUrl => ({ url, from: "came from CATALOG_LOOKUP_URL" })
+      )
+    ),
     Options.optional,
     Options.withDescription(
       "Lookup API base URL (env CATALOG_LOOKUP_URL). Default: derived from the catalog HRN's partition (hrn:here → the HERE platform, hrn:local → http://localhost:31005/lookup/v1)."
@@ -142,7 +156,7 @@ export const globalOptions = {
 }
 
 export interface GlobalOptions extends RetryFlags {
-  readonly lookupUrl: Option.Option<string>
+  readonly lookupUrl: Option.Option<GivenLookupUrl>
   readonly credentials: Option.Option<string>
   readonly region: Option.Option<string>
   readonly logFormat: Option.Option<"text" | "json">
@@ -158,12 +172,12 @@ const LOOKUP_BY_PARTITION: Record<string, string> = {
   local: "http://localhost:31005/lookup/v1"
 }
 
+const partitionOf = (catalog: string | undefined) =>
+  (catalog === undefined ? undefined : Either.getOrUndefined(Hrn.parse(catalog))?.partition) ?? "here"
+
 /** The lookup URL given (flag, `CATALOG_LOOKUP_URL` or job config), else the one the catalog's HRN partition implies. */
-export const lookupUrlFor = (given: string | undefined, catalog: string | undefined): string => {
-  if (given !== undefined) return given
-  const partition = catalog === undefined ? undefined : Either.getOrUndefined(Hrn.parse(catalog))?.partition
-  return LOOKUP_BY_PARTITION[partition ?? "here"] ?? LOOKUP_BY_PARTITION.here!
-}
+export const lookupUrlFor = (given: string | undefined, catalog: string | undefined): string =>
+  given ?? LOOKUP_BY_PARTITION[partitionOf(catalog)] ?? LOOKUP_BY_PARTITION.here!
 
 /** How a job config reaches the service (lookupUrl, credentials, region); flags override it. */
 export interface Connection {
@@ -172,21 +186,44 @@ export interface Connection {
   readonly region?: string | undefined
 }
 
+/** A connection decided: the flags over a job config, and where the lookup URL came from, if one was given. */
+export interface ResolvedConnection extends Required<Connection> {
+  readonly lookupFrom: string | undefined
+}
+
 /**
  * Where flags and a job config meet, field by field: the flag (or its environment variable, read by
  * Options.withFallbackConfig), else the job config's value; the defaults come after (`clientFor`).
  */
-export const connectionOf = (
-  flags: GlobalOptions,
-  file: Connection = {}
-): { readonly [K in keyof Connection]-?: Connection[K] } => ({
-  lookupUrl: Option.getOrElse(flags.lookupUrl, () => file.lookupUrl),
+export const connectionOf = (flags: GlobalOptions, file: Connection = {}): ResolvedConnection => ({
+  lookupUrl: Option.match(flags.lookupUrl, { onNone: () => file.lookupUrl, onSome: (given) => given.url }),
+  lookupFrom: Option.match(flags.lookupUrl, {
+    onNone: () => (file.lookupUrl === undefined ? undefined : `came from the job config's "lookupUrl"`),
+    onSome: (given) => given.from
+  }),
   credentials: Option.getOrElse(flags.credentials, () => file.credentials),
   region: Option.getOrElse(flags.region, () => file.region)
 })
 
+type Given = Connection & { readonly lookupFrom?: string | undefined }
+
+/** Where a client's lookup URL came from, for the errors that say it is wrong (`lookupUrl` is the one used). */
+export const lookupFromOf = (connection: Given, lookupUrl: string): string => {
+  if (connection.lookupUrl !== undefined) return connection.lookupFrom ?? "was given"
+  const partition = Object.keys(LOOKUP_BY_PARTITION).find((p) => LOOKUP_BY_PARTITION[p] === lookupUrl) ?? "here"
+  return `is the default for hrn:${partition} catalogs, as none was given`
+}
+
+/** The lookup URL of a catalog's client and where it came from (the HRN implies one when none is given). */
+export const lookupOf = (connection: Given, catalog: string | undefined) => {
+  const lookupUrl = lookupUrlFor(connection.lookupUrl, catalog)
+  return { lookupUrl, lookupFrom: lookupFromOf(connection, lookupUrl) }
+}
+
 export interface ClientSettings {
   readonly lookupUrl: string
+  /** Where the lookup URL came from, for the errors that say it is wrong. */
+  readonly lookupFrom?: string | undefined
   readonly credentials: string | undefined
   readonly concurrency: number
   readonly retry?: Partial<RetryPolicyShape>
@@ -203,6 +240,7 @@ export const clientLayer = (
   isHttpUrl(settings.lookupUrl)
     ? DataClient.layer({
       lookupUrl: settings.lookupUrl,
+      ...(settings.lookupFrom === undefined ? {} : { lookupFrom: settings.lookupFrom }),
       ...(settings.credentials === undefined ? {} : { credentialsPath: settings.credentials }),
       concurrency: settings.concurrency,
       ...(settings.retry === undefined ? {} : { retry: settings.retry }),
@@ -217,12 +255,12 @@ export const clientLayer = (
 
 /** The Data API client for a catalog (its HRN implies the lookup service unless one is given). */
 export const clientFor = (
-  connection: Connection,
+  connection: Given,
   catalog: string | undefined,
   options: { readonly concurrency: number; readonly retry?: Partial<RetryPolicyShape> }
 ) =>
   clientLayer({
-    lookupUrl: lookupUrlFor(connection.lookupUrl, catalog),
+    ...lookupOf(connection, catalog),
     credentials: connection.credentials,
     concurrency: options.concurrency,
     ...(options.retry === undefined ? {} : { retry: options.retry }),

@@ -55,7 +55,11 @@ export const demoCommand = Command.make(
         } s).`
       )
       const out = Option.getOrElse(o.out, () => job.out)
-      const global = { ...o, lookupUrl: Option.some(service.lookupUrl), credentials: Option.some(credentials) }
+      const global = {
+        ...o,
+        lookupUrl: Option.some({ url: service.lookupUrl, from: "is the demo service's" }),
+        credentials: Option.some(credentials)
+      }
       yield* runNightlyJob({ ...job, out }, global, true)
       // One layer also as an Apache Iceberg table (docs/iceberg-tables.md), in a directory of its own.
       const places = job.layers.find((l) => l.layer === "places")

@@ -1,4 +1,7 @@
+import * as CliConfig from "@effect/cli/CliConfig"
 import * as Command from "@effect/cli/Command"
+import * as Descriptor from "@effect/cli/CommandDescriptor"
+import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as ValidationError from "@effect/cli/ValidationError"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
@@ -9,7 +12,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import { setFlagsFromString } from "node:v8"
-import { ExitCode } from "../domain/ExitCode.ts"
+import { ExitCode, UsageError } from "../domain/ExitCode.ts"
 import { TOOL } from "../domain/Tool.ts"
 import { Encoder } from "../encoder/Encoder.ts"
 import { CrashProbe } from "../telemetry/CrashProbe.ts"
@@ -17,6 +20,7 @@ import * as Telemetry from "../telemetry/Telemetry.ts"
 import { commandsFor, type TopLevelCommand } from "./commands.ts"
 import { exitCodeOf, interruption, sentenceOf } from "./Exit.ts"
 import { defaultLoggerLayer, plainWhenPiped } from "./Logging.ts"
+import { unknownWord } from "./Suggest.ts"
 
 // undici parses HTTP with WebAssembly. After a few responses V8 starts optimising the parser on a
 // background thread, and a process that is done waits for that to finish before it exits: ~80 ms of
@@ -47,31 +51,49 @@ process.stdout.on("error", (error: NodeJS.ErrnoException) => {
   throw error
 })
 
-const program = cli(process.argv).pipe(
-  Effect.catchAll((error) =>
-    Effect.gen(function*() {
-      exitCode = exitCodeOf(error)
-      // @effect/cli has already printed its own message for parse errors.
-      if (!ValidationError.isValidationError(error)) yield* Console.error(`catalog-export: ${sentenceOf(error)}`)
-    })
-  ),
-  // A bug: one line on stderr with the cause (stdout keeps only results).
-  Effect.catchAllDefect((defect) =>
-    Effect.suspend(() => {
-      exitCode = ExitCode.failure
-      return Console.error(`catalog-export: unexpected error, please report it: ${Cause.pretty(Cause.die(defect))}`)
-    })
-  ),
-  plainWhenPiped,
-  // The encoder thread of exports starts with the first file written there, not with every command.
-  Effect.provide(Layer.merge(NodeContext.layer, Encoder.auto)),
-  // OTLP traces and metrics when OTEL_EXPORTER_OTLP_ENDPOINT asks (loaded only then), flushed at the end.
-  Effect.provide(Telemetry.layer),
-  // The kill tests' crash points (CATALOG_EXPORT_CRASH_AT); a no-op otherwise.
-  Effect.provide(CrashProbe.fromEnv),
-  // Until a command installs the logger its flags ask for: stderr, never stdout.
-  Effect.provide(defaultLoggerLayer)
-)
+// A mistyped command or flag is named with the nearest known ones, before @effect/cli's parser
+// (whose answer lists every command, or only says "unknown argument").
+const typo = unknownWord(root, process.argv.slice(2))
+
+/**
+ * The arguments parsed as @effect/cli will parse them, so that what it would print of a bad value
+ * (`--format csv`) is printed here instead, as every error is: one `catalog-export: ` line.
+ */
+const parseFirst = Descriptor.parse(root.descriptor, [TOOL.name, ...process.argv.slice(2)], CliConfig.defaultConfig)
+  .pipe(
+    Effect.catchIf(
+      (e) => !ValidationError.isHelpRequested(e),
+      (e) => new UsageError({ message: HelpDoc.toAnsiText(e.error).trim().replace(/\n+/g, " ") })
+    )
+  )
+
+const program = (typo === undefined
+  ? Effect.zipRight(parseFirst, cli(process.argv))
+  : Effect.fail(new UsageError({ message: typo }))).pipe(
+    Effect.catchAll((error) =>
+      Effect.gen(function*() {
+        exitCode = exitCodeOf(error)
+        // @effect/cli has already printed its own message for parse errors.
+        if (!ValidationError.isValidationError(error)) yield* Console.error(`catalog-export: ${sentenceOf(error)}`)
+      })
+    ),
+    // A bug: one line on stderr with the cause (stdout keeps only results).
+    Effect.catchAllDefect((defect) =>
+      Effect.suspend(() => {
+        exitCode = ExitCode.failure
+        return Console.error(`catalog-export: unexpected error, please report it: ${Cause.pretty(Cause.die(defect))}`)
+      })
+    ),
+    plainWhenPiped,
+    // The encoder thread of exports starts with the first file written there, not with every command.
+    Effect.provide(Layer.merge(NodeContext.layer, Encoder.auto)),
+    // OTLP traces and metrics when OTEL_EXPORTER_OTLP_ENDPOINT asks (loaded only then), flushed at the end.
+    Effect.provide(Telemetry.layer),
+    // The kill tests' crash points (CATALOG_EXPORT_CRASH_AT); a no-op otherwise.
+    Effect.provide(CrashProbe.fromEnv),
+    // Until a command installs the logger its flags ask for: stderr, never stdout.
+    Effect.provide(defaultLoggerLayer)
+  )
 
 NodeRuntime.runMain(program, {
   // Failures are reported above, as one sentence on stderr; runMain's own logger writes to stdout.

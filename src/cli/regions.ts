@@ -25,6 +25,9 @@ import { loggerLayer } from "./Logging.ts"
 
 const LOCAL_LOOKUP = "http://localhost:31005/lookup/v1"
 
+const lookupUrlOf = (o: Flags) =>
+  Option.match(o.lookupUrl, { onNone: () => LOCAL_LOOKUP, onSome: (given) => given.url })
+
 const describe = (status: RegionsStatus) =>
   `Regions: ${status.regions.map((r) => `${r.id} ${r.state}`).join(", ")}; ${status.pendingCopies} cop${
     status.pendingCopies === 1 ? "y" : "ies"
@@ -47,8 +50,7 @@ const call = (o: Flags, state: "up" | "down" | undefined, rawRegion: string | un
         message: `--region: unknown region '${rawRegion}'; the regions are ${SELECTABLE_REGIONS.join(" and ")}.`
       })
     }
-    const lookupUrl = Option.getOrElse(o.lookupUrl, () => LOCAL_LOOKUP)
-    const service = lookupUrl.replace(/\/+$/, "").replace(/\/lookup\/v1$/, "")
+    const service = lookupUrlOf(o).replace(/\/+$/, "").replace(/\/lookup\/v1$/, "")
     const api = yield* ApiClient
     const request = state === undefined
       ? HttpClientRequest.get(`${service}${LOCAL_REGIONS_PATH}`)
@@ -70,7 +72,11 @@ const call = (o: Flags, state: "up" | "down" | undefined, rawRegion: string | un
   }).pipe(
     Effect.provide(clientFor(
       {
-        lookupUrl: Option.getOrElse(o.lookupUrl, () => LOCAL_LOOKUP),
+        lookupUrl: lookupUrlOf(o),
+        lookupFrom: Option.match(o.lookupUrl, {
+          onNone: () => "is the local service's default (none was given)",
+          onSome: (given) => given.from
+        }),
         credentials: Option.getOrUndefined(o.credentials)
       },
       undefined,

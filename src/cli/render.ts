@@ -16,6 +16,21 @@ export interface Renderer<A> {
 /** Whether stdout is a terminal: the one place commands ask. */
 export const stdoutIsTerminal = () => process.stdout.isTTY === true
 
+/** Whether a person is at a terminal who can answer a question (stdin and stderr are terminals): never under cron. */
+export const canAsk = () => process.stdin.isTTY === true && process.stderr.isTTY === true
+
+/** Asks a yes/no question on stderr; true only for "y" or "yes". */
+export const confirm = (question: string): Effect.Effect<boolean> =>
+  Effect.promise(async () => {
+    const { createInterface } = await import("node:readline/promises")
+    const prompt = createInterface({ input: process.stdin, output: process.stderr })
+    try {
+      return /^y(es)?$/i.test((await prompt.question(`${question} [y/N] `)).trim())
+    } finally {
+      prompt.close()
+    }
+  })
+
 /** Listings and documents of the inspection commands: JSON when asked, and whenever stdout is not a terminal. */
 export const wantsJson = (flag: boolean) => flag || !stdoutIsTerminal()
 

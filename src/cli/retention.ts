@@ -12,7 +12,7 @@ import {
   setAutomaticDeletion
 } from "../../pipelines/retention.ts"
 import type { ExpiredTable } from "../../pipelines/tables.ts"
-import { UsageError } from "../domain/ExitCode.ts"
+import { ExitCode, UsageError } from "../domain/ExitCode.ts"
 import { exportCheckOf } from "../retention/Guard.ts"
 import type { SharedHandle } from "../retention/HandleReuse.ts"
 import type { Policy } from "../retention/Policy.ts"
@@ -24,8 +24,9 @@ import {
   type GlobalOptions,
   globalOptions
 } from "./common.ts"
+import { JobFailed } from "./Exit.ts"
 import { loggerLayer } from "./Logging.ts"
-import { render, type Renderer } from "./render.ts"
+import { canAsk, confirm, render, type Renderer } from "./render.ts"
 
 const date = (ms: number) => new Date(ms).toISOString()
 
@@ -107,14 +108,16 @@ interface RetentionSettings {
   readonly skipExportCheck: boolean
   readonly layers: ReadonlyArray<string>
   readonly dryRun: boolean
+  /** Carry out the plan without asking (on a terminal it is asked for; elsewhere never). */
+  readonly yes: boolean
   readonly json: boolean
   /** How the user gave the two guard settings (flags or job config fields), for messages. */
   readonly names: { readonly require: string; readonly skip: string }
 }
 
 /**
- * Plans, prints the plan (also when it is refused), then carries it out unless refused or a dry run.
- * Nothing is changed before the plan is printed.
+ * Plans, prints the plan (also when it is refused), then carries it out unless refused or a dry run,
+ * on a terminal only once the person confirms it (unless --yes). Nothing is changed before the plan is printed.
  */
 const retention = (s: RetentionSettings, connection: Connection) =>
   Effect.gen(function*() {
@@ -127,13 +130,31 @@ const retention = (s: RetentionSettings, connection: Connection) =>
     const plan = yield* planRetention({ catalog: s.catalog, policy: s.policy, exportCheck })
     yield* render(planned, { plan, dryRun: s.dryRun }, s.json)
     for (const line of describeShared(plan.sharedHandles)) yield* Console.error(line)
-    if (plan.refusal !== undefined) return yield* plan.refusal
+    if (plan.refusal !== undefined) {
+      if (s.dryRun) yield* render(carriedOut, { plan, dryRun: true, tables: [] }, s.json)
+      return yield* plan.refusal
+    }
     if (plan.target <= plan.minimum) return
+    if (!s.dryRun && !s.yes && canAsk()) {
+      const go = yield* confirm(
+        `Delete versions ${plan.minimum}..${plan.target - 1} of ${plan.catalogHrn} permanently?`
+      )
+      if (!go) {
+        return yield* new JobFailed({
+          exitCode: ExitCode.failure,
+          message: "Not confirmed: nothing was changed (answer y to delete; --yes skips the question)."
+        })
+      }
+    }
     const tables = s.dryRun ? [] : yield* applyRetention(plan)
     yield* render(carriedOut, { plan, dryRun: s.dryRun, tables }, s.json)
   }).pipe(Effect.provide(clientFor(connection, s.catalog, { concurrency: 4 })))
 
-export const runRetentionJob = (job: RetentionJob, file: string, global: GlobalOptions & { readonly json: boolean }) =>
+export const runRetentionJob = (
+  job: RetentionJob,
+  file: string,
+  global: GlobalOptions & { readonly json: boolean; readonly dryRun: boolean; readonly yes: boolean }
+) =>
   Effect.gen(function*() {
     const policy = yield* policyOfJob(job, file)
     yield* retention({
@@ -142,11 +163,22 @@ export const runRetentionJob = (job: RetentionJob, file: string, global: GlobalO
       requireExported: job.requireExported,
       skipExportCheck: job.skipExportCheck ?? false,
       layers: job.layers ?? [],
-      dryRun: job.dryRun ?? false,
+      dryRun: global.dryRun || (job.dryRun ?? false),
+      yes: global.yes,
       json: global.json,
       names: { require: `"requireExported" in ${file}`, skip: `"skipExportCheck": true` }
     }, connectionOf(global, job))
   })
+
+export const dryRun = Options.boolean("dry-run").pipe(
+  Options.withDescription("Print what would be deleted and change nothing.")
+)
+
+export const yes = Options.boolean("yes").pipe(
+  Options.withDescription(
+    "Delete without asking. On a terminal retention shows its plan and asks first; elsewhere (cron, a pipe) it never asks."
+  )
+)
 
 const catalog = Options.text("catalog").pipe(Options.withDescription("Catalog HRN."))
 
@@ -215,7 +247,8 @@ export const retentionCommand = Command.make(
         "With --require-exported: the layers whose exports count (default: every versioned layer)."
       )
     ),
-    dryRun: Options.boolean("dry-run").pipe(Options.withDescription("Print what would be deleted and change nothing.")),
+    dryRun,
+    yes,
     json: Options.boolean("json").pipe(Options.withDescription("Print the plan and its outcome as one JSON object."))
   },
   (o) =>
@@ -249,6 +282,7 @@ export const retentionCommand = Command.make(
         skipExportCheck: o.skipExportCheck,
         layers: o.layers,
         dryRun: o.dryRun,
+        yes: o.yes,
         json: o.json,
         names: { require: "--require-exported LOCATION", skip: "--skip-export-check" }
       }, connectionOf(o))

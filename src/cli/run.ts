@@ -1,5 +1,6 @@
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
 import { BackfillJob } from "../../pipelines/backfill.ts"
 import { NightlyJob } from "../../pipelines/nightly-export.ts"
@@ -11,7 +12,7 @@ import { unfinishedWhenInterrupted } from "./Exit.ts"
 import { progressOptions } from "./exporting.ts"
 import { loggerLayer } from "./Logging.ts"
 import { runNightlyJob } from "./nightly.ts"
-import { runRetentionJob } from "./retention.ts"
+import { runRetentionJob, yes } from "./retention.ts"
 
 /** `run config.json`: the `job` field says which pipeline; the rest is that pipeline's validated config. */
 export const runCommand = Command.make(
@@ -22,6 +23,12 @@ export const runCommand = Command.make(
     noFailover,
     ...progressOptions,
     json: summaryJson,
+    dryRun: Options.boolean("dry-run").pipe(
+      Options.withDescription(
+        "Change nothing: a retention job prints its plan; a nightly-export or backfill job prints what it would export."
+      )
+    ),
+    yes,
     config: Args.file({ name: "config.json" })
   },
   (o) =>

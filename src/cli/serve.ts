@@ -6,6 +6,7 @@ import * as Console from "effect/Console"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as path from "node:path"
 import * as DurationString from "../domain/DurationString.ts"
 import { UsageError } from "../domain/ExitCode.ts"
 import { regionOf, SELECTABLE_REGIONS } from "../domain/Region.ts"
@@ -170,6 +171,16 @@ export const serve = Command.make("serve", options, (o) =>
       yield* LocalService.writeCredentials(o.credentialsOut.value, yield* service.credentialsFor())
     }
     yield* Console.log(LocalService.listeningLine(service))
+    // For a person: the command that exports from it (stdout keeps the one JSON line scripts read).
+    const credentials = Option.match(o.credentialsOut, {
+      onNone: () => "FILE (write one with serve --credentials-out FILE)",
+      onSome: (file) => path.resolve(file)
+    })
+    yield* Console.error(
+      `Export from it: catalog-export export --catalog ${
+        o.seed === "demo" ? "hrn:local:data:::demo --layer places" : "HRN --layer LAYER"
+      } --out out --lookup-url ${service.lookupUrl} --credentials ${credentials}`
+    )
     return yield* Effect.never
   }).pipe(Effect.scoped)).pipe(
     Command.withDescription(

@@ -16,7 +16,7 @@ import { ApiError, type ResponseDecodeError } from "./Errors.ts"
 import { Http } from "./Http.ts"
 import { HttpOptions } from "./HttpOptions.ts"
 import { Lookup, type LookupFailure } from "./Lookup.ts"
-import { logRetry, outageLimit, recordRetry, retryLimits, RetryPolicy, RetryTally } from "./Retry.ts"
+import { outageLimit, recordRetry, retryLimits, RetryPolicy, RetryTally } from "./Retry.ts"
 
 /**
  * Blob API v1 (`blob`) and Volatile Blob API v1 (`volatile-blob`): two services with the same
@@ -204,7 +204,7 @@ const makeBlobApi = (apiName: "blob" | "volatile-blob") =>
                 ),
               onRetry: (step) => {
                 recordRetry(tally, step)
-                Runtime.runFork(runtime)(logRetry(step))
+                Runtime.runFork(runtime)(http.logRetry(step))
               },
               ...(Metrics.requestTiming.enabled ? { onAnswered: Metrics.blobAnswered } : {})
             })

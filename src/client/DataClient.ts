@@ -22,6 +22,8 @@ import { SubscriptionsApi } from "./SubscriptionsApi.ts"
 export interface DataClientOptions {
   /** e.g. https://api-lookup.data.api.platform.here.com/lookup/v1, or the local service's lookupUrl. */
   readonly lookupUrl: string
+  /** Where the lookup URL came from ("came from --lookup-url", ...), for the errors that say it is wrong. */
+  readonly lookupFrom?: string
   /** Lookup's `region` for catalog-bound APIs (a multi-region catalog's secondary region); default: the primary. */
   readonly region?: string
   /** credentials.properties; default $HERE_CREDENTIALS_FILE, then ~/.here/credentials.properties. */
@@ -89,7 +91,8 @@ export const layer = (options: DataClientOptions): Layer.Layer<DataClient, Crede
   const api = ApiClient.layer.pipe(Layer.provideMerge(auth))
   const lookup = Lookup.layer({
     lookupUrl: options.lookupUrl,
-    ...(options.region === undefined ? {} : { region: options.region })
+    ...(options.region === undefined ? {} : { region: options.region }),
+    ...(options.lookupFrom === undefined ? {} : { from: options.lookupFrom })
   }).pipe(Layer.provideMerge(api))
   const services = Layer.mergeAll(
     ConfigApi.layer,

@@ -189,6 +189,57 @@ export class ApiNotFound extends Schema.TaggedError<ApiNotFound>()("ApiNotFound"
   }
 }
 
+/**
+ * Nothing answers at the lookup URL (connection refused, or no such host) on the first request to it:
+ * a wrong or missing lookup URL, not an outage to wait out. `from` says where the URL came from.
+ */
+export class LookupUnreachable extends Schema.TaggedError<LookupUnreachable>()("LookupUnreachable", {
+  lookupUrl: Schema.String,
+  from: Schema.String,
+  reason: Schema.String
+}) {
+  get exitCode() {
+    return ExitCode.usage
+  }
+
+  override get message(): string {
+    return (
+      `Nothing answers at the lookup URL ${this.lookupUrl} (${this.reason}; the URL ${this.from}). ` +
+      `Give the lookup service's URL with --lookup-url URL (or CATALOG_LOOKUP_URL, or "lookupUrl" in a job config); ` +
+      `the local service prints it as "lookupUrl" when it starts (catalog-export serve).`
+    )
+  }
+}
+
+/** The lookup URL answers, but not as a lookup service does (its `/platform/apis` is not found): a service's root URL, say. */
+export class NotALookupService extends Schema.TaggedError<NotALookupService>()("NotALookupService", {
+  lookupUrl: Schema.String,
+  from: Schema.String,
+  status: Schema.Number
+}) {
+  get exitCode() {
+    return ExitCode.usage
+  }
+
+  /** Where the lookup API would be if the URL is the root (or the `/lookup` path) of a service. */
+  get suggestion(): string {
+    const base = this.lookupUrl.replace(/\/+$/, "")
+    return /\/lookup$/.test(base) ? `${base}/v1` : /\/lookup\/v1$/.test(base) ? base : `${base}/lookup/v1`
+  }
+
+  override get message(): string {
+    const guess = this.suggestion === this.lookupUrl.replace(/\/+$/, "")
+      ? "check the host and port"
+      : `did you mean ${this.suggestion}?`
+    return (
+      `${this.lookupUrl} is not a lookup service (GET ${
+        this.lookupUrl.replace(/\/+$/, "")
+      }/platform/apis answered ${this.status}; ` +
+      `the URL ${this.from}): ${guess} The local service prints its lookup URL as "lookupUrl" when it starts.`
+    )
+  }
+}
+
 /** The catalog does not exist or the credentials may not see it (the config API answers 403 for both). */
 export class CatalogNotFound extends Schema.TaggedError<CatalogNotFound>()("CatalogNotFound", {
   hrn: Schema.String,
@@ -252,6 +303,8 @@ export type ClientError =
   | CredentialsError
   | ApiNotFound
   | CatalogNotFound
+  | LookupUnreachable
+  | NotALookupService
 
 const SECRET_PARAM = /key|token|sig|secret|credential|password|auth|session/i
 

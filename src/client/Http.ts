@@ -8,10 +8,19 @@ import type * as Stream from "effect/Stream"
 import type { Dispatcher } from "undici"
 import * as Metrics from "../telemetry/Metrics.ts"
 import { apiErrorOf, fromClientError, type HttpFailure, requestUrl } from "./ErrorMapping.ts"
-import type { RegionUnavailable, RetryBudgetExhausted } from "./Errors.ts"
+import { type RegionUnavailable, type RetryBudgetExhausted, TransportError } from "./Errors.ts"
 import { HttpOptions, type HttpOptionsShape, UndiciDispatcher, undiciLayer } from "./HttpOptions.ts"
 import { followRedirect, REDIRECT_STATUSES, redirectRefused } from "./Redirects.ts"
-import { retryEffect, retryLimits, RetryPolicy, type RetryPolicyShape, retrySchedule, retryStream } from "./Retry.ts"
+import {
+  retryEffect,
+  retryLimits,
+  type RetryLog,
+  retryLogger,
+  RetryPolicy,
+  type RetryPolicyShape,
+  retrySchedule,
+  retryStream
+} from "./Retry.ts"
 
 /**
  * The HTTP stack under every API service: undici (HttpOptions.ts) -> redirects (Redirects.ts) ->
@@ -22,6 +31,11 @@ import { retryEffect, retryLimits, RetryPolicy, type RetryPolicyShape, retrySche
 export interface SendOptions {
   /** Statuses returned as a response instead of failing with ApiError; default 2xx. */
   readonly accept?: (status: number) => boolean
+  /**
+   * A connection refused (nothing listens there) is final, not retried: for a service not known to
+   * answer yet, where it means a wrong URL rather than a passing outage (Lookup's first request).
+   */
+  readonly refusedIsFinal?: boolean
 }
 
 export interface HttpShape {
@@ -43,6 +57,8 @@ export interface HttpShape {
   ) => Stream.Stream<A, E | RetryBudgetExhausted | RegionUnavailable, R>
   /** The undici dispatcher under the stack, for hot paths that drive it directly (BlobFetcher). */
   readonly dispatcher: Dispatcher
+  /** How this client's retries are logged (the first of each kind on stderr), for those that retry outside `retrying` (BlobFetcher). */
+  readonly logRetry: RetryLog
 }
 
 export class Http extends Context.Tag("catalog-export/client/Http")<Http, HttpShape>() {
@@ -63,7 +79,9 @@ export class Http extends Context.Tag("catalog-export/client/Http")<Http, HttpSh
     Http,
     Effect.gen(function*() {
       const options = yield* HttpOptions
-      const schedule = retrySchedule(retryLimits(yield* RetryPolicy))
+      const limits = retryLimits(yield* RetryPolicy)
+      const logRetry = retryLogger(limits)
+      const schedule = retrySchedule(limits, logRetry)
       const client = (yield* HttpClient.HttpClient).pipe(HttpClient.withTracerDisabledWhen(() => true))
 
       const send = (request: HttpClientRequest.HttpClientRequest, sendOptions?: SendOptions) =>
@@ -72,7 +90,20 @@ export class Http extends Context.Tag("catalog-export/client/Http")<Http, HttpSh
           let current = HttpClientRequest.setHeader(request, "user-agent", options.userAgent)
           for (let hops = 0;; hops++) {
             const sentAt = Metrics.requestTiming.enabled ? performance.now() : 0
-            const response = yield* client.execute(current).pipe(Effect.mapError((e) => fromClientError(current, e)))
+            const response = yield* client.execute(current).pipe(
+              Effect.mapError((e) => {
+                const failure = fromClientError(current, e)
+                return sendOptions?.refusedIsFinal === true && failure.code === "ECONNREFUSED"
+                  ? new TransportError({
+                    method: failure.method,
+                    url: failure.url,
+                    reason: failure.reason,
+                    code: failure.code,
+                    retriable: false
+                  })
+                  : failure
+              })
+            )
             if (Metrics.requestTiming.enabled) Metrics.apiAnswered(performance.now() - sentAt)
             const location = response.headers["location"]
             if (REDIRECT_STATUSES.has(response.status) && location !== undefined) {
@@ -98,7 +129,8 @@ export class Http extends Context.Tag("catalog-export/client/Http")<Http, HttpSh
         send,
         retrying: retryEffect(schedule),
         retryingStream: retryStream(schedule),
-        dispatcher: yield* UndiciDispatcher
+        dispatcher: yield* UndiciDispatcher,
+        logRetry
       })
     })
   )

@@ -16,9 +16,12 @@ import {
   ApiError,
   ApiNotFound,
   CatalogNotFound,
+  LookupUnreachable,
+  NotALookupService,
   redactUrl,
   type RequestFailure,
-  ResponseDecodeError
+  ResponseDecodeError,
+  TransportError
 } from "./Errors.ts"
 
 /**
@@ -46,7 +49,13 @@ export interface BaseUrlRequest {
   readonly region?: string
 }
 
-export type LookupFailure = RequestFailure | ResponseDecodeError | ApiNotFound | CatalogNotFound
+export type LookupFailure =
+  | RequestFailure
+  | ResponseDecodeError
+  | ApiNotFound
+  | CatalogNotFound
+  | LookupUnreachable
+  | NotALookupService
 
 export interface LookupShape {
   readonly baseUrl: (request: BaseUrlRequest) => Effect.Effect<string, LookupFailure>
@@ -60,6 +69,8 @@ export interface LookupOptions {
   readonly defaultTtl?: Duration.DurationInput
   /** The region catalog-bound lookups ask for when a request names none. */
   readonly region?: string
+  /** Where the URL came from ("came from --lookup-url", ...), for the errors that say it is wrong. */
+  readonly from?: string
 }
 
 class Key extends Data.Class<{ readonly hrn: string | undefined; readonly region: string | undefined }> {}
@@ -78,7 +89,10 @@ export class Lookup extends Context.Tag("catalog-export/client/Lookup")<Lookup, 
         const lookupUrl = options.lookupUrl.replace(/\/+$/, "")
         const defaultTtl = Duration.decode(options.defaultTtl ?? DEFAULT_TTL)
 
-        const fetchListing = (key: Key) =>
+        const from = options.from ?? "was given"
+        // Until the lookup service has answered once, a refused connection means a wrong URL, not an outage.
+        let answered = false
+        const fetchListing = (key: Key): Effect.Effect<Listing, LookupFailure> =>
           Effect.gen(function*() {
             const url = key.hrn === undefined ? `${lookupUrl}/platform/apis` : `${lookupUrl}/resources/${key.hrn}/apis`
             let request = HttpClientRequest.get(url).pipe(HttpClientRequest.acceptJson)
@@ -88,6 +102,7 @@ export class Lookup extends Context.Tag("catalog-export/client/Lookup")<Lookup, 
             return yield* api
               .use(request, (response) =>
                 Effect.gen(function*() {
+                  answered = true
                   const text = yield* readText(response)
                   const body = yield* Effect.try({
                     try: () => JSON.parse(text) as unknown,
@@ -102,17 +117,38 @@ export class Lookup extends Context.Tag("catalog-export/client/Lookup")<Lookup, 
                     )
                   )
                   return { entries, ttl: maxAge(response.headers["cache-control"]) ?? defaultTtl } satisfies Listing
-                }))
+                }), { refusedIsFinal: !answered })
               .pipe(
                 Effect.catchIf(
-                  (e): e is ApiError => e instanceof ApiError && e.status === 404 && key.hrn !== undefined,
+                  (e): e is TransportError =>
+                    e instanceof TransportError && !e.retriable && !answered &&
+                    (e.code === "ECONNREFUSED" || e.code === "ENOTFOUND"),
                   (e) =>
-                    Effect.fail(new CatalogNotFound({ hrn: key.hrn!, status: e.status, detail: e.detail ?? e.title }))
+                    new LookupUnreachable({
+                      lookupUrl: redactUrl(lookupUrl),
+                      from,
+                      reason: e.code === "ENOTFOUND" ? "no such host" : "connection refused"
+                    })
+                ),
+                Effect.catchIf(
+                  (e): e is ApiError => e instanceof ApiError && e.status === 404,
+                  (e) => {
+                    answered = true
+                    // A lookup service always lists the platform's APIs: when it does, the catalog is what is missing.
+                    return key.hrn === undefined
+                      ? new NotALookupService({ lookupUrl: redactUrl(lookupUrl), from, status: e.status })
+                      : cache.get(new Key({ hrn: undefined, region: undefined })).pipe(
+                        Effect.catchIf((p) => !(p instanceof NotALookupService), () => Effect.void),
+                        Effect.zipRight(
+                          new CatalogNotFound({ hrn: key.hrn, status: e.status, detail: e.detail ?? e.title })
+                        )
+                      )
+                  }
                 )
               )
           })
 
-        const cache = yield* Cache.makeWith({
+        const cache: Cache.Cache<Key, Listing, LookupFailure> = yield* Cache.makeWith({
           capacity: 10_000,
           lookup: fetchListing,
           timeToLive: (

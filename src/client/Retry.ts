@@ -105,7 +105,14 @@ export interface RetryCount {
 
 /** What the policy says after a failure: wait `delayMs` and try again, or stop (and why). */
 export type RetryStep =
-  | { readonly _tag: "Retry"; readonly error: HttpFailure; readonly attempt: number; readonly delayMs: number }
+  | {
+    readonly _tag: "Retry"
+    readonly error: HttpFailure
+    readonly attempt: number
+    readonly delayMs: number
+    /** When the request's retry budget ends (epoch milliseconds): it gives up then at the latest. */
+    readonly until: number
+  }
   | { readonly _tag: "Permanent" }
   | { readonly _tag: "Exhausted"; readonly error: HttpFailure; readonly retries: number; readonly elapsedMs: number }
   | { readonly _tag: "Outage"; readonly error: HttpFailure; readonly failures: number }
@@ -140,7 +147,7 @@ export const nextRetry = (
   )
   if (delayMs === undefined) return { _tag: "Exhausted", error, retries: count.retries, elapsedMs }
   count.retries++
-  return { _tag: "Retry", error, attempt: count.retries, delayMs }
+  return { _tag: "Retry", error, attempt: count.retries, delayMs, until: count.startedAt + limits.maxElapsedMs }
 }
 
 /** What a request that stopped retrying after `step` fails with: the error itself, or why the policy gave up on it. */
@@ -190,7 +197,7 @@ export const recordRetry = (tally: RetryObserver, step: Retrying): void => {
 }
 
 /** The debug log line of a retry. */
-export const logRetry = (step: Retrying) =>
+const logRetryDebug = (step: Retrying) =>
   Effect.logDebug("retrying request").pipe(
     Effect.annotateLogs({
       method: step.error.method,
@@ -201,17 +208,43 @@ export const logRetry = (step: Retrying) =>
     })
   )
 
-const observe = (step: RetryStep) =>
+/** How a retry is logged (`retryLogger`). */
+export type RetryLog = (step: Retrying) => Effect.Effect<void>
+
+/**
+ * The log of one client's retries: the first retry of each kind (its reason: a status, or a transport
+ * error's code) says on stderr what is retried and until when, so that a run that waits is never
+ * silent; the others are debug lines. Nothing is done per request that is not retried.
+ */
+export const retryLogger = (limits: RetryLimits): RetryLog => {
+  const said = new Set<string>()
+  return (step) => {
+    const reason = retryReason(step.error)
+    if (said.has(reason)) return logRetryDebug(step)
+    said.add(reason)
+    return Effect.logInfo(
+      `retrying ${step.error.method} ${step.error.url} (${describeFailure(step.error)}): transient failures are ` +
+        `retried for up to ${Duration.format(Duration.millis(limits.maxElapsedMs))} or ${limits.maxRetries} retries ` +
+        `per request (this one until ${new Date(step.until).toISOString().slice(11, 19)} UTC at the latest); ` +
+        `further retries after ${reason} are logged at debug level only`
+    )
+  }
+}
+
+const observe = (log: RetryLog) => (step: RetryStep) =>
   step._tag === "Retry"
-    ? Effect.zipRight(Effect.map(RetryTally, (tally) => recordRetry(tally, step)), logRetry(step))
+    ? Effect.zipRight(Effect.map(RetryTally, (tally) => recordRetry(tally, step)), log(step))
     : Effect.void
 
 /**
  * The policy as a Schedule over failures: it continues after `delayMs` while `nextRetry` says Retry
- * (counting and logging each retry), and its last output says why it stopped (`gaveUp`). The outage
- * limit is the failing fiber's; the jitter comes from Effect's Random.
+ * (counting each retry and logging it with `log`), and its last output says why it stopped (`gaveUp`).
+ * The outage limit is the failing fiber's; the jitter comes from Effect's Random.
  */
-export const retrySchedule = (limits: RetryLimits): Schedule.Schedule<RetryStep, unknown> =>
+export const retrySchedule = (
+  limits: RetryLimits,
+  log: RetryLog = retryLogger(limits)
+): Schedule.Schedule<RetryStep, unknown> =>
   Schedule.makeWithState<RetryCount, unknown, RetryStep>(
     { retries: 0, outages: 0, startedAt: 0 },
     (now, error, state) =>
@@ -223,7 +256,7 @@ export const retrySchedule = (limits: RetryLimits): Schedule.Schedule<RetryStep,
           : ScheduleDecision.done
         return [count, step, decision] as const
       })
-  ).pipe(Schedule.tapOutput(observe))
+  ).pipe(Schedule.tapOutput(observe(log)))
 
 /** Runs `effect` again on transient failures under `schedule`; gives up as `gaveUp` says. */
 export const retryEffect =

@@ -57,8 +57,14 @@ describe("check", () => {
       ["ok", "catalog"],
       ["ok", "layer"],
       ["ok", "layer"],
+      // What the run would decide, layer by layer, changing nothing.
+      ["ok", "decision"],
+      ["ok", "decision"],
       ["ok", "output"]
     ])
+    expect(run.stdout).toMatch(
+      new RegExp(`^ok {4}decision {8}${DEMO} places: a run would export version 1 \\(full\\)$`, "m")
+    )
     expect(run.stdout).toMatch(
       /^ok {4}token {11}obtained in \d+ ms; clock within a second or two of the token service's$/m
     )
@@ -72,7 +78,7 @@ describe("check", () => {
     expect(run.stdout).toMatch(
       /^ok {4}output {10}.*\/out: does not exist yet; .* is writable, so it can be created \(\d+\.\d GB free\)$/m
     )
-    expect(linesOf(run.stdout).at(-1)).toBe("7 ok, 0 warning(s), 0 failed. Exit 0: done, or nothing to do.")
+    expect(linesOf(run.stdout).at(-1)).toBe("9 ok, 0 warning(s), 0 failed. Exit 0: done, or nothing to do.")
     // Nothing was created, nothing was left behind by the write probe.
     expect(fs.readdirSync(dir)).toEqual(["job.json"])
   })
@@ -100,7 +106,7 @@ describe("check", () => {
     )
   })
 
-  it("a wrong secret fails the token (3); an unreachable lookup service 5; an unknown layer 4 before an output that is a file (2)", async () => {
+  it("a wrong secret fails the token (3); an unreachable lookup service 2; an unknown layer 4 before an output that is a file (2)", async () => {
     const dir = tempDir("check-classes-")
     const wrong = path.join(dir, "wrong.properties")
     fs.writeFileSync(
@@ -127,7 +133,8 @@ describe("check", () => {
       "--retry-budget",
       "1s"
     ])
-    expect(lookup.code).toBe(5)
+    expect(lookup.code).toBe(2)
+    expect(lookup.stdout).toMatch(/Nothing answers at the lookup URL http:\/\/127\.0\.0\.1:1\/lookup\/v1/)
     expect(statusOf(lookup.stdout)).toEqual([["ok", "credentials"], ["ok", "token"], ["FAIL", "lookup"], [
       "skip",
       "catalogs"
@@ -221,10 +228,28 @@ describe("check", () => {
     expect(statusOf(refused.stdout).at(-1)).toEqual(["FAIL", "export location"])
     expect(refused.stdout).toMatch(/Export location \/nonexistent\/exports is not a directory/)
 
-    const there = config({ job: "retention", catalog: DEMO, keepLast: 1, requireExported: tempDir("check-exports-") })
-    const passed = await cli(["check", there.file])
+    // A readable export location that holds no export: the guard a run applies refuses, so check does too.
+    const exports = tempDir("check-exports-")
+    const there = config({ job: "retention", catalog: DEMO, keepLast: 1, requireExported: exports })
+    const guarded = await cli(["check", there.file])
+    expect(guarded.code, guarded.stdout).toBe(2)
+    expect(statusOf(guarded.stdout).slice(-2)).toEqual([["FAIL", "decision"], ["ok", "export location"]])
+    expect(guarded.stdout).toMatch(
+      /Refusing to raise the minimum version of \S+ to 1: version 0 of layer '\S+' has no committed export/
+    )
+    const run = await cli(["run", there.file, "--dry-run"])
+    expect(run.code, "run decides as check did").toBe(2)
+
+    const skipping = config({ job: "retention", catalog: DEMO, keepLast: 1, skipExportCheck: true })
+    const passed = await cli(["check", skipping.file])
     expect(passed.code, passed.stdout).toBe(0)
-    expect(statusOf(passed.stdout).at(-1)).toEqual(["ok", "export location"])
+    expect(passed.stdout).toMatch(
+      new RegExp(
+        `^ok {4}decision {8}a run would raise the minimum version of ${DEMO} to 1, deleting versions 0\\.\\.0$`,
+        "m"
+      )
+    )
+    expect(fs.readdirSync(exports)).toEqual([])
 
     const backfill = config({
       job: "backfill",
@@ -234,17 +259,21 @@ describe("check", () => {
       to: 1,
       out: tempDir("check-backfill-")
     })
-    const run = await cli(["check", backfill.file])
-    expect(run.code, run.stdout).toBe(0)
-    expect(statusOf(run.stdout).map(([, c]) => c)).toEqual([
+    const checked = await cli(["check", backfill.file])
+    expect(checked.code, checked.stdout).toBe(0)
+    expect(statusOf(checked.stdout).map(([, c]) => c)).toEqual([
       "credentials",
       "token",
       "lookup",
       "catalog",
       "layer",
+      "decision",
       "output"
     ])
-    expect(run.stdout).toMatch(/^ok {4}output {10}\S+: writable \(/m)
+    expect(checked.stdout).toMatch(
+      new RegExp(`^ok {4}decision {8}${DEMO} roads 0\\.\\.1: a run would export version\\(s\\) 0`, "m")
+    )
+    expect(checked.stdout).toMatch(/^ok {4}output {10}\S+: writable \(/m)
   })
 
   it("probes an object-store output with a write it removes: writable, an unknown bucket (exit 2), no permission (exit 3)", async () => {

@@ -248,10 +248,42 @@ const cases: ReadonlyArray<Case> = [
 
   // --- lookup ----------------------------------------------------------------------------------
   {
-    name: "lookup URL unreachable",
-    args: (c) => exportArgs(c, { "--lookup-url": "http://127.0.0.1:1/lookup/v1", "--retry-budget": "2s" }),
-    code: 5,
-    says: [/127\.0\.0\.1:1\/lookup\/v1/, /ECONNREFUSED/, /safe to run the same command again/]
+    // A setup mistake, not an outage: it fails at once (the retry budget is the default 10 minutes).
+    name: "lookup URL where nothing listens, from --lookup-url",
+    args: (c) => exportArgs(c, { "--lookup-url": "http://127.0.0.1:1/lookup/v1" }),
+    code: 2,
+    says: [/127\.0\.0\.1:1\/lookup\/v1/, /connection refused/, /came from --lookup-url/, /--lookup-url URL/]
+  },
+  {
+    name: "lookup URL where nothing listens, from CATALOG_LOOKUP_URL",
+    args: (c) => exportArgs(c, { "--lookup-url": undefined }),
+    env: () => ({ CATALOG_LOOKUP_URL: "http://127.0.0.1:1/lookup/v1" }),
+    code: 2,
+    says: [/127\.0\.0\.1:1\/lookup\/v1/, /came from CATALOG_LOOKUP_URL/]
+  },
+  {
+    name: "lookup URL where nothing listens, from a job config",
+    args: (c) => ["run", c.job({ lookupUrl: "http://127.0.0.1:1/lookup/v1" }), "--quiet"],
+    code: 2,
+    says: [/127\.0\.0\.1:1\/lookup\/v1/, /came from the job config's "lookupUrl"/]
+  },
+  {
+    name: "lookup URL whose host does not exist",
+    args: (c) => exportArgs(c, { "--lookup-url": "http://no-such-host.invalid/lookup/v1" }),
+    code: 2,
+    says: [/no-such-host\.invalid/, /no such host/, /came from --lookup-url/]
+  },
+  {
+    name: "the service's URL given as its lookup URL",
+    args: (c) => exportArgs(c, { "--lookup-url": c.svc.url }),
+    code: 2,
+    says: [/not a lookup service/, (c) => new RegExp(`did you mean ${quote(c.svc.url)}/lookup/v1\\?`)]
+  },
+  {
+    name: "the lookup URL without its version",
+    args: (c) => exportArgs(c, { "--lookup-url": `${c.svc.url}/lookup` }),
+    code: 2,
+    says: [/not a lookup service/, (c) => new RegExp(`did you mean ${quote(c.svc.url)}/lookup/v1\\?`)]
   },
   {
     name: "lookup URL that is not a URL",

@@ -221,7 +221,7 @@ describe("secrets", () => {
         ]),
         await cli(["catalogs", "list", "--json", ...common])
       ]
-      expect(runs.map((r) => r.code)).toEqual([0, 0, 0, 0, null, 4, 4, 3, 5, 0])
+      expect(runs.map((r) => r.code)).toEqual([0, 0, 0, 0, null, 4, 4, 3, 2, 0])
       expect(runs[4]!.signal).toBe("SIGKILL")
 
       const tokens = new Set(

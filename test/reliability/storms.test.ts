@@ -123,6 +123,15 @@ describe("a throttling storm", () => {
     expect(throttled.length).toBeLessThan(8 * 10)
     const summary = run.stdout.split("\n").find((l) => l.startsWith("Exported "))
     expect(Number(/(\d+) retries/.exec(summary ?? "")?.[1])).toBeGreaterThanOrEqual(throttled.length)
+    // The wait is not silent: the first retry after a 429 says so on stderr, once, with what and until when.
+    const notices = run.stderr.split("\n").flatMap((l) => {
+      const message = l.startsWith("{") ? (JSON.parse(l) as { message?: unknown; logLevel?: string }) : {}
+      return typeof message.message === "string" && message.message.startsWith("retrying ") ? [message] : []
+    })
+    expect(notices.map((n) => n.logLevel)).toEqual(["INFO"])
+    expect(notices[0]!.message).toMatch(
+      /^retrying GET http:\/\/\S+ \(429\): transient failures are retried for up to 10m or \d+ retries per request \(this one until \d\d:\d\d:\d\d UTC at the latest\)/
+    )
     expectMatchesService(await readParquet(path.join(out, "demo", "places", "version=0")), expected)
   })
 

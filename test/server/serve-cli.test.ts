@@ -9,6 +9,8 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { cli } from "../support/cli.ts"
+import { readParquet } from "../support/duckdb.ts"
 import { type Credentials, parseCredentials, requestToken } from "../support/service.ts"
 import { bearer, sha1 } from "./helpers.ts"
 
@@ -289,5 +291,33 @@ describe("serve as a process", () => {
       expect(refused.stderr()).toContain(says)
       expect(refused.stdout()).toBe("")
     }
+  })
+
+  it("prints on stderr the export command that works against it, as README's quick start uses it", async () => {
+    const credentials = path.join(dir, "quick-start.properties")
+    const served = serve(["--credentials-out", credentials])
+    const listening = await served.listening
+    const deadline = Date.now() + 10_000
+    while (!served.stderr().includes("\n") && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
+    const line = served.stderr().split("\n").find((l) => l.startsWith("Export from it: "))
+    expect(line).toBe(
+      `Export from it: catalog-export export --catalog ${DEMO} --layer places --out out --lookup-url ${listening.lookupUrl} --credentials ${credentials}`
+    )
+    // The printed command, word for word, with the output redirected into the test's directory.
+    const words = line!.replace("Export from it: catalog-export ", "").split(" ")
+    const out = path.join(dir, "quick-start-out")
+    words[words.indexOf("--out") + 1] = out
+    const exported = await cli(words)
+    expect(exported.code, exported.stderr).toBe(0)
+    const t = await token(parseCredentials(fs.readFileSync(credentials, "utf8")))
+    const meta = `${listening.url}/metadata/v1/catalogs/${DEMO}`
+    const latest = (JSON.parse((await bytes(`${meta}/versions/latest`, t)).toString()) as { version: number }).version
+    const listed = JSON.parse((await bytes(`${meta}/layers/places/partitions?version=${latest}`, t)).toString()) as {
+      partitions: Array<{ partition: string }>
+    }
+    const rows = await readParquet(path.join(out, "demo", "places", `version=${latest}`))
+    expect(rows.map((r) => r.partition)).toEqual(listed.partitions.map((p) => p.partition).sort())
+    served.child.kill("SIGTERM")
+    await served.exited
   })
 })
