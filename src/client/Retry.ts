@@ -196,17 +196,15 @@ export const recordRetry = (tally: RetryObserver, step: Retrying): void => {
   tally.retried(reason)
 }
 
-/** The debug log line of a retry. */
-const logRetryDebug = (step: Retrying) =>
-  Effect.logDebug("retrying request").pipe(
-    Effect.annotateLogs({
-      method: step.error.method,
-      url: step.error.url,
-      failure: describeFailure(step.error),
-      attempt: step.attempt,
-      delayMs: step.delayMs
-    })
-  )
+/** The fields of every retry's log line, the first of its kind or not. */
+const retryFields = (step: Retrying) =>
+  Effect.annotateLogs({
+    method: step.error.method,
+    url: step.error.url,
+    failure: describeFailure(step.error),
+    attempt: step.attempt,
+    delayMs: step.delayMs
+  })
 
 /** How a retry is logged (`retryLogger`). */
 export type RetryLog = (step: Retrying) => Effect.Effect<void>
@@ -220,14 +218,14 @@ export const retryLogger = (limits: RetryLimits): RetryLog => {
   const said = new Set<string>()
   return (step) => {
     const reason = retryReason(step.error)
-    if (said.has(reason)) return logRetryDebug(step)
+    if (said.has(reason)) return Effect.logDebug("retrying request").pipe(retryFields(step))
     said.add(reason)
     return Effect.logInfo(
       `retrying ${step.error.method} ${step.error.url} (${describeFailure(step.error)}): transient failures are ` +
         `retried for up to ${Duration.format(Duration.millis(limits.maxElapsedMs))} or ${limits.maxRetries} retries ` +
         `per request (this one until ${new Date(step.until).toISOString().slice(11, 19)} UTC at the latest); ` +
         `further retries after ${reason} are logged at debug level only`
-    )
+    ).pipe(retryFields(step))
   }
 }
 

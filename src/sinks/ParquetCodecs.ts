@@ -1,6 +1,15 @@
 import { snappyCompressor } from "hysnappy"
+import { createRequire } from "node:module"
 import * as zlib from "node:zlib"
-import { Compressor as ZstdCompressor } from "zstd-napi"
+import type * as ZstdNapi from "zstd-napi"
+
+let zstdModule: typeof ZstdNapi | undefined
+/**
+ * zstd-napi, the one native module, loaded when the first codec needs it: a command that writes and
+ * reads no Parquet file (and a command that fails on its input before it does) never loads it.
+ */
+export const zstdNapi = (): typeof ZstdNapi =>
+  zstdModule ??= createRequire(import.meta.url)("zstd-napi") as typeof ZstdNapi
 
 export const parquetCompressions = ["zstd", "snappy", "gzip", "none"] as const
 export type ParquetCompression = (typeof parquetCompressions)[number]
@@ -24,7 +33,7 @@ const GZIP_LEVEL = 1
 
 export const zstdCodec = (level: number): ParquetCodec => {
   // One context per writer: zstd-napi reuses its buffers between pages.
-  const compressor = new ZstdCompressor()
+  const compressor = new (zstdNapi().Compressor)()
   compressor.setParameters({ compressionLevel: level })
   return { name: "ZSTD", compress: (page) => compressor.compress(page) }
 }

@@ -10,8 +10,11 @@ import { fileURLToPath } from "node:url"
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..", "..")
 export const BENCH = path.join(ROOT, "test", "bench")
 export const TMP = path.join(BENCH, ".tmp")
-/** The CLI as users run it: the bundle (built by `prepare`, or on first start in a checkout). */
-export const CLI = path.join(ROOT, "dist", "catalog-export.mjs")
+/**
+ * The CLI as users run it: the bundle (built by `prepare`, or on first start in a checkout).
+ * BENCH_CLI names another build's bundle, for an A/B of two builds against the same servers.
+ */
+export const CLI = process.env.BENCH_CLI ?? path.join(ROOT, "dist", "catalog-export.mjs")
 export const TSX = path.join(ROOT, "node_modules", "tsx", "dist", "cli.mjs")
 const MEASURED = path.join(BENCH, "measured.mjs")
 

@@ -540,10 +540,10 @@ const run = (c: Case, way: Way) =>
     Object.assign(origins, { api: api.origin, other: other.origin, dead: dead.origin })
     const tokens = yield* tokenServer()
 
-    const retryLog = Logger.make(({ annotations, message }) => {
-      const text = Array.isArray(message) ? message.join(" ") : String(message)
-      if (text !== "retrying request") return
+    // Every retry's line (the first of its kind at info level, the others at debug) carries its fields.
+    const retryLog = Logger.make(({ annotations }) => {
       const value = (key: string) => Option.getOrUndefined(HashMap.get(annotations, key))
+      if (value("delayMs") === undefined) return
       retries.push(`${String(value("failure")).replace(/ \(.*\)$/, "")} after ${String(value("delayMs"))}`)
     })
     const client = clientLayer(tokens.tokenUrl, `${api.origin}/lookup/v1`, {

@@ -9,7 +9,7 @@ import {
   parquetMetadataAsync
 } from "hyparquet"
 import * as zlib from "node:zlib"
-import { Decompressor } from "zstd-napi"
+import { zstdNapi } from "../ParquetCodecs.ts"
 import { SinkError } from "../SinkError.ts"
 import { IcebergError } from "./Errors.ts"
 import { keyOrFail, type TableLocation } from "./Location.ts"
@@ -22,7 +22,7 @@ import { keyOrFail, type TableLocation } from "./Location.ts"
 
 /** The page codecs the export writes (snappy is hyparquet's own). */
 export const decompressors: Compressors = {
-  ZSTD: (input) => new Decompressor().decompress(input),
+  ZSTD: (input) => new (zstdNapi().Decompressor)().decompress(input),
   GZIP: (input) => zlib.gunzipSync(input)
 }
 
