@@ -8,7 +8,7 @@ import type { DecodeRequest } from "./Decoding.ts"
 
 export const PositiveInt = Schema.Int.pipe(Schema.positive())
 
-// Spelled out, not imported from ParquetCodecs: that module loads the native codecs, which command start-up does not need.
+// Spelled out, not imported from ParquetCodecs: that module carries the codecs (hysnappy's WebAssembly), which command start-up does not need.
 export const Compression = Schema.Literal("zstd", "snappy", "gzip", "none")
 
 /**
