@@ -4,6 +4,7 @@ import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
+import * as Struct from "effect/Struct"
 import { exportOne } from "../../pipelines/nightly-export.ts"
 import { UsageError } from "../domain/ExitCode.ts"
 import { planExport } from "../export/Incremental.ts"
@@ -20,6 +21,7 @@ import {
 } from "./common.ts"
 import { unfinishedWhenInterrupted } from "./Exit.ts"
 import { checkOutputDir, checkSettings, positive, settingFlags, versionArg, writeOptions } from "./exporting.ts"
+import { CATALOG_VERSION_FLAG } from "./help.ts"
 import { loggerLayer } from "./Logging.ts"
 import { progressLayer } from "./progress.ts"
 import { render } from "./render.ts"
@@ -28,17 +30,18 @@ import { exported, outcomeJson, reportDocument, writeRunReport } from "./summary
 export const exportCommand = Command.make(
   "export",
   {
-    ...globalOptions,
-    ...writeOptions,
-    out: Options.optional(settingFlags.out),
+    // In the order help lists them: what export needs first (optional to the parser only because --plan gives them).
     catalog: Options.text("catalog").pipe(
+      Options.withPseudoName("HRN"),
       Options.optional,
-      Options.withDescription("Catalog HRN, e.g. hrn:here:data::olp-here:rib-2.")
+      Options.withDescription("Required unless --plan. Catalog HRN, e.g. hrn:here:data::olp-here:rib-2.")
     ),
     layer: Options.text("layer").pipe(
+      Options.withPseudoName("ID"),
       Options.optional,
-      Options.withDescription("Layer id (a versioned or volatile layer).")
+      Options.withDescription("Required unless --plan. Layer id (a versioned or volatile layer).")
     ),
+    out: Options.optional(settingFlags.out).pipe(Options.withDescription("Required unless --plan.")),
     plan: Options.text("plan").pipe(
       Options.optional,
       Options.withDescription(
@@ -51,14 +54,15 @@ export const exportCommand = Command.make(
         "With --plan: the shard to run (0..N-1); default from JOB_COMPLETION_INDEX, AWS_BATCH_JOB_ARRAY_INDEX, CLOUD_RUN_TASK_INDEX or BATCH_TASK_INDEX."
       )
     ),
-    version: Options.text("version").pipe(
+    version: Options.text(CATALOG_VERSION_FLAG).pipe(
+      Options.withPseudoName("N|latest"),
       Options.withDefault("latest"),
-      Options.withDescription("Catalog version to export, or 'latest'.")
+      Options.withDescription("Catalog version to export, or 'latest'. Default: latest.")
     ),
     mode: choiceOption("mode", ["full", "changes"]).pipe(
       Options.withDefault("full" as const),
       Options.withDescription(
-        "changes: only what changed since the layer's cursor (_state.json) in --out; a full export when there is none."
+        "changes: only what changed since the layer's cursor (_state.json) in --out; a full export when there is none. Default: full."
       )
     ),
     raiseMinimum: Options.boolean("raise-minimum").pipe(
@@ -77,7 +81,9 @@ export const exportCommand = Command.make(
       Options.withDescription("Print the plan (pinned version and parts) as JSON and stop.")
     ),
     noFailover,
-    json: summaryJson
+    json: summaryJson,
+    ...Struct.omit(writeOptions, "out"),
+    ...globalOptions
   },
   (flags) =>
     Effect.gen(function*() {

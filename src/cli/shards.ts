@@ -29,6 +29,7 @@ import {
 } from "./common.ts"
 import { unfinishedWhenInterrupted } from "./Exit.ts"
 import { checkOutputDir, positive, type ProgressFlags, versionArg } from "./exporting.ts"
+import { CATALOG_VERSION_FLAG } from "./help.ts"
 import { loggerLayer } from "./Logging.ts"
 import { progressLayer } from "./progress.ts"
 import { render, type Renderer } from "./render.ts"
@@ -89,7 +90,7 @@ export const planCommand = Command.make(
     ...globalOptions,
     catalog: Options.text("catalog").pipe(Options.withDescription("Catalog HRN.")),
     layer: Options.text("layer").pipe(Options.withDescription("Layer id (a versioned or volatile layer).")),
-    version: Options.text("version").pipe(
+    version: Options.text(CATALOG_VERSION_FLAG).pipe(
       Options.withDefault("latest"),
       Options.withDescription("Catalog version to export, or 'latest'.")
     ),
