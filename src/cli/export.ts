@@ -1,13 +1,11 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
-import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Struct from "effect/Struct"
-import { exportOne } from "../../pipelines/nightly-export.ts"
+import { exportOne, previewLayer } from "../../pipelines/nightly-export.ts"
 import { UsageError } from "../domain/ExitCode.ts"
-import { planExport } from "../export/Incremental.ts"
 import { connectionsFor, writeSettingsOf } from "../export/Settings.ts"
 import {
   choiceOption,
@@ -25,7 +23,7 @@ import { CATALOG_VERSION_FLAG } from "./help.ts"
 import { loggerLayer } from "./Logging.ts"
 import { progressLayer } from "./progress.ts"
 import { render } from "./render.ts"
-import { exported, outcomeJson, reportDocument, writeRunReport } from "./summary.ts"
+import { exported, outcomeJson, previewed, reportDocument, writeRunReport } from "./summary.ts"
 
 export const exportCommand = Command.make(
   "export",
@@ -78,7 +76,9 @@ export const exportCommand = Command.make(
     ),
     force: Options.boolean("force").pipe(Options.withDescription("Export again even if a manifest says it is done.")),
     dryRun: Options.boolean("dry-run").pipe(
-      Options.withDescription("Print the plan (pinned version and parts) as JSON and stop.")
+      Options.withDescription(
+        "Say what the export would do (version, mode, metadata parts, or that it is up to date or already exported) and change nothing; one JSON object with --json."
+      )
     ),
     noFailover,
     json: summaryJson,
@@ -137,16 +137,11 @@ export const exportCommand = Command.make(
       })
       return yield* Effect.gen(function*() {
         if (o.dryRun) {
-          const planned = yield* planExport({
-            catalog: o.catalog,
-            layer: o.layer,
-            version,
-            mode: o.mode,
-            out: o.out,
-            parts: settings.parts,
-            format: settings.format
-          })
-          return yield* Console.log(JSON.stringify(planned, null, 2))
+          const preview = yield* previewLayer(
+            { catalog: o.catalog, layer: o.layer },
+            { out: o.out, mode: o.mode, version, parts: settings.parts, format: settings.format }
+          )
+          return yield* render(previewed, [{ catalog: o.catalog, layer: o.layer, ...preview }], o.json)
         }
         const startedAt = Date.now()
         yield* checkOutputDir(o.out)
