@@ -429,7 +429,10 @@ export const checkCommand = Command.make(
     ...globalOptions,
     ...retryOptions,
     json: summaryJson,
-    config: Args.file({ name: "config.json", exists: "yes" }).pipe(Args.optional),
+    config: Args.file({ name: "config.json", exists: "yes" }).pipe(
+      Args.withDescription("The job config to check (nightly-export, backfill or retention); or give --catalog instead."),
+      Args.optional
+    ),
     catalog: Options.text("catalog").pipe(
       Options.optional,
       Options.withDescription("Catalog HRN to check (instead of a job config).")

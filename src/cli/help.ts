@@ -139,7 +139,7 @@ const exitCodesSection = HelpDoc.blocks([
 /** The words @effect/cli adds to every flag's description, and what the help says instead (nothing, or a sentence). */
 const NOISE: ReadonlyArray<readonly [RegExp, (m: RegExpMatchArray) => string | undefined]> = [
   [
-    /^(A user-defined piece of text|A true or false value|An integer|A floating point number|A date|One of the following: .*)\.?$/,
+    /^(A user-defined piece of text|A true or false value|An integer|A floating point number|A date|A file|A directory|One of the following: .*)\.?$/,
     () => undefined
   ],
   [/^This setting is optional\.$/, () => undefined],
@@ -192,13 +192,13 @@ const flagOf = ([span, block]: readonly [Span.Span, HelpDoc.HelpDoc]): Flag => {
   }
 }
 
+const descriptionOf = (flag: Flag) => HelpDoc.blocks(flag.text.map((t) => HelpDoc.p(t)))
+
 const flagsSection = (flags: ReadonlyArray<Flag>) =>
   Arr.isNonEmptyReadonlyArray(flags)
     ? HelpDoc.blocks([
       HelpDoc.h1("OPTIONS"),
-      HelpDoc.descriptionList(
-        Arr.map(flags, (f): [Span.Span, HelpDoc.HelpDoc] => [f.span, HelpDoc.blocks(f.text.map((t) => HelpDoc.p(t)))])
-      )
+      HelpDoc.descriptionList(Arr.map(flags, (f): [Span.Span, HelpDoc.HelpDoc] => [f.span, descriptionOf(f)]))
     ])
     : HelpDoc.empty
 
@@ -237,7 +237,14 @@ export const helpText = (path: ReadonlyArray<string>, doc: HelpDoc.HelpDoc): str
       continue
     }
     if (header === "ARGUMENTS" && HelpDoc.isDescriptionList(block)) {
-      args.push(...block.definitions.map(([span]) => textOf(span)))
+      const described = block.definitions.map(flagOf)
+      args.push(...described.map((a) => textOf(a.span)))
+      sections.push(
+        HelpDoc.descriptionList(
+          Arr.map(described as Arr.NonEmptyArray<Flag>, (a): [Span.Span, HelpDoc.HelpDoc] => [a.span, descriptionOf(a)])
+        )
+      )
+      continue
     }
     if (header === "DESCRIPTION") {
       purpose.push(block)
