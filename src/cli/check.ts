@@ -430,7 +430,9 @@ export const checkCommand = Command.make(
     ...retryOptions,
     json: summaryJson,
     config: Args.file({ name: "config.json", exists: "yes" }).pipe(
-      Args.withDescription("The job config to check (nightly-export, backfill or retention); or give --catalog instead."),
+      Args.withDescription(
+        "The job config to check (nightly-export, backfill or retention); or give --catalog instead."
+      ),
       Args.optional
     ),
     catalog: Options.text("catalog").pipe(

@@ -102,25 +102,29 @@ const EXAMPLES: Readonly<Record<string, ReadonlyArray<string>>> = {
     "catalog-export versions minimum --catalog HRN",
     "catalog-export versions list --catalog HRN"
   ],
-  blob: ["catalog-export blob get --catalog HRN --layer ID --handle HANDLE > blob.bin"],
+  blob: ["catalog-export blob get --catalog HRN --layer ID --data-handle HANDLE --output blob.bin"],
   lookup: ["catalog-export lookup --catalog HRN"],
   subscriptions: [
-    "catalog-export subscriptions create --catalog HRN --layer ID --url https://example.com/hook",
-    "catalog-export subscriptions list --catalog HRN",
-    "catalog-export subscriptions get --catalog HRN --id ID",
-    "catalog-export subscriptions delete --catalog HRN --id ID"
+    "catalog-export subscriptions create --file subscription.json",
+    "catalog-export subscriptions list --json",
+    "catalog-export subscriptions get --subscription ID",
+    "catalog-export subscriptions delete --subscription ID"
   ],
   stream: ["catalog-export stream read --catalog HRN --layer ID"],
   publish: [
-    "catalog-export publish --catalog HRN --layer ID --dir ./partitions",
-    "catalog-export publish --catalog HRN --layer ID --dir ./partitions --json"
+    "catalog-export publish --catalog HRN --layer ID --from-dir ./partitions",
+    "catalog-export publish --catalog HRN --layer ID --partition 23618402=tile.bin --json"
   ],
   schemas: [
     "catalog-export schemas list",
     "catalog-export schemas get --schema HRN",
     "catalog-export schemas publish --file schema.zip"
   ],
-  regions: ["catalog-export regions down eu-ireland --port 31005", "catalog-export regions up eu-ireland --port 31005"]
+  regions: [
+    "catalog-export regions down --region eu-ireland --lookup-url http://127.0.0.1:31005/lookup/v1",
+    "catalog-export regions up --region eu-ireland --lookup-url http://127.0.0.1:31005/lookup/v1",
+    "catalog-export regions status --lookup-url http://127.0.0.1:31005/lookup/v1"
+  ]
 }
 
 /** The examples of a command path (`["catalogs", "list"]`): those that run it, else its group's. */

@@ -7,8 +7,8 @@
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { EXIT_MEANINGS } from "../../src/cli/Exit.ts"
 import { commandModules, namesOf } from "../../src/cli/commands.ts"
+import { EXIT_MEANINGS } from "../../src/cli/Exit.ts"
 import { ExitCode } from "../../src/domain/ExitCode.ts"
 import { TOOL } from "../../src/domain/Tool.ts"
 import { defaults } from "../../src/export/Settings.ts"
@@ -21,7 +21,7 @@ const sectionsOf = (text: string) => {
   const sections = new Map<string, Array<string>>([["", []]])
   let current = ""
   for (const line of text.split("\n")) {
-    if (/^[A-Z][A-Z ]+$/.test(line)) sections.set((current = line), [])
+    if (/^[A-Z][A-Z ]+$/.test(line)) sections.set(current = line, [])
     else if (line.trim() !== "") sections.get(current)!.push(line)
   }
   return sections
@@ -42,11 +42,17 @@ const flagsOf = (lines: ReadonlyArray<string>): Array<Flag> => {
   return flags
 }
 
+const helps = new Map<string, string>()
+/** `catalog-export WORDS --help`'s text (each asked once per file). */
 const help = async (words: ReadonlyArray<string>) => {
-  const r = await cli([...words, "--help"])
-  expect(r.code, r.stderr).toBe(0)
-  expect(r.stderr).toBe("")
-  return r.stdout
+  const key = words.join(" ")
+  if (!helps.has(key)) {
+    const r = await cli([...words, "--help"])
+    expect(r.code, r.stderr).toBe(0)
+    expect(r.stderr).toBe("")
+    helps.set(key, r.stdout)
+  }
+  return helps.get(key)!
 }
 
 /** Every command path, from the top-level list and each group's COMMANDS section. */
@@ -106,7 +112,9 @@ describe("every command's --help", () => {
     }
     for (const example of examples) {
       const args = example.replace(`$ ${TOOL.name} `, "").split(" ")
-      const r = await cli([...args, "--help"])
+      // Before the first flag: the typo check reads every word, the parser stops at --help.
+      const at = args.findIndex((a) => a.startsWith("-"))
+      const r = await cli(at === -1 ? [...args, "--help"] : [...args.slice(0, at), "--help", ...args.slice(at)])
       expect(r.code, `${example}: ${r.stderr}`).toBe(0)
     }
   }, 300_000)
@@ -125,7 +133,7 @@ describe("export --help", () => {
       const flag = `--${key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`
       expect(byName.get(flag), flag).toContain(`Default: ${String(value)}.`)
     }
-    expect(byName.get("--version")).toContain("Default: latest.")
+    expect(byName.get("--version")?.join(" ")).toContain("Default: latest.")
     expect(byName.get("--mode")?.join(" ")).toContain("Default: full.")
   })
 
@@ -205,7 +213,19 @@ describe("--version after export is the catalog version", () => {
 
   it("export --dry-run says one metadata part, not '1 metadata parts'", async () => {
     const out = path.join(tempDir("help-plural-"), "out")
-    const r = await cli(["export", "--catalog", DEMO, "--layer", "places", "--out", out, "--parts", "1", "--dry-run", ...connection])
+    const r = await cli([
+      "export",
+      "--catalog",
+      DEMO,
+      "--layer",
+      "places",
+      "--out",
+      out,
+      "--parts",
+      "1",
+      "--dry-run",
+      ...connection
+    ])
     expect(r.code, r.stderr).toBe(0)
     expect(r.stdout.trim().split("\n")).toEqual([
       `Would export ${DEMO} places version 3 (full, 1 metadata part).`,
