@@ -162,22 +162,15 @@ describe("--version after export is the catalog version", () => {
   }, 120_000)
   afterAll(() => svc?.close())
 
+  /** `export --dry-run` of the demo's places layer into a new directory (`out`, which must stay absent). */
+  const dryRun = (...flags: Array<string>) => {
+    const out = path.join(tempDir("help-dry-run-"), "out")
+    return cli(["export", "--catalog", DEMO, "--layer", "places", "--out", out, ...flags, "--dry-run", ...connection])
+      .then((r) => ({ ...r, out }))
+  }
+
   it.for(["1", "2", "latest"])("export --version %s --dry-run --json plans that version", async (version) => {
-    const out = path.join(tempDir("help-version-"), "out")
-    const r = await cli([
-      "export",
-      "--catalog",
-      DEMO,
-      "--layer",
-      "places",
-      "--out",
-      out,
-      "--version",
-      version,
-      "--dry-run",
-      "--json",
-      ...connection
-    ])
+    const r = await dryRun("--version", version, "--json")
     expect(r.code, r.stderr).toBe(0)
     expect(r.stdout).not.toContain(TOOL.version)
     const document = JSON.parse(r.stdout) as { dryRun: boolean; layers: Array<Record<string, unknown>> }
@@ -193,7 +186,7 @@ describe("--version after export is the catalog version", () => {
       }]
     })
     expect(r.stdout).not.toMatch(/_tag|Planned/)
-    expect(fs.existsSync(out), `${out} was created`).toBe(false)
+    expect(fs.existsSync(r.out), `${r.out} was created`).toBe(false)
   })
 
   it("export --version with no value is a usage error, not the app's version", async () => {
@@ -212,20 +205,7 @@ describe("--version after export is the catalog version", () => {
   })
 
   it("export --dry-run says one metadata part, not '1 metadata parts'", async () => {
-    const out = path.join(tempDir("help-plural-"), "out")
-    const r = await cli([
-      "export",
-      "--catalog",
-      DEMO,
-      "--layer",
-      "places",
-      "--out",
-      out,
-      "--parts",
-      "1",
-      "--dry-run",
-      ...connection
-    ])
+    const r = await dryRun("--parts", "1")
     expect(r.code, r.stderr).toBe(0)
     expect(r.stdout.trim().split("\n")).toEqual([
       `Would export ${DEMO} places version 3 (full, 1 metadata part).`,
