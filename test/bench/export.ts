@@ -16,6 +16,8 @@
  *  10. Adaptive concurrency: blobs answered after 50 ms, defaults (no --concurrency); vs 0.9 x 256 / latency.
  *  11. A limited service: 50 ms, 429 + Retry-After: 1 past 64 reads in flight, defaults; vs 0.8 x 64 / latency,
  *      throttled reads <= 5 %. Sections 10 and 11 time the whole export minus a --dry-run's (the user's view).
+ *  15. Against the official SDK: 5,000 partitions answered after 50 ms, defaults, the whole export minus a
+ *      --dry-run's vs @here/olp-sdk-dataservice-read only reading the blobs (test/bench/sdk-read.ts); ~40 s.
  * The fast server is test/bench/fast-server.ts: node:http, everything from memory. Every output is read
  * back (DuckDB: row count and sha1(data) = checksum on every row) after its timing.
  *
@@ -26,10 +28,24 @@
  * Run it on a quiet machine: the client and the server share the cores.
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
+import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { BENCH, CLI, measure, median, ROOT, TMP, TSX, type Usage, waitForLine } from "./support.ts"
+import {
+  bearerToken,
+  BENCH,
+  CLI,
+  measure,
+  median,
+  ROOT,
+  startService,
+  TMP,
+  TS_LOADER,
+  TSX,
+  type Usage,
+  waitForLine
+} from "./support.ts"
 
 interface FastServer {
   readonly child: ChildProcess
@@ -43,7 +59,10 @@ interface FastServer {
 const args = process.argv.slice(2)
 const quick = args.includes("--quick")
 const only = args.find((a) => a.startsWith("--only="))?.slice("--only=".length).split(",").map(Number)
-const wanted = (section: number) => only === undefined || only.includes(section)
+const large = args.includes("--large")
+/** Sections named in --only, else all but the opt-in ones (those run with --large too). */
+const wanted = (section: number, options: { readonly optIn?: boolean } = {}) =>
+  only === undefined ? options.optIn !== true || large : only.includes(section)
 const scale = (n: number) => (quick ? Math.max(1000, Math.round(n / 5)) : n)
 
 const lines: Array<string> = []
@@ -119,6 +138,32 @@ const naive = (server: FastServer, out: string, concurrency: number, mode: "expo
   ])
 }
 
+/** A layer to export: where its service is and how to sign in. */
+interface Source {
+  readonly lookupUrl: string
+  readonly credentials: string
+  readonly catalog: string
+  readonly layer: string
+}
+
+/** `export` of a layer into `out`, measured; the defaults but for `extra`. */
+const exportLayer = (source: Source, out: string, extra: ReadonlyArray<string> = []) =>
+  measure(CLI, [
+    "export",
+    "--lookup-url",
+    source.lookupUrl,
+    "--credentials",
+    source.credentials,
+    "--catalog",
+    source.catalog,
+    "--layer",
+    source.layer,
+    "--out",
+    out,
+    "--quiet",
+    ...extra
+  ])
+
 /** `export` of the fast server's layer; `concurrency` undefined: the default (found as it runs). */
 const ours = (
   server: FastServer,
@@ -127,26 +172,92 @@ const ours = (
   extra: ReadonlyArray<string> = []
 ) => {
   fs.rmSync(out, { recursive: true, force: true })
-  return measure(CLI, [
-    "export",
-    "--lookup-url",
-    server.lookupUrl,
-    "--credentials",
-    server.credentials,
-    "--catalog",
-    server.catalog,
-    "--layer",
-    server.layer,
-    "--out",
-    out,
+  return exportLayer(server, out, [
     "--format",
     "parquet",
     "--compression",
     "zstd",
     ...(concurrency === undefined ? [] : ["--concurrency", String(concurrency)]),
-    "--quiet",
     ...extra
   ])
+}
+
+/** The standalone Parquet writer (test/bench/writers.ts) writing `total` bytes of `rowBytes` rows into `dir`. */
+const standaloneWriter = (rowBytes: number, total: number, dir: string) =>
+  JSON.parse(
+    execFileSync(process.execPath, [
+      TSX,
+      path.join(BENCH, "writers.ts"),
+      "--child-named",
+      "RollingWriter parquet (defaults, encoder thread)",
+      String(rowBytes),
+      String(total),
+      dir
+    ], {
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "inherit"]
+    }).trim().split("\n").at(-1)!
+  ) as { seconds: number; payloadBytes: number; peakRssBytes: number }
+
+const DEMO_CATALOG = "hrn:local:data:::demo"
+
+/**
+ * The local service (`serve`, demo seed: `partitions` blobs of `blobBytes` in its `places` layer, one version)
+ * with its data in a temporary directory, which `f` may use too; all of it removed after.
+ */
+const withLocalService = async <A>(
+  partitions: number,
+  blobBytes: number,
+  f: (service: { readonly lookupUrl: string; readonly credentials: string }, work: string) => Promise<A>
+): Promise<A> => {
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), "catalog-export-bench-"))
+  try {
+    const credentials = path.join(work, "credentials.properties")
+    const { child, lookupUrl } = await startService(partitions, blobBytes, credentials, path.join(work, "service"))
+    try {
+      return await f({ lookupUrl, credentials }, work)
+    } finally {
+      await stop(child)
+    }
+  } finally {
+    fs.rmSync(work, { recursive: true, force: true })
+  }
+}
+
+/** What DuckDB reads from an export's Parquet files: rows, data bytes, and the first row's sha1(data). */
+const readBack = async (out: string) => {
+  const { DuckDBInstance } = await import("@duckdb/node-api")
+  const db = await DuckDBInstance.create()
+  const c = await db.connect()
+  const glob = path.join(out, "**", "*.parquet").replace(/'/g, "''")
+  const [row] = (await c.runAndReadAll(
+    `SELECT count(*) AS n, sum(octet_length(data)) AS bytes, min(sha1(data)) AS sha1 FROM read_parquet('${glob}')`
+  )).getRowObjectsJS()
+  c.closeSync()
+  db.closeSync()
+  return { rows: Number(row!.n), bytes: Number(row!.bytes), sha1: String(row!.sha1) }
+}
+
+/** The size and sha1 of the blob the service holds for the layer's first partition, streamed from its blob API. */
+const heldBlob = async (service: { readonly lookupUrl: string; readonly credentials: string }, layer: string) => {
+  const origin = new URL(service.lookupUrl).origin
+  const headers = { authorization: `Bearer ${await bearerToken(service.credentials)}` }
+  const listed = (await (await fetch(
+    `${origin}/metadata/v1/catalogs/${DEMO_CATALOG}/layers/${layer}/partitions?limit=1`,
+    { headers }
+  )).json()) as { partitions: Array<{ dataHandle: string }> }
+  const res = await fetch(
+    `${origin}/blobstore/v1/catalogs/${DEMO_CATALOG}/layers/${layer}/data/${listed.partitions[0]!.dataHandle}`,
+    { headers }
+  )
+  if (res.status !== 200 || res.body === null) throw new Error(`the service answered ${res.status} for the blob`)
+  const hash = createHash("sha1")
+  let bytes = 0
+  for await (const chunk of res.body) {
+    hash.update(chunk)
+    bytes += chunk.byteLength
+  }
+  return { bytes, sha1: hash.digest("hex") }
 }
 
 /** Checks what a variant wrote with DuckDB: every row, and sha1(data) = checksum where the variant kept checksums. */
@@ -331,26 +442,45 @@ const main = async () => {
     })
   }
 
+  if (wanted(15)) {
+    // Issue 23, target 5: whole export at the defaults minus its dry run, vs the SDK's reading time alone.
+    const n = quick ? 1000 : 5000
+    const latency = 50
+    await withServer(startFastServer(n, 1024, 2048, latency), async (server) => {
+      const dry = ours(server, out, undefined, ["--dry-run"])
+      const run = ours(server, out, undefined)
+      await verify(out, n, true)
+      const sdkRun = measure(path.join(BENCH, "sdk-read.ts"), [
+        server.lookupUrl,
+        server.credentials,
+        server.catalog,
+        server.layer
+      ], TS_LOADER)
+      const sdk = JSON.parse(sdkRun.stdout.trim().split("\n").at(-1)!) as { blobs: number; seconds: number }
+      if (sdk.blobs !== n) throw new Error(`the SDK read ${sdk.blobs} blobs, expected ${n}`)
+      const oursSeconds = run.wallSeconds - dry.wallSeconds
+      const speedup = sdk.seconds / oursSeconds
+      say(`### 15. Against the official SDK (${n} partitions, blobs answered after ${latency} ms, defaults)`)
+      say()
+      say(
+        `catalog-export: ${fmt(oursSeconds, 2)} s (${fmt(run.wallSeconds, 1)} s wall minus ${
+          fmt(dry.wallSeconds, 1)
+        } s of a dry run; ${fmt(run.maxRssMb)} MB peak RSS); @here/olp-sdk-dataservice-read only reading the blobs ` +
+          `(getData, all at once; its start-up, token and listing not counted): ${fmt(sdk.seconds, 2)} s (${
+            fmt(sdkRun.maxRssMb)
+          } MB peak RSS); speed-up ${fmt(speedup, 2)}x (target >= 5: ${verdict(speedup >= 5)})`
+      )
+      say()
+    })
+  }
+
   if (wanted(4)) {
     const n = scale(4000)
     const bytes = 65_536
     await withServer(startFastServer(n, bytes, bytes), async (server) => {
       const ourRun = ours(server, out, 32)
       await verify(out, n, true)
-      const writer = JSON.parse(
-        execFileSync(process.execPath, [
-          TSX,
-          path.join(BENCH, "writers.ts"),
-          "--child-named",
-          "RollingWriter parquet (defaults, encoder thread)",
-          String(bytes),
-          String(n * bytes),
-          TMP
-        ], {
-          encoding: "utf8",
-          stdio: ["ignore", "pipe", "inherit"]
-        }).trim().split("\n").at(-1)!
-      ) as { seconds: number; payloadBytes: number }
+      const writer = standaloneWriter(bytes, n * bytes, TMP)
       const writerMbps = writer.payloadBytes / 1e6 / writer.seconds
       const exportSeconds = n / reportedRate(ourRun.stdout)
       const ourMbps = (n * bytes) / 1e6 / exportSeconds
@@ -364,6 +494,60 @@ const main = async () => {
             fmt(ourMbps / writerMbps, 2)
           } ` +
           `(target >= 0.8: ${verdict(ourMbps >= 0.8 * writerMbps)})`
+      )
+      say()
+    })
+  }
+
+  // Issue 25: blobs of tens and hundreds of MB from the local service (`serve --seed-blob-bytes`), exported at
+  // the defaults. Opt-in (--large, or named in --only): gigabytes go through a temporary directory, removed after.
+  if (wanted(16, { optIn: true })) {
+    const n = quick ? 8 : 64
+    const bytes = 50_000_000
+    await withLocalService(n, bytes, async (service, work) => {
+      const target = { ...service, catalog: DEMO_CATALOG, layer: "places" }
+      const dry = exportLayer(target, path.join(work, "dry"), ["--dry-run"])
+      const run = exportLayer(target, path.join(work, "out"))
+      await verify(path.join(work, "out"), n, true)
+      fs.rmSync(path.join(work, "out"), { recursive: true, force: true })
+      const writer = standaloneWriter(bytes, n * bytes, work)
+      const writerMbps = writer.payloadBytes / 1e6 / writer.seconds
+      const exportSeconds = run.wallSeconds - dry.wallSeconds
+      const ourMbps = (n * bytes) / 1e6 / exportSeconds
+      say(`### 16. Large blobs: ${n} x 50 MB (local service, defaults)`)
+      say()
+      say(
+        `catalog-export: ${fmt(ourMbps)} MB/s (${fmt(run.wallSeconds, 1)} s wall minus ${
+          fmt(dry.wallSeconds, 1)
+        } s of a dry run; ${fmt(run.cpuSeconds, 1)} s CPU); peak RSS ${fmt(run.maxRssMb)} MB (target <= 1024: ${
+          verdict(run.maxRssMb <= 1024)
+        }); standalone Parquet writer (RollingWriter, zstd, encoder thread) at 50 MB rows: ${
+          fmt(writerMbps)
+        } MB/s (${fmt(writer.peakRssBytes / 2 ** 20)} MB peak RSS); ratio ${fmt(ourMbps / writerMbps, 2)} (target >= 0.8: ${
+          verdict(ourMbps >= 0.8 * writerMbps)
+        })`
+      )
+      say()
+    })
+  }
+
+  if (wanted(17, { optIn: true })) {
+    const bytes = (quick ? 128 : 512) * 2 ** 20
+    await withLocalService(1, bytes, async (service, work) => {
+      const target = { ...service, catalog: DEMO_CATALOG, layer: "places" }
+      const run = exportLayer(target, path.join(work, "out"))
+      const read = await readBack(path.join(work, "out"))
+      const held = await heldBlob(service, "places")
+      const exact = read.rows === 1 && read.bytes === held.bytes && read.sha1 === held.sha1
+      say(`### 17. One blob of ${fmt(bytes / 2 ** 20)} MiB (local service, defaults)`)
+      say()
+      say(
+        `catalog-export: ${fmt(run.wallSeconds, 1)} s wall, ${fmt(run.cpuSeconds, 1)} s CPU, peak RSS ${
+          fmt(run.maxRssMb)
+        } MB (target <= 2048: ${verdict(run.maxRssMb <= 2048)}); DuckDB read back ${read.rows} row of ${read.bytes} ` +
+          `bytes, sha1 ${read.sha1.slice(0, 12)}…; the service holds ${held.bytes} bytes, sha1 ${
+            held.sha1.slice(0, 12)
+          }… (exact: ${verdict(exact)})`
       )
       say()
     })

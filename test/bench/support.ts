@@ -16,6 +16,8 @@ export const TMP = path.join(BENCH, ".tmp")
  */
 export const CLI = process.env.BENCH_CLI ?? path.join(ROOT, "dist", "catalog-export.mjs")
 export const TSX = path.join(ROOT, "node_modules", "tsx", "dist", "cli.mjs")
+/** Node's arguments that load TypeScript programs (for `measure`). */
+export const TS_LOADER = ["--import", "tsx"]
 const MEASURED = path.join(BENCH, "measured.mjs")
 
 export interface Usage {
@@ -25,13 +27,20 @@ export interface Usage {
   readonly stdout: string
 }
 
-/** Runs `program args` in its own process under measured.mjs: its CPU, peak RSS, wall time and stdout. */
-export const measure = (program: string, programArgs: ReadonlyArray<string>): Usage => {
+/**
+ * Runs `program args` in its own process under measured.mjs: its CPU, peak RSS, wall time and stdout.
+ * `nodeArgs` go to that Node process (`TS_LOADER` runs a TypeScript program).
+ */
+export const measure = (
+  program: string,
+  programArgs: ReadonlyArray<string>,
+  nodeArgs: ReadonlyArray<string> = []
+): Usage => {
   fs.mkdirSync(TMP, { recursive: true })
   const usageFile = path.join(TMP, `usage-${process.pid}.jsonl`)
   fs.rmSync(usageFile, { force: true })
   const started = performance.now()
-  const stdout = execFileSync(process.execPath, [MEASURED, program, ...programArgs], {
+  const stdout = execFileSync(process.execPath, [...nodeArgs, MEASURED, program, ...programArgs], {
     encoding: "utf8",
     maxBuffer: 1 << 26,
     env: { ...process.env, BENCH_USAGE_FILE: usageFile },
@@ -85,13 +94,17 @@ export const waitForLine = (child: ChildProcess, what = "serve") =>
     child.on("exit", (code) => reject(new Error(`${what} exited with ${code}`)))
   })
 
-/** `catalog-export serve` with the demo seed sized for a benchmark, in its own process. */
-export const startService = async (partitions: number, blobBytes: number, credentials: string) => {
+/**
+ * `catalog-export serve` with the demo seed sized for a benchmark, in its own process; its SQLite and
+ * blob files in `data` when given (the caller removes it), else in a temporary directory of its own.
+ */
+export const startService = async (partitions: number, blobBytes: number, credentials: string, data?: string) => {
   const child = spawn(process.execPath, [
     path.join(ROOT, "src/cli/bin.mjs"),
     "serve",
     "--port",
     "0",
+    ...(data === undefined ? [] : ["--data", data]),
     "--seed-partitions",
     String(partitions),
     "--seed-versions",
