@@ -16,15 +16,24 @@
  *  10. Adaptive concurrency: blobs answered after 50 ms, defaults (no --concurrency); vs 0.9 x 256 / latency.
  *  11. A limited service: 50 ms, 429 + Retry-After: 1 past 64 reads in flight, defaults; vs 0.8 x 64 / latency,
  *      throttled reads <= 5 %. Sections 10 and 11 time the whole export minus a --dry-run's (the user's view).
+ *  12-14. Iceberg tables: test/bench/iceberg.ts (the local service, 200,000 partitions: CPU of --format iceberg vs
+ *      parquet; a changes run over 1 % vs a full export; reading a tag after 30 changes runs and compaction vs a
+ *      fresh export, through icebird); ~6 min on a quiet machine, the largest share of the run.
  *  15. Against the official SDK: 5,000 partitions answered after 50 ms, defaults, the whole export minus a
  *      --dry-run's vs @here/olp-sdk-dataservice-read only reading the blobs (test/bench/sdk-read.ts); ~40 s.
+ *  16. Large blobs, opt-in: 64 x 50 MB from the local service, defaults: peak RSS <= 1 GB, MB/s (wall minus a dry
+ *      run's) >= 0.8x the standalone writer's at 50 MB rows; ~3 min quiet, 3.2 GB of service data and as much output.
+ *  17. One 512 MiB blob, opt-in: peak RSS <= 2 GB, exact (DuckDB's sha1(data) and size = the blob the service
+ *      serves); ~1 min quiet. Sections 16 and 17 keep their data in a temporary directory, removed after.
  * The fast server is test/bench/fast-server.ts: node:http, everything from memory. Every output is read
  * back (DuckDB: row count and sha1(data) = checksum on every row) after its timing.
  *
  *   npm run bench                 the sizes above
- *   npm run bench -- --quick      a fifth of the partitions
+ *   npm run bench -- --quick      a fifth of the partitions (Iceberg: 20,000 and 5 changes runs; 16: 8 blobs;
+ *                                 17: 128 MiB)
  *   npm run bench -- --record     also rewrite the export section of test/bench/RESULTS.md
- *   npm run bench -- --only=1,3   some of the sections
+ *   npm run bench -- --only=1,3   some of the sections (opt-in ones too)
+ *   npm run bench -- --large      also the opt-in sections (16, 17: large blobs)
  * Run it on a quiet machine: the client and the server share the cores.
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
@@ -36,15 +45,18 @@ import {
   bearerToken,
   BENCH,
   CLI,
+  DEMO_CATALOG,
+  exportLayer,
   measure,
   median,
   ROOT,
-  startService,
+  stop,
   TMP,
   TS_LOADER,
   TSX,
   type Usage,
-  waitForLine
+  waitForLine,
+  withLocalService
 } from "./support.ts"
 
 interface FastServer {
@@ -101,13 +113,6 @@ const startFastServer = async (
   return { child, url: line.url!, lookupUrl: line.lookupUrl!, catalog: line.catalog!, layer: line.layer!, credentials }
 }
 
-const stop = (child: ChildProcess) =>
-  new Promise<void>((resolve) => {
-    if (child.exitCode !== null) return resolve()
-    child.on("exit", () => resolve())
-    child.kill("SIGTERM")
-  })
-
 const naiveBundle = path.join(TMP, "naive.mjs")
 
 /** The hand-written exporter, bundled as plain JavaScript (a user's script runs without a TypeScript loader). */
@@ -137,32 +142,6 @@ const naive = (server: FastServer, out: string, concurrency: number, mode: "expo
     mode
   ])
 }
-
-/** A layer to export: where its service is and how to sign in. */
-interface Source {
-  readonly lookupUrl: string
-  readonly credentials: string
-  readonly catalog: string
-  readonly layer: string
-}
-
-/** `export` of a layer into `out`, measured; the defaults but for `extra`. */
-const exportLayer = (source: Source, out: string, extra: ReadonlyArray<string> = []) =>
-  measure(CLI, [
-    "export",
-    "--lookup-url",
-    source.lookupUrl,
-    "--credentials",
-    source.credentials,
-    "--catalog",
-    source.catalog,
-    "--layer",
-    source.layer,
-    "--out",
-    out,
-    "--quiet",
-    ...extra
-  ])
 
 /** `export` of the fast server's layer; `concurrency` undefined: the default (found as it runs). */
 const ours = (
@@ -199,31 +178,6 @@ const standaloneWriter = (rowBytes: number, total: number, dir: string) =>
     }).trim().split("\n").at(-1)!
   ) as { seconds: number; payloadBytes: number; peakRssBytes: number }
 
-const DEMO_CATALOG = "hrn:local:data:::demo"
-
-/**
- * The local service (`serve`, demo seed: `partitions` blobs of `blobBytes` in its `places` layer, one version)
- * with its data in a temporary directory, which `f` may use too; all of it removed after.
- */
-const withLocalService = async <A>(
-  partitions: number,
-  blobBytes: number,
-  f: (service: { readonly lookupUrl: string; readonly credentials: string }, work: string) => Promise<A>
-): Promise<A> => {
-  const work = fs.mkdtempSync(path.join(os.tmpdir(), "catalog-export-bench-"))
-  try {
-    const credentials = path.join(work, "credentials.properties")
-    const { child, lookupUrl } = await startService(partitions, blobBytes, credentials, path.join(work, "service"))
-    try {
-      return await f({ lookupUrl, credentials }, work)
-    } finally {
-      await stop(child)
-    }
-  } finally {
-    fs.rmSync(work, { recursive: true, force: true })
-  }
-}
-
 /** What DuckDB reads from an export's Parquet files: rows, data bytes, and the first row's sha1(data). */
 const readBack = async (out: string) => {
   const { DuckDBInstance } = await import("@duckdb/node-api")
@@ -242,10 +196,10 @@ const readBack = async (out: string) => {
 const heldBlob = async (service: { readonly lookupUrl: string; readonly credentials: string }, layer: string) => {
   const origin = new URL(service.lookupUrl).origin
   const headers = { authorization: `Bearer ${await bearerToken(service.credentials)}` }
-  const listed = (await (await fetch(
-    `${origin}/metadata/v1/catalogs/${DEMO_CATALOG}/layers/${layer}/partitions?limit=1`,
-    { headers }
-  )).json()) as { partitions: Array<{ dataHandle: string }> }
+  const metadata = `${origin}/metadata/v1/catalogs/${DEMO_CATALOG}`
+  const latest = (await (await fetch(`${metadata}/versions/latest`, { headers })).json()) as { version: number }
+  const listed = (await (await fetch(`${metadata}/layers/${layer}/partitions?version=${latest.version}`, { headers }))
+    .json()) as { partitions: Array<{ dataHandle: string }> }
   const res = await fetch(
     `${origin}/blobstore/v1/catalogs/${DEMO_CATALOG}/layers/${layer}/data/${listed.partitions[0]!.dataHandle}`,
     { headers }
@@ -521,11 +475,9 @@ const main = async () => {
           fmt(dry.wallSeconds, 1)
         } s of a dry run; ${fmt(run.cpuSeconds, 1)} s CPU); peak RSS ${fmt(run.maxRssMb)} MB (target <= 1024: ${
           verdict(run.maxRssMb <= 1024)
-        }); standalone Parquet writer (RollingWriter, zstd, encoder thread) at 50 MB rows: ${
-          fmt(writerMbps)
-        } MB/s (${fmt(writer.peakRssBytes / 2 ** 20)} MB peak RSS); ratio ${fmt(ourMbps / writerMbps, 2)} (target >= 0.8: ${
-          verdict(ourMbps >= 0.8 * writerMbps)
-        })`
+        }); standalone Parquet writer (RollingWriter, zstd, encoder thread) at 50 MB rows: ${fmt(writerMbps)} MB/s (${
+          fmt(writer.peakRssBytes / 2 ** 20)
+        } MB peak RSS); ratio ${fmt(ourMbps / writerMbps, 2)} (target >= 0.8: ${verdict(ourMbps >= 0.8 * writerMbps)})`
       )
       say()
     })
@@ -640,6 +592,22 @@ const main = async () => {
       `Live heap growth (after full collections, sampled every 100,000 partitions): ${fmt(listing.growthMb, 1)} MB; ` +
         `in order: ${listing.ordered}; publish + list took ${fmt((performance.now() - started) / 1000)} s.`
     )
+    say()
+  }
+
+  const icebergSections = [12, 13, 14].filter((section) => wanted(section))
+  if (icebergSections.length > 0) {
+    const report = execFileSync(
+      process.execPath,
+      [TSX, path.join(BENCH, "iceberg.ts"), `--only=${icebergSections.join(",")}`, ...(quick ? ["--quick"] : [])],
+      {
+        encoding: "utf8",
+        stdio: ["ignore", "pipe", "inherit"]
+      }
+    )
+    say(`### 12-14. Iceberg tables (test/bench/iceberg.ts)`)
+    say()
+    for (const line of report.trim().split("\n")) say(line)
     say()
   }
 

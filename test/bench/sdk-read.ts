@@ -35,6 +35,8 @@ const blobs = await Promise.all(
 const seconds = (performance.now() - started) / 1000
 
 const bad = partitions.filter((p, i) => createHash("sha1").update(blobs[i]!).digest("hex") !== p.checksum)
-if (bad.length > 0) throw new Error(`${bad.length} of ${partitions.length} blobs read by the SDK do not match their checksum`)
+if (bad.length > 0) {
+  throw new Error(`${bad.length} of ${partitions.length} blobs read by the SDK do not match their checksum`)
+}
 const bytes = blobs.reduce((sum, b) => sum + b.byteLength, 0)
 console.log(JSON.stringify({ blobs: blobs.length, bytes, seconds }))

@@ -4,6 +4,7 @@
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
+import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 
@@ -136,4 +137,63 @@ export const bearerToken = async (credentials: string) => {
     body: JSON.stringify({ grantType: "client_credentials" })
   })
   return ((await res.json()) as { accessToken: string }).accessToken
+}
+
+/** Stops a child process (SIGTERM) and waits for it to exit. */
+export const stop = (child: ChildProcess) =>
+  new Promise<void>((resolve) => {
+    if (child.exitCode !== null) return resolve()
+    child.on("exit", () => resolve())
+    child.kill("SIGTERM")
+  })
+
+/** A layer to export: where its service is and how to sign in. */
+export interface Source {
+  readonly lookupUrl: string
+  readonly credentials: string
+  readonly catalog: string
+  readonly layer: string
+}
+
+/** `export` of a layer into `out`, measured; the defaults but for `extra`. */
+export const exportLayer = (source: Source, out: string, extra: ReadonlyArray<string> = []) =>
+  measure(CLI, [
+    "export",
+    "--lookup-url",
+    source.lookupUrl,
+    "--credentials",
+    source.credentials,
+    "--catalog",
+    source.catalog,
+    "--layer",
+    source.layer,
+    "--out",
+    out,
+    "--quiet",
+    ...extra
+  ])
+
+export const DEMO_CATALOG = "hrn:local:data:::demo"
+
+/**
+ * The local service (`serve`, demo seed: `partitions` blobs of `blobBytes` in its `places` layer, one version)
+ * with its data in a temporary directory, which `f` may use too; all of it removed after.
+ */
+export const withLocalService = async <A>(
+  partitions: number,
+  blobBytes: number,
+  f: (service: { readonly lookupUrl: string; readonly credentials: string }, work: string) => Promise<A>
+): Promise<A> => {
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), "catalog-export-bench-"))
+  try {
+    const credentials = path.join(work, "credentials.properties")
+    const { child, lookupUrl } = await startService(partitions, blobBytes, credentials, path.join(work, "service"))
+    try {
+      return await f({ lookupUrl, credentials }, work)
+    } finally {
+      await stop(child)
+    }
+  } finally {
+    fs.rmSync(work, { recursive: true, force: true })
+  }
 }
