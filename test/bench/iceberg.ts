@@ -21,6 +21,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { pathToFileURL } from "node:url"
+import { type Dispatcher, request } from "undici"
 import { icebird } from "../support/icebird.ts"
 import { bearerToken, CLI, DEMO_CATALOG, exportLayer, measure, type Source, withLocalService } from "./support.ts"
 
@@ -47,17 +48,17 @@ interface Listed {
 const api = async (service: { readonly lookupUrl: string; readonly credentials: string }) => {
   const origin = new URL(service.lookupUrl).origin
   const headers = { authorization: `Bearer ${await bearerToken(service.credentials)}` }
-  const call = async <A>(method: string, url: string, body?: unknown): Promise<A> => {
-    const res = await fetch(
-      `${origin}${url}`,
-      body === undefined ? { method, headers } : {
-        method,
-        headers: { ...headers, "content-type": "application/json" },
-        body: JSON.stringify(body)
-      }
-    )
-    const text = await res.text()
-    if (res.status >= 300) throw new Error(`${method} ${url} answered ${res.status}: ${text.slice(0, 300)}`)
+  // A connection per call (reset): the exports between calls outlast the service's keep-alive.
+  const call = async <A>(method: Dispatcher.HttpMethod, url: string, body?: unknown): Promise<A> => {
+    const res = await request(`${origin}${url}`, {
+      method,
+      reset: true,
+      ...(body === undefined
+        ? { headers }
+        : { headers: { ...headers, "content-type": "application/json" }, body: JSON.stringify(body) })
+    })
+    const text = await res.body.text()
+    if (res.statusCode >= 300) throw new Error(`${method} ${url} answered ${res.statusCode}: ${text.slice(0, 300)}`)
     return (text === "" ? undefined : JSON.parse(text)) as A
   }
   const listing = async (version: number) =>
