@@ -1,5 +1,5 @@
 /**
- * The throughput benchmark (`npm run bench`): every figure of issue 10 against its target, as ratios
+ * The throughput benchmark (`npm run bench`): the figures of issues 10, 22, 23 and 25 against their targets, as ratios
  * measured in one run. Each variant runs in its own process under test/bench/measured.mjs, which
  * records that process's own CPU time (user+sys, start-up included) and peak RSS; the blob server
  * runs in a process of its own too.
@@ -34,6 +34,7 @@
  *   npm run bench -- --record     also rewrite the export section of test/bench/RESULTS.md
  *   npm run bench -- --only=1,3   some of the sections (opt-in ones too)
  *   npm run bench -- --large      also the opt-in sections (16, 17: large blobs)
+ *   npm run bench -- --help       this text
  * Run it on a quiet machine: the client and the server share the cores.
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
@@ -69,6 +70,12 @@ interface FastServer {
 }
 
 const args = process.argv.slice(2)
+if (args.includes("--help")) {
+  // The comment at the top of this file is the usage.
+  const source = fs.readFileSync(new URL(import.meta.url), "utf8")
+  console.log(source.slice(0, source.indexOf("*/")).replace(/^\s*\/?\*+ ?/gm, "").trim())
+  process.exit(0)
+}
 const quick = args.includes("--quick")
 const only = args.find((a) => a.startsWith("--only="))?.slice("--only=".length).split(",").map(Number)
 const large = args.includes("--large")
