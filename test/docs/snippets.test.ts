@@ -48,7 +48,7 @@ interface Snippet {
   readonly exit: number
 }
 
-const MARKER = /<!--\s*doc-test:\s*(.*?)\s*-->/
+const MARKER = /^\s*<!--\s*doc-test:\s*(.*?)\s*-->\s*$/
 
 /** The runnable snippets of a Markdown text, with the doc-test marker on the line before each fence. */
 export const snippetsOf = (file: string, text: string): Array<Snippet> => {
@@ -182,8 +182,8 @@ describe("doc tests", () => {
       .toEqual(Object.fromEntries(DOCS.map((doc) => [doc, SKIPPED[doc] ?? 0])))
   })
 
-  // The documents side by side: each has its own directory, and none changes the service.
-  it.concurrent.each(DOCS.filter((doc) => snippets.get(doc)!.some((s) => s.skip === undefined)))(
+  // One document at a time: side by side, their exports share the cores with the service in this process.
+  it.each(DOCS.filter((doc) => snippets.get(doc)!.some((s) => s.skip === undefined)))(
     "%s: every snippet runs",
     async (doc) => {
       expect(await runDocument(doc)).toBeUndefined()
