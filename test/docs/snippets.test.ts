@@ -51,7 +51,7 @@ interface Snippet {
 const MARKER = /^\s*<!--\s*doc-test:\s*(.*?)\s*-->\s*$/
 
 /** The runnable snippets of a Markdown text, with the doc-test marker on the line before each fence. */
-export const snippetsOf = (file: string, text: string): Array<Snippet> => {
+const snippetsOf = (file: string, text: string): Array<Snippet> => {
   const lines = text.split("\n")
   const snippets: Array<Snippet> = []
   const markers = new Map<number, string>()
