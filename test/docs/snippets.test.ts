@@ -12,13 +12,19 @@
  *   each SELECT must return rows;
  * - `<!-- doc-test: skip (why) -->` on the line before a fence skips a snippet that cannot run here
  *   (a cloud destination, another engine's SQL, a synopsis of flags, a service in the foreground),
- *   listed below per document; `<!-- doc-test: exit N -->` expects a snippet to fail with exit code N.
+ *   listed below per document; `<!-- doc-test: exit N -->` expects a snippet to fail with exit code N;
+ * - a skipped synopsis (`skip (synopsis ...)`) is still read: its commands and flags must exist in
+ *   the CLI's command tree (what `--help` lists), so a renamed flag cannot linger in the docs.
  */
+import * as Command from "@effect/cli/Command"
+import * as Arr from "effect/Array"
 import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { commandModules } from "../../src/cli/commands.ts"
+import { unknownWord } from "../../src/cli/Suggest.ts"
 import { defaultSeed } from "../../src/server/Seed.ts"
 import { ROOT } from "../support/cli.ts"
 import { startService, type TestService } from "../support/service.ts"
@@ -190,6 +196,32 @@ describe("doc tests", () => {
     },
     120_000
   )
+
+  it("the synopses name only commands and flags that exist", async () => {
+    const commands = (await Promise.all(commandModules.map((m) => m.load()))).flat()
+    if (!Arr.isNonEmptyReadonlyArray(commands)) throw new Error("no commands")
+    const root = Command.withSubcommands(Command.make("catalog-export"), commands)
+    const unknown: Array<string> = []
+    let checked = 0
+    for (const s of [...snippets.values()].flat().filter((s) => s.skip?.startsWith("synopsis") === true)) {
+      let command: ReadonlyArray<string> | undefined
+      for (const line of s.code.split("\n")) {
+        // The command's words: `catalog-export versions latest|minimum|list --catalog HRN` is `versions latest`.
+        const words = /^catalog-export((?: [a-z|]+(?= |$))*)/.exec(line)?.[1]
+        if (words !== undefined) command = words.trim().split(" ").map((w) => w.split("|")[0]!)
+        else if (!/^\s/.test(line)) command = undefined // not a continuation of the command above
+        if (command === undefined) continue
+        const flags = [...line.split("#")[0]!.matchAll(/(?<![\w-])--[a-z][a-z-]*/g)].map((m) => m[0])
+        for (const flag of flags.length === 0 ? [undefined] : flags) {
+          const wrong = unknownWord(root, flag === undefined ? command : [...command, `${flag}=x`])
+          if (wrong !== undefined) unknown.push(`${s.file}:${s.line}: ${wrong}`)
+          checked++
+        }
+      }
+    }
+    expect(checked).toBeGreaterThan(100)
+    expect(unknown).toEqual([])
+  })
 
   it("the markers are read: a skip needs a reason, an exit code is a number", () => {
     const text =
