@@ -159,10 +159,11 @@ const runDocument = async (doc: string): Promise<string | undefined> => {
         ? await run("bash", ["-e", "-c", s.code], dir, env)
         : await run(path.join(bin, "duckdb"), [], dir, env, s.code)
       if (r.code !== s.exit) {
-        return `${where} exited ${r.code}, expected ${s.exit}:\n${s.code}\n--- stderr\n${r.stderr.slice(-2000)}`
+        const ended = r.code === null ? "was stopped after 60 s" : `exited ${r.code}`
+        return `${where} ${ended}, expected exit ${s.exit}:\n${s.code}\n--- stderr\n${r.stderr.slice(-2000)}`
       }
       if (s.lang === "sql") {
-        const empty = r.stdout.trim().split("\n").map((l) =>
+        const empty = r.stdout.split("\n").filter((l) => l !== "").map((l) =>
           JSON.parse(l) as { statement: number; type: string; rows: number }
         )
           .filter((q) => q.type === "SELECT" && q.rows === 0)
