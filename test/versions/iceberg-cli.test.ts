@@ -222,4 +222,56 @@ describe("export --format iceberg through the CLI", () => {
     // No cursor file beside the table: the decision came from its tags.
     expect(fs.readdirSync(tableDir(out, "places")).sort()).toEqual(["data", "metadata"])
   })
+
+  // Last: it raises the catalog's minimum version.
+  it("retention --json reports the expiry as applied: the tags and files removed, and a table that could not be expired says why", async () => {
+    const out = path.join(svc.dir, "retention")
+    for (const layer of ["places", "roads"]) {
+      for (const version of ["0", "1"]) {
+        const r = await exportTable(out, layer, "--version", version)
+        expect(r.code, r.stderr).toBe(0)
+      }
+    }
+    // A file only v0 of places uses, turned into a directory: planning lists it, removing it fails.
+    const v0Dir = path.join(tableDir(out, "places"), "data", "version=0")
+    const stuck = path.join(v0Dir, fs.readdirSync(v0Dir).find((f) => f.endsWith(".parquet"))!)
+    fs.rmSync(stuck)
+    fs.mkdirSync(stuck)
+    fs.writeFileSync(path.join(stuck, "keep"), "")
+    const r = await cli([
+      "retention",
+      "--catalog",
+      DEMO,
+      "--minimum",
+      "1",
+      "--require-exported",
+      out,
+      "--layer",
+      "places",
+      "--layer",
+      "roads",
+      "--yes",
+      "--json",
+      ...flags
+    ])
+    expect(r.code, r.stderr).toBe(0)
+    // One JSON document, printed once the minimum was raised and the tables expired.
+    const done = JSON.parse(r.stdout) as {
+      applied: boolean
+      target: number
+      tables: Array<{ layerId: string; location: string; tags: Array<string>; files: Array<string>; failed?: string }>
+    }
+    expect(done).toMatchObject({ applied: true, target: 1 })
+    const byLayer = new Map(done.tables.map((t) => [t.layerId, t]))
+    const roads = byLayer.get("roads")!
+    expect(roads).toMatchObject({ location: tableUri(out, "roads"), tags: ["v0"] })
+    expect(roads.failed).toBeUndefined()
+    expect(roads.files.length).toBeGreaterThan(0)
+    for (const uri of roads.files) expect(fs.existsSync(new URL(uri.replace(/\/$/, ""))), uri).toBe(false)
+    expect(Object.keys(metadataJson(out, "roads").refs).sort()).toEqual(["main", "v1"])
+    const places = byLayer.get("places")!
+    expect(places.location).toBe(tableUri(out, "places"))
+    expect(places.failed).toContain(stuck)
+    expect(await readTag(out, "places", "v1")).toEqual(expectedRows(await listing(svc, "places", 1)))
+  })
 })
