@@ -105,7 +105,12 @@ export const locatePlan = (location: string) =>
       )
       : Option.none()
     if (Option.isSome(tableRun)) {
-      return { ...at, plan: undefined, committed: tableRun.value.manifest, table: tableRun.value.table } satisfies LocatedPlan
+      return {
+        ...at,
+        plan: undefined,
+        committed: tableRun.value.manifest,
+        table: tableRun.value.table
+      } satisfies LocatedPlan
     }
     const committed = yield* readManifest(dest, segments.slice(-depth, -1).join("/"))
     if (Option.isSome(committed)) {

@@ -15,8 +15,8 @@ import { UsageError } from "../domain/ExitCode.ts"
 import type { ExportResult } from "../export/Export.ts"
 import type { Manifest } from "../export/Manifest.ts"
 import { type Plan, shardsOf } from "../export/Plan.ts"
-import type { TableCommit } from "../export/Tables.ts"
 import { connectionsFor, defaults, type WriteSettings } from "../export/Settings.ts"
+import type { TableCommit } from "../export/Tables.ts"
 import {
   choiceOption,
   clientFor,
@@ -201,7 +201,9 @@ const shardRun: Renderer<ShardShown> = {
   text: (r) => {
     if (r._tag === "CommittedBefore") {
       return [
-        `Already committed: ${committedAs(r.dir, r.table)} (${r.manifest.partitions} partitions); shard ${r.shard} has nothing to do.`
+        `Already committed: ${
+          committedAs(r.dir, r.table)
+        } (${r.manifest.partitions} partitions); shard ${r.shard} has nothing to do.`
       ]
     }
     const { plan, result, shard, shards, elapsedMs, counters } = r.outcome

@@ -21,7 +21,21 @@ let flags: Array<string>
 let reader: IcebirdReader
 
 const exportTable = (out: string, layer: string, ...extra: Array<string>) =>
-  cli(["export", "--catalog", DEMO, "--layer", layer, "--format", "iceberg", "--out", out, "--parts", "2", ...extra, ...flags])
+  cli([
+    "export",
+    "--catalog",
+    DEMO,
+    "--layer",
+    layer,
+    "--format",
+    "iceberg",
+    "--out",
+    out,
+    "--parts",
+    "2",
+    ...extra,
+    ...flags
+  ])
 
 const tableDir = (out: string, layer: string) => path.join(out, "demo", layer)
 const tableUri = (out: string, layer: string) => pathToFileURL(tableDir(out, layer)).href
@@ -131,7 +145,9 @@ describe("export --format iceberg through the CLI", () => {
       return fs.existsSync(dir) ? fs.readdirSync(dir, { recursive: true }).map(String) : []
     }
     expect(filesOf(tags[0]!)).toEqual([])
-    for (const tag of tags.slice(1)) expect(filesOf(tag).filter((f) => f.endsWith(".parquet")).length).toBeGreaterThan(0)
+    for (const tag of tags.slice(1)) {
+      expect(filesOf(tag).filter((f) => f.endsWith(".parquet")).length).toBeGreaterThan(0)
+    }
     for (const tag of tags.slice(1)) {
       expect(await readTag(out, "traffic", tag), tag).toEqual(expectedRows(await listing(svc, "traffic")))
     }
@@ -165,7 +181,12 @@ describe("export --format iceberg through the CLI", () => {
     }
     const committed = await cli(["commit", "--plan", plan, "--json", ...flags])
     expect(committed.code, committed.stderr).toBe(0)
-    const table = JSON.parse(committed.stdout).table as { location: string; tag: string; snapshotId: number; metadataFile: string }
+    const table = JSON.parse(committed.stdout).table as {
+      location: string
+      tag: string
+      snapshotId: number
+      metadataFile: string
+    }
     expect(table).toMatchObject({ location: tableUri(out, "places"), tag: "v2" })
     const snapshot = metadataJson(out, "places").snapshots.find((s) => s["snapshot-id"] === table.snapshotId)!
     expect(snapshot.summary["catalog-export.content-type"]).toBe("application/json")
