@@ -4,9 +4,8 @@ import { pathToFileURL } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { icebird, type IcebirdReader } from "../sinks/iceberg/support.ts"
 import { cli, serviceFlags } from "../support/cli.ts"
-import { sha1 } from "../support/files.ts"
 import { DEMO, startService, type TestService } from "../support/service.ts"
-import { expectedRows, type ExportedRow, listing, publish, readExport } from "./support.ts"
+import { expectedRows, listing, publish, readExport, readTableTag, tableMetadataJson } from "./support.ts"
 
 /**
  * `--format iceberg` through the real CLI against the local service, beyond iceberg.test.ts: two
@@ -40,27 +39,9 @@ const exportTable = (out: string, layer: string, ...extra: Array<string>) =>
 const tableDir = (out: string, layer: string) => path.join(out, "demo", layer)
 const tableUri = (out: string, layer: string) => pathToFileURL(tableDir(out, layer)).href
 
-type MetadataJson = {
-  refs: Record<string, { "snapshot-id": number; type: string }>
-  snapshots: Array<{ "snapshot-id": number; "parent-snapshot-id"?: number; summary: Record<string, string> }>
-  "metadata-log"?: Array<unknown>
-}
+const metadataJson = (out: string, layer: string) => tableMetadataJson(tableDir(out, layer))
 
-const metadataJson = (out: string, layer: string): MetadataJson => {
-  const dir = path.join(tableDir(out, layer), "metadata")
-  const hint = fs.readFileSync(path.join(dir, "version-hint.text"), "utf8").trim()
-  return JSON.parse(fs.readFileSync(path.join(dir, `v${hint}.metadata.json`), "utf8")) as MetadataJson
-}
-
-/** A tag of a table as icebird reads it, in the shape of `expectedRows` (the demo's blobs are JSON text). */
-const readTag = async (out: string, layer: string, tag: string): Promise<Array<ExportedRow>> =>
-  (await reader.read(tableUri(out, layer), tag)).map((r) => ({
-    partition: r.partition as string,
-    partition_version: Number(r.partition_version),
-    data_handle: r.data_handle as string,
-    checksum: r.checksum as string | null,
-    data_sha1: r.data === null ? null : sha1(new TextEncoder().encode(r.data as string))
-  }))
+const readTag = (out: string, layer: string, tag: string) => readTableTag(reader, tableUri(out, layer), tag)
 
 const jobConfig = (name: string, body: Record<string, unknown>) => {
   const file = path.join(svc.dir, `${name}.json`)
