@@ -268,6 +268,12 @@ export const tableCommitted = (dest: Destination, plan: Plan) =>
     })
   })
 
+/** A table's run directory found committed: the manifest its snapshot tells, and the table's commit of it. */
+export interface CommittedRun {
+  readonly manifest: Manifest
+  readonly table: TableCommit
+}
+
 /**
  * The export of a table's run directory (`data/version=<V>` or `data/snapshot=<S>`) once committed and
  * tidied (its plan removed): the manifest its tagged snapshot tells and the table's commit of it;
@@ -278,11 +284,11 @@ export const committedRun = (dest: Destination, catalogId: string, layerId: stri
     const m = RUN_DIR.exec(runDir)
     const table = tableAt(dest, `${catalogId}/${layerId}`)
     const { metadata, version } = yield* readCurrent(table)
-    if (m === null || metadata === undefined) return Option.none<{ manifest: Manifest; table: TableCommit }>()
+    if (m === null || metadata === undefined) return Option.none<CommittedRun>()
     const tag = m[1] !== undefined ? versionTag(Number(m[1])) : `snapshot-${m[2]}`
     const snapshot = taggedSnapshot(metadata, tag)
-    if (snapshot === undefined) return Option.none<{ manifest: Manifest; table: TableCommit }>()
-    return Option.some({
+    if (snapshot === undefined) return Option.none<CommittedRun>()
+    return Option.some<CommittedRun>({
       manifest: manifestOfSnapshot({
         catalogHrn: snapshot.summary[Keys.catalog] ?? "",
         layerId,
