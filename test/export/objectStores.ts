@@ -6,6 +6,7 @@
  */
 import { expect, it } from "@effect/vitest"
 import type { ChildProcess } from "node:child_process"
+import * as fs from "node:fs"
 import * as path from "node:path"
 import { expectMatchesService, serviceState } from "../reliability/support.ts"
 import { cli, failureLines } from "../support/cli.ts"
@@ -233,6 +234,39 @@ export const exportsToStore = (
       expect(keys.filter((k) => /\/part-1-[^/]+\.parquet$/.test(k)).length).toBeGreaterThan(0)
     })
   }
+
+  it("writes an Iceberg table (--format iceberg): absolute store URIs throughout, version-hint.text, the data files read by DuckDB; a re-run finds the tag", async () => {
+    const { expected, store } = context()
+    const first = await run([...exportArgs(store.out("table"), ["--format", "iceberg", "--json"])])
+    expect(first.code, first.stderr).toBe(0)
+    const { table } = JSON.parse(first.stdout) as { table: { location: string; metadataFile: string; tag: string } }
+    expect(table.tag).toBe("v0")
+    expect(table.location).toMatch(/^[a-z0-9]+:\/\/.+\/table\/demo\/places$/)
+    expect(table.metadataFile).toBe(`${table.location}/metadata/v1.metadata.json`)
+    const local = path.join(await store.download("table"), "demo", "places")
+    expect(fs.readFileSync(path.join(local, "metadata", "version-hint.text"), "utf8").trim()).toBe("1")
+    const metadata = readJson<{
+      location: string
+      refs: Record<string, { "snapshot-id": number }>
+      snapshots: Array<{ "snapshot-id": number; "manifest-list": string }>
+    }>(path.join(local, "metadata", "v1.metadata.json"))
+    expect(metadata.location).toBe(table.location)
+    expect(Object.keys(metadata.refs).sort()).toEqual(["main", "v0"])
+    const keys = await store.keys("table/")
+    for (const snapshot of metadata.snapshots) {
+      expect(snapshot["manifest-list"].startsWith(`${table.location}/metadata/`)).toBe(true)
+      expect(keys).toContain(`table/demo/places/${snapshot["manifest-list"].slice(table.location.length + 1)}`)
+    }
+    // A full export: its directory's data files hold the whole version.
+    expectMatchesService(await readParquet(path.join(local, "data", "version=0")), expected)
+    expect(await store.pending("table/")).toEqual([])
+    const again = await run(exportArgs(store.out("table"), ["--format", "iceberg"]))
+    expect(again.code, again.stderr).toBe(0)
+    expect(again.stdout).toContain("Already exported")
+    // Nothing of the table changed: only the run's report was added.
+    const tableKeys = (all: Array<string>) => all.filter((k) => k.startsWith("table/demo/"))
+    expect(tableKeys(await store.keys("table/"))).toEqual(tableKeys(keys))
+  })
 
   it("is what retention's export guard reads: manifests in the store prove versions exported", async () => {
     const { store } = context()
