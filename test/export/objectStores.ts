@@ -32,19 +32,46 @@ export interface StoreUnderTest {
   readonly keepsStaged: boolean
 }
 
-export interface Context {
-  readonly store: StoreUnderTest
+/** A service to export from, with what it holds in `places` at version 0. */
+export interface ExportService {
   readonly svc: TestService
   readonly credentials: string
   readonly expected: Awaited<ReturnType<typeof serviceState>>
 }
 
+export interface Context extends ExportService {
+  readonly store: StoreUnderTest
+  /** The service of the large file (`bigFile`), started once per test file when a test first needs it. */
+  readonly big: () => Promise<ExportService>
+}
+
 export const PARTITIONS = 600
 
-/** Starts the service the store tests export from (600 partitions of version 0 in `places`), with its expected state. */
+const exportService = async (svc: TestService): Promise<ExportService> => ({
+  svc,
+  credentials: await svc.credentialsFile(),
+  expected: await serviceState(svc, "places", 0)
+})
+
+/**
+ * Starts the service the store tests export from (600 partitions of version 0 in `places`), with its
+ * expected state; `big` starts the one of the large file (2,000 blobs of 16 KiB) the first time it is
+ * asked for, and `close` closes both.
+ */
 export const startExportService = async () => {
-  const svc = await startService({ seed: { partitions: PARTITIONS, versions: 2, blobBytes: 256 } })
-  return { svc, credentials: await svc.credentialsFile(), expected: await serviceState(svc, "places", 0) }
+  const service = await exportService(
+    await startService({ seed: { partitions: PARTITIONS, versions: 2, blobBytes: 256 } })
+  )
+  let big: Promise<ExportService> | undefined
+  return {
+    ...service,
+    big: () =>
+      big ??= startService({ seed: { partitions: 2000, versions: 1, blobBytes: 16 * 1024 } }).then(exportService),
+    close: async () => {
+      await service.svc.close()
+      if (big !== undefined) await (await big).svc.close()
+    }
+  }
 }
 
 /** Runs the CLI against the context's service and store. */
@@ -141,51 +168,46 @@ export const exportsToStore = (
     it("streams a large file up in parts; a run killed mid-upload leaves nothing visible, and the next one completes", async () => {
       const { store } = context()
       // One file, no compression: a file of ~1.2 MB per 600 rows is not enough for an 8 MiB part, so the blobs are big here.
-      const big = await startService({ seed: { partitions: 2000, versions: 1, blobBytes: 16 * 1024 } })
-      try {
-        const bigCredentials = await big.credentialsFile()
-        const args = [
-          ...exportArgs(store.out("big"), ["--compression", "none"], 1),
-          "--lookup-url",
-          big.lookupUrl,
-          "--credentials",
-          bigCredentials,
-          "--quiet"
-        ]
-        // Killed once the first 8 MiB part of its 32 MB data file is on its way. Only the data file counts:
-        // a store's listing of pending names can catch a small file between its two listings.
-        const dataFile = /^big\/demo\/places\/version=0\/part-[^/]+\.parquet$/
-        let child: ChildProcess | undefined
-        let seen: Array<string> = []
-        let watching = true
-        const watch = (async () => {
-          while (watching && seen.length === 0) {
-            seen = (await store.pending("big/")).filter((key) => dataFile.test(key))
-            if (seen.length > 0) child?.kill("SIGKILL")
-            else await new Promise((resolve) => setTimeout(resolve, 10))
-          }
-        })()
-        const killed = await cli(args, { env: store.env, onSpawn: (c) => (child = c) }).finally(() => {
-          watching = false
-        })
-        await watch
-        expect(killed.signal).toBe("SIGKILL")
-        // Mid-upload: the data file's parts are in the store, no reader sees the file.
-        expect(seen).toHaveLength(1)
-        expect((await store.keys("big/")).filter(isExportOutput)).toEqual([])
+      const big = await context().big()
+      const args = [
+        ...exportArgs(store.out("big"), ["--compression", "none"], 1),
+        "--lookup-url",
+        big.svc.lookupUrl,
+        "--credentials",
+        big.credentials,
+        "--quiet"
+      ]
+      // Killed once the first 8 MiB part of its 32 MB data file is on its way. Only the data file counts:
+      // a store's listing of pending names can catch a small file between its two listings.
+      const dataFile = /^big\/demo\/places\/version=0\/part-[^/]+\.parquet$/
+      let child: ChildProcess | undefined
+      let seen: Array<string> = []
+      let watching = true
+      const watch = (async () => {
+        while (watching && seen.length === 0) {
+          seen = (await store.pending("big/")).filter((key) => dataFile.test(key))
+          if (seen.length > 0) child?.kill("SIGKILL")
+          else await new Promise((resolve) => setTimeout(resolve, 10))
+        }
+      })()
+      const killed = await cli(args, { env: store.env, onSpawn: (c) => (child = c) }).finally(() => {
+        watching = false
+      })
+      await watch
+      expect(killed.signal).toBe("SIGKILL")
+      // Mid-upload: the data file's parts are in the store, no reader sees the file.
+      expect(seen).toHaveLength(1)
+      expect((await store.keys("big/")).filter(isExportOutput)).toEqual([])
 
-        const rerun = await cli(args, { env: store.env })
-        expect(rerun.code, rerun.stderr).toBe(0)
-        // The killed run's file had a name of its own: its parts are never committed.
-        expect(await store.pending("big/")).toEqual(store.keepsStaged ? seen : [])
-        const dir = path.join(await store.download("big"), "demo", "places", "version=0")
-        const manifest = readJson(path.join(dir, "_manifest.json"))
-        expect(manifest.files).toHaveLength(1)
-        expect(manifest.files[0].bytes).toBeGreaterThan(8 * 1024 * 1024)
-        expectMatchesService(await readParquet(dir), await serviceState(big, "places", 0))
-      } finally {
-        await big.close()
-      }
+      const rerun = await cli(args, { env: store.env })
+      expect(rerun.code, rerun.stderr).toBe(0)
+      // The killed run's file had a name of its own: its parts are never committed.
+      expect(await store.pending("big/")).toEqual(store.keepsStaged ? seen : [])
+      const dir = path.join(await store.download("big"), "demo", "places", "version=0")
+      const manifest = readJson(path.join(dir, "_manifest.json"))
+      expect(manifest.files).toHaveLength(1)
+      expect(manifest.files[0].bytes).toBeGreaterThan(8 * 1024 * 1024)
+      expectMatchesService(await readParquet(dir), big.expected)
     })
   }
 
