@@ -31,12 +31,16 @@ export interface MergeOptions {
 
 /**
  * `files` (a shard's, in part order) with the empty ones left out and the small ones merged: files
- * below `maxFileBytes` of one format and schema are merged in order while their sum stays within it.
+ * below half of `maxFileBytes` of one format and schema are merged in order while their sum stays
+ * within it. So no two files of the result could have been one: readers pay for at most twice the
+ * files they would at best.
  */
 export const mergeSmallFiles = Effect.fn("Export.mergeFiles")(
   function*(dest: Destination, dir: string, files: ReadonlyArray<RecordedFile>, options: MergeOptions) {
     const rowful = withoutEmptyFiles(files)
-    const small = rowful.filter((f) => f.rows > 0 && f.bytes < options.maxFileBytes)
+    // A file of half the size or more is left as it is (a part's files roll over just below the size);
+    // merged in order, every merged file but the last is more than half the size.
+    const small = rowful.filter((f) => f.rows > 0 && f.bytes < options.maxFileBytes / 2)
     if (small.length < 2) return rowful
     const layouts = yield* Effect.forEach(small, (f) => readLayout(dest, dir, f), { concurrency: 8 })
     const groups = new Map<string, Array<Array<Layout>>>()
