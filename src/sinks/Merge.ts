@@ -59,8 +59,6 @@ const arrowFooter = Effect.promise(async () => {
   return import("apache-arrow/ipc/metadata/file")
 })
 
-const readRange = (dest: Destination, key: string, start: number, end: number) => dest.readRange(key, start, end)
-
 const corrupt = (dest: Destination, key: string, what: string) =>
   fromCause(dest.at(key), "merge", new Error(`${what}: not a data file this tool wrote`))
 
@@ -74,10 +72,10 @@ export const readLayout = (dest: Destination, dir: string, file: RecordedFile): 
     const key = `${dir}/${file.path}`
     const size = file.bytes
     if (file.format === "parquet") {
-      const tail = littleEndian(yield* readRange(dest, key, size - 8, size))
+      const tail = littleEndian(yield* dest.readRange(key, size - 8, size))
       const footerLength = tail.getUint32(0, true)
       if (footerLength + 12 > size) return yield* corrupt(dest, key, "its Parquet footer does not fit")
-      const footer = yield* readRange(dest, key, size - 8 - footerLength, size)
+      const footer = yield* dest.readRange(key, size - 8 - footerLength, size)
       const metadata = yield* Effect.try({
         try: () => parquetMetadata(toArrayBuffer(footer), { geoparquet: false }),
         catch: (cause) => fromCause(dest.at(key), "merge", cause)
@@ -91,10 +89,10 @@ export const readLayout = (dest: Destination, dir: string, file: RecordedFile): 
       } satisfies Layout
     }
     const { Footer } = yield* arrowFooter
-    const tail = littleEndian(yield* readRange(dest, key, size - 10, size))
+    const tail = littleEndian(yield* dest.readRange(key, size - 10, size))
     const footerLength = tail.getInt32(0, true)
     if (footerLength <= 0 || footerLength + 18 > size) return yield* corrupt(dest, key, "its Arrow footer does not fit")
-    const footerBytes = yield* readRange(dest, key, size - 10 - footerLength, size - 10)
+    const footerBytes = yield* dest.readRange(key, size - 10 - footerLength, size - 10)
     const footer = yield* Effect.try({
       try: () => Footer.decode(footerBytes),
       catch: (cause) => fromCause(dest.at(key), "merge", cause)
@@ -111,7 +109,7 @@ export const readLayout = (dest: Destination, dir: string, file: RecordedFile): 
       size - 10 - footerLength
     )
     const head = { start: 8, end: firstBlock }
-    const schemaBytes = yield* readRange(dest, key, head.start, head.end)
+    const schemaBytes = yield* dest.readRange(key, head.start, head.end)
     return {
       format: "arrow",
       file,
@@ -129,9 +127,11 @@ const toArrayBuffer = (bytes: Uint8Array): ArrayBuffer =>
 /** A column chunk's first byte: its dictionary page, else its first data page. */
 const chunkStart = (c: ColumnChunk) => {
   const m = c.meta_data!
-  return Number(m.dictionary_page_offset !== undefined && m.dictionary_page_offset > 0n
-    ? m.dictionary_page_offset
-    : m.data_page_offset)
+  return Number(
+    m.dictionary_page_offset !== undefined && m.dictionary_page_offset > 0n
+      ? m.dictionary_page_offset
+      : m.data_page_offset
+  )
 }
 
 const groupRange = (group: RowGroup): Range => {
@@ -206,7 +206,7 @@ export const writeMerged = (
         catch: (cause) => fromCause(output.path, "write", cause)
       })
     const copy = (file: RecordedFile, range: Range) =>
-      Effect.flatMap(readRange(dest, `${dir}/${file.path}`, range.start, range.end), write)
+      Effect.flatMap(dest.readRange(`${dir}/${file.path}`, range.start, range.end), write)
     yield* (layouts[0]!.format === "parquet"
       ? mergeParquet(layouts as ReadonlyArray<Extract<Layout, { format: "parquet" }>>, output, write, copy)
       : mergeArrow(layouts as ReadonlyArray<Extract<Layout, { format: "arrow" }>>, output, write, copy)).pipe(
