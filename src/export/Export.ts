@@ -327,6 +327,7 @@ const transfer = (run: Run, todo: ReadonlyArray<number>, finished: Map<number, C
       : ConcurrencyLimit.fixed(options.concurrency)
     const budget = new ByteBudget(options.bufferBytes ?? defaultBufferBytes())
     counters.fetching = limit
+    counters.buffer = budget
 
     const write = (writer: PartWriter, batch: RowBatch) => {
       budget.enqueued(batch.data.byteLength)
