@@ -32,32 +32,32 @@ export interface MergeOptions {
 /**
  * `files` (a shard's, in part order) with the empty ones left out and the small ones merged: files
  * below half of `maxFileBytes` of one format and schema are merged in order while their sum stays
- * within it. So no two files of the result could have been one: readers pay for at most twice the
- * files they would at best.
+ * within it, so every merged file but the last of its format and schema holds more than half of it.
  */
 export const mergeSmallFiles = Effect.fn("Export.mergeFiles")(
   function*(dest: Destination, dir: string, files: ReadonlyArray<RecordedFile>, options: MergeOptions) {
-    const rowful = withoutEmptyFiles(files)
-    // A file of half the size or more is left as it is (a part's files roll over just below the size);
-    // merged in order, every merged file but the last is more than half the size.
-    const small = rowful.filter((f) => f.rows > 0 && f.bytes < options.maxFileBytes / 2)
-    if (small.length < 2) return rowful
+    const kept = withoutEmptyFiles(files)
+    // A file of half the size or more stays as it is (a part's full files roll over just below the size).
+    const small = kept.filter((f) => f.rows > 0 && f.bytes < options.maxFileBytes / 2)
+    if (small.length < 2) return kept
     const layouts = yield* Effect.forEach(small, (f) => readLayout(dest, dir, f), { concurrency: 8 })
-    const groups = new Map<string, Array<Array<Layout>>>()
+    // Per format and schema, the groups of files each merged file is made of, filled in order.
+    const groups = new Map<string, Array<{ layouts: Array<Layout>; bytes: number }>>()
     for (const layout of layouts) {
       if (layout.format === "arrow" && layout.dictionaries) continue
       const key = `${layout.format}\n${layout.schema}`
       const packed = groups.get(key) ?? []
       groups.set(key, packed)
       const last = packed.at(-1)
-      const bytes = last?.reduce((n, l) => n + l.file.bytes, 0) ?? Infinity
-      if (last !== undefined && bytes + layout.file.bytes <= options.maxFileBytes) last.push(layout)
-      else packed.push([layout])
+      if (last !== undefined && last.bytes + layout.file.bytes <= options.maxFileBytes) {
+        last.layouts.push(layout)
+        last.bytes += layout.file.bytes
+      } else packed.push({ layouts: [layout], bytes: layout.file.bytes })
     }
     const probe = yield* CrashProbe
     const merged = new Map<string, RecordedFile>()
     let seq = 0
-    for (const group of [...groups.values()].flat()) {
+    for (const { layouts: group } of [...groups.values()].flat()) {
       if (group.length < 2) continue
       const file = yield* writeMerged(dest, dir, `${options.name(seq++)}.${group[0]!.format}`, group)
       probe.reached("merged")
@@ -65,7 +65,7 @@ export const mergeSmallFiles = Effect.fn("Export.mergeFiles")(
     }
     // Each merged file where its first file was; the files it holds gone.
     const result: Array<RecordedFile> = []
-    for (const f of rowful) {
+    for (const f of kept) {
       const into = merged.get(f.path)
       if (into === undefined) result.push(f)
       else if (!result.includes(into)) result.push(into)

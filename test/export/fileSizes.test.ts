@@ -28,22 +28,17 @@ beforeAll(async () => {
 })
 afterAll(() => svc?.close())
 
-const exportPlaces = (out: string, version: number, extra: ReadonlyArray<string> = []) =>
-  cli([
-    "export",
-    "--catalog",
-    DEMO,
-    "--layer",
-    "places",
-    "--version",
-    String(version),
-    "--out",
-    out,
-    "--parts",
-    "4",
-    ...extra,
-    ...flags
-  ])
+const exportPlaces = (
+  out: string,
+  version: number,
+  extra: ReadonlyArray<string> = [],
+  env: Record<string, string> = {}
+) =>
+  cli(
+    ["export", "--catalog", DEMO, "--layer", "places", "--version", String(version), "--out", out, "--parts", "4"]
+      .concat(extra, flags),
+    { env }
+  )
 
 const versionDir = (out: string, version: number) => path.join(out, "demo", "places", `version=${version}`)
 
@@ -125,24 +120,7 @@ describe("files sized by bytes", () => {
   it("a run killed while merging, run again, is exact and leaves only the files its manifest names", async () => {
     const out = path.join(svc.dir, "killed")
     const args = ["--format", "both"]
-    const killed = await cli(
-      [
-        "export",
-        "--catalog",
-        DEMO,
-        "--layer",
-        "places",
-        "--version",
-        "0",
-        "--out",
-        out,
-        "--parts",
-        "4",
-        ...args,
-        ...flags
-      ],
-      { env: { CATALOG_EXPORT_CRASH_AT: "merged:1" } }
-    )
+    const killed = await exportPlaces(out, 0, args, { CATALOG_EXPORT_CRASH_AT: "merged:1" })
     expect(killed.signal, killed.stderr).toBe("SIGKILL")
     const dir = versionDir(out, 0)
     expect(fs.existsSync(path.join(dir, "_manifest.json"))).toBe(false)
