@@ -157,6 +157,9 @@ export const exportsToStore = (
       partitions: PARTITIONS,
       mode: "full"
     })
+    // Three parts' small files, merged in the store into one.
+    expect(manifest.files).toHaveLength(1)
+    expect(manifest.files[0]).toMatchObject({ rows: PARTITIONS, path: expect.stringMatching(/^part-s0-/) })
 
     const again = await run(exportArgs(out))
     expect(again.code, again.stderr).toBe(0)
@@ -223,6 +226,21 @@ export const exportsToStore = (
     await expectCommitted(store, "resumed")
   })
 
+  it("resumes after a kill while the parts' files were merged: the first run's merged file goes, the rows are exact", async () => {
+    const { store, expected } = context()
+    const out = store.out("merging")
+    const killed = await run(exportArgs(out), { CATALOG_EXPORT_CRASH_AT: "merged:1" })
+    expect(killed.signal).toBe("SIGKILL")
+    const merged = (await store.keys("merging/")).filter((k) => /\/part-s0-[^/]+\.parquet$/.test(k))
+    expect(merged).toHaveLength(1)
+    const rerun = await run(exportArgs(out))
+    expect(rerun.code, rerun.stderr).toBe(0)
+    expectMatchesService(await rowsIn(store, "merging"), expected)
+    const manifest = await expectCommitted(store, "merging")
+    expect(manifest.files).toHaveLength(1)
+    expect(`merging/demo/places/version=0/${manifest.files[0].path}`).not.toBe(merged[0])
+  })
+
   if (options.shards) {
     it("runs a sharded export: plan, two shards, commit", async () => {
       const { store, expected } = context()
@@ -250,10 +268,12 @@ export const exportsToStore = (
       expect(committed.code, committed.stderr).toBe(0)
       expectMatchesService(await rowsIn(store, "sharded"), expected)
       const keys = await store.keys("sharded/")
-      // The plan's bookkeeping is gone; files of both shards remain.
+      // The plan's bookkeeping is gone; each shard's parts were merged into one file of its own.
       expect(keys.filter((k) => /_plan\.json$|\/_parts\/|\/_shards\//.test(k))).toEqual([])
-      expect(keys.filter((k) => /\/part-0-[^/]+\.parquet$/.test(k)).length).toBeGreaterThan(0)
-      expect(keys.filter((k) => /\/part-1-[^/]+\.parquet$/.test(k)).length).toBeGreaterThan(0)
+      expect(keys.filter((k) => /\.parquet$/.test(k)).map((k) => /\/part-(s\d)-[^/]+$/.exec(k)?.[1]).sort()).toEqual([
+        "s0",
+        "s1"
+      ])
     })
   }
 
