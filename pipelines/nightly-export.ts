@@ -379,7 +379,7 @@ export type LayerPreview =
 /** Plans a layer as a run would (incremental when asked), and tells whether its export is already committed. */
 export const previewLayer = (
   target: { readonly catalog: string; readonly layer: string },
-  settings: Pick<LayerSettings, "out" | "mode" | "version" | "parts"> & Partial<Pick<LayerSettings, "format">>
+  settings: Pick<LayerSettings, "out" | "mode" | "version" | "parts" | "format">
 ) =>
   Effect.gen(function*() {
     const planned = yield* planExport({ ...target, ...settings })

@@ -8,7 +8,7 @@ import { exportDir, type Plan, shardsOf, withShards } from "../src/export/Plan.t
 import { Counters, tracking } from "../src/export/Progress.ts"
 import type { WriteSettings } from "../src/export/Settings.ts"
 import { forgetRuns, pinPlan, planKey, readPlan } from "../src/export/Shards.ts"
-import { committedRun } from "../src/export/Tables.ts"
+import { committedRun, type TableCommit } from "../src/export/Tables.ts"
 import { type Destination, destination } from "../src/sinks/Destination.ts"
 import { isObjectStore } from "../src/sinks/ObjectStore.ts"
 
@@ -70,7 +70,7 @@ export type LocatedPlan =
   & { readonly dest: Destination; readonly key: string; readonly location: string; readonly dir: string }
   & (
     | { readonly plan: Plan; readonly committed: undefined }
-    | { readonly plan: undefined; readonly committed: Manifest }
+    | { readonly plan: undefined; readonly committed: Manifest; readonly table?: TableCommit | undefined }
   )
 
 /** The plan at a location as given (`.../version=V/_plan.json`, or its directory). */
@@ -104,10 +104,18 @@ export const locatePlan = (location: string) =>
         segments.at(-2)!
       )
       : Option.none()
-    const committed = Option.isSome(tableRun)
-      ? tableRun
-      : yield* readManifest(dest, segments.slice(-depth, -1).join("/"))
-    if (Option.isSome(committed)) return { ...at, plan: undefined, committed: committed.value } satisfies LocatedPlan
+    if (Option.isSome(tableRun)) {
+      return {
+        ...at,
+        plan: undefined,
+        committed: tableRun.value.manifest,
+        table: tableRun.value.table
+      } satisfies LocatedPlan
+    }
+    const committed = yield* readManifest(dest, segments.slice(-depth, -1).join("/"))
+    if (Option.isSome(committed)) {
+      return { ...at, plan: undefined, committed: committed.value, table: undefined } satisfies LocatedPlan
+    }
     return yield* new UsageError({
       message: `There is no plan at ${at.location}: run catalog-export plan first, or check --plan.`
     })
@@ -155,7 +163,7 @@ export const runShardOf = (
 export const commitShards = (located: LocatedPlan) =>
   Effect.gen(function*() {
     if (located.plan === undefined) {
-      return { _tag: "AlreadyExported" as const, dir: located.dir, manifest: located.committed }
+      return { _tag: "AlreadyExported" as const, dir: located.dir, manifest: located.committed, table: located.table }
     }
     const { commitPlan } = yield* Effect.promise(() => import("../src/export/Export.ts"))
     return yield* commitPlan(located.dest, located.plan)

@@ -323,7 +323,8 @@ const targetsOfConfig = (file: string) =>
           out: job.out,
           mode: job.incremental === true ? "changes" as const : "full" as const,
           version: "latest" as const,
-          parts: writeSettingsOf(job).parts
+          parts: writeSettingsOf(job).parts,
+          format: job.format
         }
         return {
           layers: job.layers,

@@ -34,7 +34,8 @@ const previewNightlyJob = (job: NightlyJob, global: GlobalOptions & { readonly j
       out: job.out,
       mode: job.incremental === true ? "changes" as const : "full" as const,
       version: "latest" as const,
-      parts: writeSettingsOf(job).parts
+      parts: writeSettingsOf(job).parts,
+      format: job.format
     }
     const layers = yield* Effect.forEach(job.layers, (target) => {
       const lookupUrl = lookupUrlFor(connection.lookupUrl, target.catalog)

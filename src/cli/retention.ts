@@ -65,21 +65,31 @@ const describeShared = (shared: ReadonlyArray<SharedHandle>) => {
   ]
 }
 
-/** What retention will do, printed before anything is changed; with --json, also whether it is carried out. */
+/** Whether the plan is carried out (not refused, not a dry run, and it raises the minimum). */
+const carriesOut = (plan: RetentionPlan, dryRun: boolean) =>
+  plan.target > plan.minimum && plan.refusal === undefined && !dryRun
+
+/** The --json document: the plan, and the tables' expiry as planned (dry run) or as carried out. */
+const retentionJson = (plan: RetentionPlan, dryRun: boolean, tables: ReadonlyArray<ExpiredTable>) => ({
+  catalog: plan.catalogHrn,
+  policy: plan.policy,
+  minimum: plan.minimum,
+  latest: plan.latest,
+  target: plan.target,
+  deletes: plan.deleted,
+  sharedHandles: plan.sharedHandles,
+  refused: plan.refusal?.message ?? null,
+  ...(tables.length === 0 ? {} : { tables }),
+  dryRun,
+  applied: carriesOut(plan, dryRun)
+})
+
+/**
+ * What retention will do, printed before anything is changed. With --json it is printed here only
+ * when nothing is carried out; otherwise once done, with what was applied (carriedOut).
+ */
 const planned: Renderer<{ readonly plan: RetentionPlan; readonly dryRun: boolean }> = {
-  json: ({ dryRun, plan }) => ({
-    catalog: plan.catalogHrn,
-    policy: plan.policy,
-    minimum: plan.minimum,
-    latest: plan.latest,
-    target: plan.target,
-    deletes: plan.deleted,
-    sharedHandles: plan.sharedHandles,
-    refused: plan.refusal?.message ?? null,
-    ...(plan.tables.length === 0 ? {} : { tables: plan.tables }),
-    dryRun,
-    applied: plan.target > plan.minimum && plan.refusal === undefined && !dryRun
-  }),
+  json: ({ dryRun, plan }) => carriesOut(plan, dryRun) ? undefined : retentionJson(plan, dryRun, plan.tables),
   text: ({ plan }) => [describePlan(plan), ...plan.tables.map((t) => describeTable(t, "expires"))]
 }
 
@@ -91,11 +101,11 @@ const describeTable = (t: ExpiredTable, verb: string) =>
       t.tags.length === 0 ? "" : ` (${t.tags.join(", ")})`
     }, ${plural(t.files.length, "file")} only they use`
 
-/** What retention did (the plan said it with --json). */
+/** What retention did; with --json, the plan and the tables' expiry as applied. */
 const carriedOut: Renderer<
   { readonly plan: RetentionPlan; readonly dryRun: boolean; readonly tables: ReadonlyArray<ExpiredTable> }
 > = {
-  json: () => undefined,
+  json: ({ dryRun, plan, tables }) => carriesOut(plan, dryRun) ? retentionJson(plan, dryRun, tables) : undefined,
   text: ({ dryRun, plan, tables }) => [
     dryRun
       ? "Dry run: nothing was changed."

@@ -17,6 +17,7 @@ import type { ExportResult } from "../export/Export.ts"
 import type { Manifest } from "../export/Manifest.ts"
 import { type Plan, shardsOf } from "../export/Plan.ts"
 import { connectionsFor, defaults, type WriteSettings } from "../export/Settings.ts"
+import type { TableCommit } from "../export/Tables.ts"
 import {
   choiceOption,
   clientFor,
@@ -156,14 +157,33 @@ export interface ShardRunSettings extends Omit<WriteSettings, "parts"> {
   readonly json: boolean
 }
 
+/** Where a committed export is recorded: its manifest, or for a table its tagged snapshot. */
+const committedAs = (dir: string, table: TableCommit | undefined) =>
+  table === undefined
+    ? `${dir}/_manifest.json`
+    : `table ${table.location}, tag ${table.tag} (snapshot ${table.snapshotId}), metadata ${table.metadataFile}`
+
 /** What `export --plan` shows: the shard it ran, or that the export was committed before. */
 type ShardShown =
-  | { readonly _tag: "CommittedBefore"; readonly shard: number; readonly dir: string; readonly manifest: Manifest }
+  | {
+    readonly _tag: "CommittedBefore"
+    readonly shard: number
+    readonly dir: string
+    readonly manifest: Manifest
+    readonly table: TableCommit | undefined
+  }
   | { readonly _tag: "Ran"; readonly outcome: ShardOutcome; readonly location: string }
 
 const shardRun: Renderer<ShardShown> = {
   json: (r) => {
-    if (r._tag === "CommittedBefore") return { status: "already-committed", shard: r.shard, dir: r.dir }
+    if (r._tag === "CommittedBefore") {
+      return {
+        status: "already-committed",
+        shard: r.shard,
+        dir: r.dir,
+        ...(r.table === undefined ? {} : { table: r.table })
+      }
+    }
     const { result, shard, shards, elapsedMs, counters } = r.outcome
     if (result._tag === "AlreadyExported") return { status: "already-committed", shard, dir: result.dir }
     const m = result.shard
@@ -183,7 +203,7 @@ const shardRun: Renderer<ShardShown> = {
   text: (r) => {
     if (r._tag === "CommittedBefore") {
       return [
-        `Already committed: ${r.dir}/_manifest.json (${
+        `Already committed: ${committedAs(r.dir, r.table)} (${
           plural(r.manifest.partitions, "partition")
         }); shard ${r.shard} has nothing to do.`
       ]
@@ -212,8 +232,8 @@ export const runShardCommand = (s: ShardRunSettings, o: GlobalOptions & Progress
     const { shard, from } = yield* shardIndex(s.shard)
     const located = yield* locatePlan(s.plan)
     if (located.plan === undefined) {
-      const { dir, committed } = located
-      return yield* render(shardRun, { _tag: "CommittedBefore", shard, dir, manifest: committed }, s.json)
+      const { committed, dir, table } = located
+      return yield* render(shardRun, { _tag: "CommittedBefore", shard, dir, manifest: committed, table }, s.json)
     }
     const count = shardsOf(located.plan).length
     if (shard >= count) {
@@ -247,7 +267,7 @@ const committed: Renderer<{ readonly result: ExportResult; readonly shards: numb
     const m = result.manifest
     return [
       result._tag === "AlreadyExported"
-        ? `Already committed: ${result.dir}/_manifest.json; nothing to do.`
+        ? `Already committed: ${committedAs(result.dir, result.table)}; nothing to do.`
         : `Committed ${m.catalogHrn} ${m.layerId} ${
           m.layerType === "volatile" ? `snapshot ${m.snapshot}` : `version ${m.version}`
         } from ${plural(shards, "shard")}: ` +

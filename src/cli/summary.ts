@@ -131,7 +131,8 @@ export const outcomeJson = (o: LayerOutcome) => {
     elapsedMs: o.elapsedMs,
     retries: c.retries,
     ...(c.retries === 0 ? {} : { retriesByReason: c.retriesByReason }),
-    ...(c.fetching === undefined ? {} : { concurrency: concurrencyJson(c.fetching) })
+    ...(c.fetching === undefined ? {} : { concurrency: concurrencyJson(c.fetching) }),
+    ...(c.buffer === undefined ? {} : { buffer: { limit: c.buffer.limit, peak: c.buffer.peak } })
   }
   if (Either.isLeft(o.result)) {
     const exitCode = exitCodeOf(o.result.left)

@@ -45,6 +45,8 @@ export class ByteBudget {
   held = 0
   /** Of `held`, the rows in batches waiting for the encoder. */
   queued = 0
+  /** The most `held` has been: what the run needed of its budget (the run report's `buffer.peak`). */
+  peak = 0
   /** The largest row so far: the encoder's queue may hold two of them, so it never waits for the network. */
   private largestRow = 0
 
@@ -60,12 +62,14 @@ export class ByteBudget {
       return false
     }
     this.held += bytes
+    if (this.held > this.peak) this.peak = this.held
     return true
   }
 
   /** A blob for which `reserved` bytes were counted arrived as a row of `bytes` (unpacked: gzip layers). */
   arrived(reserved: number, bytes: number): void {
     this.held += bytes - reserved
+    if (this.held > this.peak) this.peak = this.held
     if (bytes > this.largestRow) this.largestRow = bytes
   }
 

@@ -8,6 +8,7 @@ import { exportSummary, sameDecoding } from "./Decoding.ts"
 import { OutputConflict, ShardsUnfinished } from "./Errors.ts"
 import { writeJson } from "./Json.ts"
 import { advanceState, exportedOf, MANIFEST, type Manifest, readManifest } from "./Manifest.ts"
+import { withoutEmptyFiles } from "./Merging.ts"
 import { exportDir, type Plan, shardsOf } from "./Plan.ts"
 import { planKey, type ShardManifest, shardManifests, shardsDir } from "./Shards.ts"
 import { commitTable, isTablePlan, type TableCommit, tableCommitted } from "./Tables.ts"
@@ -145,9 +146,14 @@ const manifestOf = (plan: Plan, finished: ReadonlyArray<ShardManifest>): Manifes
     partitions: finished.reduce((n, s) => n + s.partitions, 0),
     deleted: finished.reduce((n, s) => n + s.deleted, 0),
     bytes: finished.reduce((n, s) => n + s.bytes, 0),
-    files: finished.flatMap((s) =>
-      s.files.map(({ path, format, rows, bytes, sha256 }) => ({ path, format, rows, bytes, sha256 }))
-    ),
+    // A shard without rows keeps an empty file (its columns), which an export with rows does not need.
+    files: withoutEmptyFiles(finished.flatMap((s) => s.files)).map(({ bytes, format, path, rows, sha256 }) => ({
+      path,
+      format,
+      rows,
+      bytes,
+      sha256
+    })),
     ...(finished.some((s) => s.regions !== undefined) ? { regions: finished.flatMap((s) => s.regions ?? []) } : {}),
     ...(decode === undefined ? {} : { decode }),
     startedAt: finished.map((s) => s.startedAt).sort()[0] ?? new Date().toISOString(),

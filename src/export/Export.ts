@@ -10,6 +10,7 @@ import { ConcurrencyLimit, DEFAULT_MAX_CONCURRENCY } from "../client/Concurrency
 import type { Partition } from "../domain/Partition.ts"
 import { TOOL } from "../domain/Tool.ts"
 import type { EncoderError } from "../encoder/Encoder.ts"
+import { DEFAULT_MAX_FILE_BYTES } from "../encoder/RollingWriter.ts"
 import { type Destination, destination } from "../sinks/Destination.ts"
 import type { RowBatch } from "../sinks/RowBatch.ts"
 import type { OutputFormat } from "../sinks/WrittenFile.ts"
@@ -21,6 +22,7 @@ import { type DecodeRequest, type Decoding, exportSummary, prepareDecoding, same
 import * as Fetch from "./Fetch.ts"
 import { listPart } from "./Listing.ts"
 import type { Manifest } from "./Manifest.ts"
+import { mergeSmallFiles, withoutEmptyFiles } from "./Merging.ts"
 import { LARGE_ROW_BYTES, PartWriter } from "./Parts.ts"
 import { exportDir, type Plan, shardsOf } from "./Plan.ts"
 import { Counters } from "./Progress.ts"
@@ -258,12 +260,20 @@ const runShards = (run: Run, shards: ReadonlyArray<number>) =>
     if (todo.length > 0) yield* transfer(run, todo, finished)
     for (const shard of pending) {
       const checkpoints = (assignment[shard] ?? []).map((part) => finished.get(part)!)
+      const partFiles = checkpoints.flatMap((c) => c.files)
+      // A table's files carry their columns' statistics, which merging would have to recompute: they are only left out when empty.
+      const files = run.table === undefined
+        ? yield* mergeSmallFiles(dest, dir, partFiles, {
+          maxFileBytes: run.options.maxFileBytes ?? DEFAULT_MAX_FILE_BYTES,
+          name: (seq) => `part-s${shard}-${run.id}-${String(seq).padStart(5, "0")}`
+        })
+        : withoutEmptyFiles(partFiles)
       const decode = exportSummary(checkpoints.flatMap((c) => (c.decode === undefined ? [] : [c.decode])))
       const manifest: ShardManifest = {
         formatVersion: 1,
         shard,
         parts: checkpoints.map((c) => c.part),
-        files: checkpoints.flatMap((c) => c.files),
+        files,
         partitions: checkpoints.reduce((n, c) => n + c.partitions, 0),
         deleted: checkpoints.reduce((n, c) => n + c.deleted, 0),
         bytes: checkpoints.reduce((n, c) => n + c.bytes, 0),
@@ -317,6 +327,7 @@ const transfer = (run: Run, todo: ReadonlyArray<number>, finished: Map<number, C
       : ConcurrencyLimit.fixed(options.concurrency)
     const budget = new ByteBudget(options.bufferBytes ?? defaultBufferBytes())
     counters.fetching = limit
+    counters.buffer = budget
 
     const write = (writer: PartWriter, batch: RowBatch) => {
       budget.enqueued(batch.data.byteLength)

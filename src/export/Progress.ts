@@ -7,6 +7,7 @@ import type { ConcurrencyLimit } from "../client/Concurrency.ts"
 import { MetadataApi } from "../client/MetadataApi.ts"
 import { type RetryObserver, RetryTally } from "../client/Retry.ts"
 import * as Metrics from "../telemetry/Metrics.ts"
+import type { ByteBudget } from "./Budget.ts"
 import type { Plan } from "./Plan.ts"
 
 /**
@@ -26,6 +27,8 @@ export class Counters implements RetryObserver {
   /** The blob requests of the run in progress: in flight, the limit (fixed or found), throttled answers. */
   fetching: Pick<ConcurrencyLimit, "inFlight" | "current" | "highest" | "throttled" | "adaptive"> | undefined =
     undefined
+  /** The byte budget of the blob downloads (Budget.ts): its limit and the most it held. */
+  buffer: Pick<ByteBudget, "limit" | "peak"> | undefined = undefined
   /** Partitions expected, when known: from the versions answer (a pinned version), else once every part is listed. */
   total: number | undefined = undefined
   totalFrom: "versions" | "listing" | undefined = undefined

@@ -71,7 +71,10 @@ export interface PreparedTable {
 const Counted = {
   partitions: "catalog-export.partitions",
   deleted: "catalog-export.deleted-partitions",
-  bytes: "catalog-export.blob-bytes"
+  bytes: "catalog-export.blob-bytes",
+  /** The layer's content type and encoding, for the manifest a committed snapshot tells. */
+  contentType: "catalog-export.content-type",
+  contentEncoding: "catalog-export.content-encoding"
 } as const
 
 /** Unreferenced files a commit or compaction wrote are removed once this old (as Iceberg's remove_orphan_files). */
@@ -265,27 +268,38 @@ export const tableCommitted = (dest: Destination, plan: Plan) =>
     })
   })
 
+/** A table's run directory found committed: the manifest its snapshot tells, and the table's commit of it. */
+export interface CommittedRun {
+  readonly manifest: Manifest
+  readonly table: TableCommit
+}
+
 /**
  * The export of a table's run directory (`data/version=<V>` or `data/snapshot=<S>`) once committed and
- * tidied (its plan removed): the manifest its tagged snapshot tells (the content type is not recorded
- * there); none while it is not tagged.
+ * tidied (its plan removed): the manifest its tagged snapshot tells and the table's commit of it;
+ * none while it is not tagged.
  */
 export const committedRun = (dest: Destination, catalogId: string, layerId: string, runDir: string) =>
   Effect.gen(function*() {
     const m = RUN_DIR.exec(runDir)
-    const { metadata } = yield* readCurrent(tableAt(dest, `${catalogId}/${layerId}`))
-    if (m === null || metadata === undefined) return Option.none<Manifest>()
-    const snapshot = taggedSnapshot(metadata, m[1] !== undefined ? versionTag(Number(m[1])) : `snapshot-${m[2]}`)
-    if (snapshot === undefined) return Option.none<Manifest>()
-    return Option.some(manifestOfSnapshot({
-      catalogHrn: snapshot.summary[Keys.catalog] ?? "",
-      layerId,
-      layerType: m[1] !== undefined ? "versioned" : "volatile",
-      version: Number(m[1] ?? snapshot.summary[Keys.version] ?? 0),
-      snapshot: m[2],
-      contentType: "",
-      contentEncoding: undefined
-    }, snapshot))
+    const table = tableAt(dest, `${catalogId}/${layerId}`)
+    const { metadata, version } = yield* readCurrent(table)
+    if (m === null || metadata === undefined) return Option.none<CommittedRun>()
+    const tag = m[1] !== undefined ? versionTag(Number(m[1])) : `snapshot-${m[2]}`
+    const snapshot = taggedSnapshot(metadata, tag)
+    if (snapshot === undefined) return Option.none<CommittedRun>()
+    return Option.some<CommittedRun>({
+      manifest: manifestOfSnapshot({
+        catalogHrn: snapshot.summary[Keys.catalog] ?? "",
+        layerId,
+        layerType: m[1] !== undefined ? "versioned" : "volatile",
+        version: Number(m[1] ?? snapshot.summary[Keys.version] ?? 0),
+        snapshot: m[2],
+        contentType: snapshot.summary[Counted.contentType] ?? "",
+        contentEncoding: snapshot.summary[Counted.contentEncoding]
+      }, snapshot),
+      table: commitOf(table, metadataFileOf(table, version), tag, snapshot)
+    })
   })
 
 /**
@@ -322,7 +336,9 @@ export const commitTable = (
         "engine-version": TOOL.version,
         [Counted.partitions]: String(manifest.partitions),
         [Counted.deleted]: String(manifest.deleted),
-        [Counted.bytes]: String(manifest.bytes)
+        [Counted.bytes]: String(manifest.bytes),
+        [Counted.contentType]: plan.contentType,
+        ...(plan.contentEncoding === undefined ? {} : { [Counted.contentEncoding]: plan.contentEncoding })
       },
       createdBy: `${TOOL.name} ${TOOL.version}`,
       // A volatile layer's tag names the time of the plan's snapshot, as its directory does.

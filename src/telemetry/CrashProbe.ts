@@ -15,6 +15,7 @@ import * as Option from "effect/Option"
  *   written    a batch of rows went to a part's open `.partial` files (or uploads)
  *   renamed    a finished data file became visible under its final name (renamed, or its upload completed)
  *   checkpoint a part's checkpoint (`_parts/part-<i>.json`) was written
+ *   merged     a file merged from a shard's small files became visible; its shard manifest is not written yet
  *   manifest   every shard is done (`_shards/shard-<i>.json`); the manifest is about to be written
  *   committed  the manifest is written; the cursor (`_state.json`) and the tidying are next
  *   staged     an Iceberg commit wrote its manifests and manifest list; the table's next metadata file is next
@@ -27,6 +28,7 @@ export const CRASH_POINTS = [
   "written",
   "renamed",
   "checkpoint",
+  "merged",
   "manifest",
   "committed",
   "staged",

@@ -1,5 +1,5 @@
 /**
- * The throughput benchmark (`npm run bench`): every figure of issue 10 against its target, as ratios
+ * The throughput benchmark (`npm run bench`): the figures of issues 10, 22, 23 and 25 against their targets, as ratios
  * measured in one run. Each variant runs in its own process under test/bench/measured.mjs, which
  * records that process's own CPU time (user+sys, start-up included) and peak RSS; the blob server
  * runs in a process of its own too.
@@ -16,20 +16,49 @@
  *  10. Adaptive concurrency: blobs answered after 50 ms, defaults (no --concurrency); vs 0.9 x 256 / latency.
  *  11. A limited service: 50 ms, 429 + Retry-After: 1 past 64 reads in flight, defaults; vs 0.8 x 64 / latency,
  *      throttled reads <= 5 %. Sections 10 and 11 time the whole export minus a --dry-run's (the user's view).
+ *  12-14. Iceberg tables: test/bench/iceberg.ts (the local service, 200,000 partitions: CPU of --format iceberg vs
+ *      parquet; a changes run over 1 % vs a full export; reading a tag after 30 changes runs and compaction vs a
+ *      fresh export, through icebird); ~6 min on a quiet machine, the largest share of the run.
+ *  15. Against the official SDK: 5,000 partitions answered after 50 ms, defaults, the whole export minus a
+ *      --dry-run's vs @here/olp-sdk-dataservice-read only reading the blobs (test/bench/sdk-read.ts); ~40 s.
+ *  16. Large blobs, opt-in: 64 x 50 MB from the local service, defaults: peak RSS <= 1 GB, MB/s (wall minus a dry
+ *      run's) >= 0.8x the standalone writer's at 50 MB rows; ~3 min quiet, 3.2 GB of service data and as much output.
+ *  17. One 512 MiB blob, opt-in: peak RSS <= 2 GB, exact (DuckDB's sha1(data) and size = the blob the service
+ *      serves); ~1 min quiet. Sections 16 and 17 keep their data in a temporary directory, removed after.
  * The fast server is test/bench/fast-server.ts: node:http, everything from memory. Every output is read
  * back (DuckDB: row count and sha1(data) = checksum on every row) after its timing.
  *
  *   npm run bench                 the sizes above
- *   npm run bench -- --quick      a fifth of the partitions
+ *   npm run bench -- --quick      a fifth of the partitions (Iceberg: 20,000 and 5 changes runs; 16: 8 blobs;
+ *                                 17: 128 MiB)
  *   npm run bench -- --record     also rewrite the export section of test/bench/RESULTS.md
- *   npm run bench -- --only=1,3   some of the sections
+ *   npm run bench -- --only=1,3   some of the sections (opt-in ones too)
+ *   npm run bench -- --large      also the opt-in sections (16, 17: large blobs)
+ *   npm run bench -- --help       this text
  * Run it on a quiet machine: the client and the server share the cores.
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
+import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { BENCH, CLI, measure, median, ROOT, TMP, TSX, type Usage, waitForLine } from "./support.ts"
+import {
+  bearerToken,
+  BENCH,
+  CLI,
+  DEMO_CATALOG,
+  exportLayer,
+  measure,
+  median,
+  ROOT,
+  stop,
+  TMP,
+  TS_LOADER,
+  TSX,
+  type Usage,
+  waitForLine,
+  withLocalService
+} from "./support.ts"
 
 interface FastServer {
   readonly child: ChildProcess
@@ -41,9 +70,18 @@ interface FastServer {
 }
 
 const args = process.argv.slice(2)
+if (args.includes("--help")) {
+  // The comment at the top of this file is the usage.
+  const source = fs.readFileSync(new URL(import.meta.url), "utf8")
+  console.log(source.slice(0, source.indexOf("*/")).replace(/^\s*\/?\*+ ?/gm, "").trim())
+  process.exit(0)
+}
 const quick = args.includes("--quick")
 const only = args.find((a) => a.startsWith("--only="))?.slice("--only=".length).split(",").map(Number)
-const wanted = (section: number) => only === undefined || only.includes(section)
+const large = args.includes("--large")
+/** Sections named in --only, else all but the opt-in ones (those run with --large too). */
+const wanted = (section: number, options: { readonly optIn?: boolean } = {}) =>
+  only === undefined ? options.optIn !== true || large : only.includes(section)
 const scale = (n: number) => (quick ? Math.max(1000, Math.round(n / 5)) : n)
 
 const lines: Array<string> = []
@@ -81,13 +119,6 @@ const startFastServer = async (
   const line = await waitForLine(child, "fast-server")
   return { child, url: line.url!, lookupUrl: line.lookupUrl!, catalog: line.catalog!, layer: line.layer!, credentials }
 }
-
-const stop = (child: ChildProcess) =>
-  new Promise<void>((resolve) => {
-    if (child.exitCode !== null) return resolve()
-    child.on("exit", () => resolve())
-    child.kill("SIGTERM")
-  })
 
 const naiveBundle = path.join(TMP, "naive.mjs")
 
@@ -127,26 +158,67 @@ const ours = (
   extra: ReadonlyArray<string> = []
 ) => {
   fs.rmSync(out, { recursive: true, force: true })
-  return measure(CLI, [
-    "export",
-    "--lookup-url",
-    server.lookupUrl,
-    "--credentials",
-    server.credentials,
-    "--catalog",
-    server.catalog,
-    "--layer",
-    server.layer,
-    "--out",
-    out,
+  return exportLayer(server, out, [
     "--format",
     "parquet",
     "--compression",
     "zstd",
     ...(concurrency === undefined ? [] : ["--concurrency", String(concurrency)]),
-    "--quiet",
     ...extra
   ])
+}
+
+/** The standalone Parquet writer (test/bench/writers.ts) writing `total` bytes of `rowBytes` rows into `dir`. */
+const standaloneWriter = (rowBytes: number, total: number, dir: string) =>
+  JSON.parse(
+    execFileSync(process.execPath, [
+      TSX,
+      path.join(BENCH, "writers.ts"),
+      "--child-named",
+      "RollingWriter parquet (defaults, encoder thread)",
+      String(rowBytes),
+      String(total),
+      dir
+    ], {
+      encoding: "utf8",
+      stdio: ["ignore", "pipe", "inherit"]
+    }).trim().split("\n").at(-1)!
+  ) as { seconds: number; payloadBytes: number; peakRssBytes: number }
+
+/** What DuckDB reads from an export's Parquet files: rows, data bytes, and the first row's sha1(data). */
+const readBack = async (out: string) => {
+  const { DuckDBInstance } = await import("@duckdb/node-api")
+  const db = await DuckDBInstance.create()
+  const c = await db.connect()
+  const glob = path.join(out, "**", "*.parquet").replace(/'/g, "''")
+  const [row] = (await c.runAndReadAll(
+    `SELECT count(*) AS n, sum(octet_length(data)) AS bytes, min(sha1(data)) AS sha1 FROM read_parquet('${glob}')`
+  )).getRowObjectsJS()
+  c.closeSync()
+  db.closeSync()
+  return { rows: Number(row!.n), bytes: Number(row!.bytes), sha1: String(row!.sha1) }
+}
+
+/** The size and sha1 of the blob the service holds for the layer's first partition, streamed from its blob API. */
+const heldBlob = async (service: { readonly lookupUrl: string; readonly credentials: string }, layer: string) => {
+  const origin = new URL(service.lookupUrl).origin
+  const headers = { authorization: `Bearer ${await bearerToken(service.credentials)}` }
+  const metadata = `${origin}/metadata/v1/catalogs/${DEMO_CATALOG}`
+  const latest = (await (await fetch(`${metadata}/versions/latest`, { headers })).json()) as { version: number }
+  const listed = (await (await fetch(`${metadata}/layers/${layer}/partitions?version=${latest.version}`, { headers }))
+    .json()) as { partitions: Array<{ dataHandle: string }> }
+  const res = await fetch(
+    `${origin}/blobstore/v1/catalogs/${DEMO_CATALOG}/layers/${layer}/data/${listed.partitions[0]!.dataHandle}`,
+    { headers }
+  )
+  if (res.status !== 200 || res.body === null) throw new Error(`the service answered ${res.status} for the blob`)
+  const hash = createHash("sha1")
+  let bytes = 0
+  for await (const chunk of res.body) {
+    hash.update(chunk)
+    bytes += chunk.byteLength
+  }
+  return { bytes, sha1: hash.digest("hex") }
 }
 
 /** Checks what a variant wrote with DuckDB: every row, and sha1(data) = checksum where the variant kept checksums. */
@@ -331,26 +403,45 @@ const main = async () => {
     })
   }
 
+  if (wanted(15)) {
+    // Issue 23, target 5: whole export at the defaults minus its dry run, vs the SDK's reading time alone.
+    const n = quick ? 1000 : 5000
+    const latency = 50
+    await withServer(startFastServer(n, 1024, 2048, latency), async (server) => {
+      const dry = ours(server, out, undefined, ["--dry-run"])
+      const run = ours(server, out, undefined)
+      await verify(out, n, true)
+      const sdkRun = measure(path.join(BENCH, "sdk-read.ts"), [
+        server.lookupUrl,
+        server.credentials,
+        server.catalog,
+        server.layer
+      ], TS_LOADER)
+      const sdk = JSON.parse(sdkRun.stdout.trim().split("\n").at(-1)!) as { blobs: number; seconds: number }
+      if (sdk.blobs !== n) throw new Error(`the SDK read ${sdk.blobs} blobs, expected ${n}`)
+      const oursSeconds = run.wallSeconds - dry.wallSeconds
+      const speedup = sdk.seconds / oursSeconds
+      say(`### 15. Against the official SDK (${n} partitions, blobs answered after ${latency} ms, defaults)`)
+      say()
+      say(
+        `catalog-export: ${fmt(oursSeconds, 2)} s (${fmt(run.wallSeconds, 1)} s wall minus ${
+          fmt(dry.wallSeconds, 1)
+        } s of a dry run; ${fmt(run.maxRssMb)} MB peak RSS); @here/olp-sdk-dataservice-read only reading the blobs ` +
+          `(getData, all at once; its start-up, token and listing not counted): ${fmt(sdk.seconds, 2)} s (${
+            fmt(sdkRun.maxRssMb)
+          } MB peak RSS); speed-up ${fmt(speedup, 2)}x (target >= 5: ${verdict(speedup >= 5)})`
+      )
+      say()
+    })
+  }
+
   if (wanted(4)) {
     const n = scale(4000)
     const bytes = 65_536
     await withServer(startFastServer(n, bytes, bytes), async (server) => {
       const ourRun = ours(server, out, 32)
       await verify(out, n, true)
-      const writer = JSON.parse(
-        execFileSync(process.execPath, [
-          TSX,
-          path.join(BENCH, "writers.ts"),
-          "--child-named",
-          "RollingWriter parquet (defaults, encoder thread)",
-          String(bytes),
-          String(n * bytes),
-          TMP
-        ], {
-          encoding: "utf8",
-          stdio: ["ignore", "pipe", "inherit"]
-        }).trim().split("\n").at(-1)!
-      ) as { seconds: number; payloadBytes: number }
+      const writer = standaloneWriter(bytes, n * bytes, TMP)
       const writerMbps = writer.payloadBytes / 1e6 / writer.seconds
       const exportSeconds = n / reportedRate(ourRun.stdout)
       const ourMbps = (n * bytes) / 1e6 / exportSeconds
@@ -364,6 +455,58 @@ const main = async () => {
             fmt(ourMbps / writerMbps, 2)
           } ` +
           `(target >= 0.8: ${verdict(ourMbps >= 0.8 * writerMbps)})`
+      )
+      say()
+    })
+  }
+
+  // Issue 25: blobs of tens and hundreds of MB from the local service (`serve --seed-blob-bytes`), exported at
+  // the defaults. Opt-in (--large, or named in --only): gigabytes go through a temporary directory, removed after.
+  if (wanted(16, { optIn: true })) {
+    const n = quick ? 8 : 64
+    const bytes = 50_000_000
+    await withLocalService(n, bytes, async (service, work) => {
+      const target = { ...service, catalog: DEMO_CATALOG, layer: "places" }
+      const dry = exportLayer(target, path.join(work, "dry"), ["--dry-run"])
+      const run = exportLayer(target, path.join(work, "out"))
+      await verify(path.join(work, "out"), n, true)
+      fs.rmSync(path.join(work, "out"), { recursive: true, force: true })
+      const writer = standaloneWriter(bytes, n * bytes, work)
+      const writerMbps = writer.payloadBytes / 1e6 / writer.seconds
+      const exportSeconds = run.wallSeconds - dry.wallSeconds
+      const ourMbps = (n * bytes) / 1e6 / exportSeconds
+      say(`### 16. Large blobs: ${n} x 50 MB (local service, defaults)`)
+      say()
+      say(
+        `catalog-export: ${fmt(ourMbps)} MB/s (${fmt(run.wallSeconds, 1)} s wall minus ${
+          fmt(dry.wallSeconds, 1)
+        } s of a dry run; ${fmt(run.cpuSeconds, 1)} s CPU); peak RSS ${fmt(run.maxRssMb)} MB (target <= 1024: ${
+          verdict(run.maxRssMb <= 1024)
+        }); standalone Parquet writer (RollingWriter, zstd, encoder thread) at 50 MB rows: ${fmt(writerMbps)} MB/s (${
+          fmt(writer.peakRssBytes / 2 ** 20)
+        } MB peak RSS); ratio ${fmt(ourMbps / writerMbps, 2)} (target >= 0.8: ${verdict(ourMbps >= 0.8 * writerMbps)})`
+      )
+      say()
+    })
+  }
+
+  if (wanted(17, { optIn: true })) {
+    const bytes = (quick ? 128 : 512) * 2 ** 20
+    await withLocalService(1, bytes, async (service, work) => {
+      const target = { ...service, catalog: DEMO_CATALOG, layer: "places" }
+      const run = exportLayer(target, path.join(work, "out"))
+      const read = await readBack(path.join(work, "out"))
+      const held = await heldBlob(service, "places")
+      const exact = read.rows === 1 && read.bytes === held.bytes && read.sha1 === held.sha1
+      say(`### 17. One blob of ${fmt(bytes / 2 ** 20)} MiB (local service, defaults)`)
+      say()
+      say(
+        `catalog-export: ${fmt(run.wallSeconds, 1)} s wall, ${fmt(run.cpuSeconds, 1)} s CPU, peak RSS ${
+          fmt(run.maxRssMb)
+        } MB (target <= 2048: ${verdict(run.maxRssMb <= 2048)}); DuckDB read back ${read.rows} row of ${read.bytes} ` +
+          `bytes, sha1 ${read.sha1.slice(0, 12)}…; the service holds ${held.bytes} bytes, sha1 ${
+            held.sha1.slice(0, 12)
+          }… (exact: ${verdict(exact)})`
       )
       say()
     })
@@ -456,6 +599,22 @@ const main = async () => {
       `Live heap growth (after full collections, sampled every 100,000 partitions): ${fmt(listing.growthMb, 1)} MB; ` +
         `in order: ${listing.ordered}; publish + list took ${fmt((performance.now() - started) / 1000)} s.`
     )
+    say()
+  }
+
+  const icebergSections = [12, 13, 14].filter((section) => wanted(section))
+  if (icebergSections.length > 0) {
+    const report = execFileSync(
+      process.execPath,
+      [TSX, path.join(BENCH, "iceberg.ts"), `--only=${icebergSections.join(",")}`, ...(quick ? ["--quick"] : [])],
+      {
+        encoding: "utf8",
+        stdio: ["ignore", "pipe", "inherit"]
+      }
+    )
+    say(`### 12-14. Iceberg tables (test/bench/iceberg.ts)`)
+    say()
+    for (const line of report.trim().split("\n")) say(line)
     say()
   }
 

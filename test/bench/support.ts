@@ -4,6 +4,7 @@
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
+import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 
@@ -16,6 +17,8 @@ export const TMP = path.join(BENCH, ".tmp")
  */
 export const CLI = process.env.BENCH_CLI ?? path.join(ROOT, "dist", "catalog-export.mjs")
 export const TSX = path.join(ROOT, "node_modules", "tsx", "dist", "cli.mjs")
+/** Node's arguments that load TypeScript programs (for `measure`). */
+export const TS_LOADER = ["--import", "tsx"]
 const MEASURED = path.join(BENCH, "measured.mjs")
 
 export interface Usage {
@@ -25,13 +28,20 @@ export interface Usage {
   readonly stdout: string
 }
 
-/** Runs `program args` in its own process under measured.mjs: its CPU, peak RSS, wall time and stdout. */
-export const measure = (program: string, programArgs: ReadonlyArray<string>): Usage => {
+/**
+ * Runs `program args` in its own process under measured.mjs: its CPU, peak RSS, wall time and stdout.
+ * `nodeArgs` go to that Node process (`TS_LOADER` runs a TypeScript program).
+ */
+export const measure = (
+  program: string,
+  programArgs: ReadonlyArray<string>,
+  nodeArgs: ReadonlyArray<string> = []
+): Usage => {
   fs.mkdirSync(TMP, { recursive: true })
   const usageFile = path.join(TMP, `usage-${process.pid}.jsonl`)
   fs.rmSync(usageFile, { force: true })
   const started = performance.now()
-  const stdout = execFileSync(process.execPath, [MEASURED, program, ...programArgs], {
+  const stdout = execFileSync(process.execPath, [...nodeArgs, MEASURED, program, ...programArgs], {
     encoding: "utf8",
     maxBuffer: 1 << 26,
     env: { ...process.env, BENCH_USAGE_FILE: usageFile },
@@ -85,13 +95,17 @@ export const waitForLine = (child: ChildProcess, what = "serve") =>
     child.on("exit", (code) => reject(new Error(`${what} exited with ${code}`)))
   })
 
-/** `catalog-export serve` with the demo seed sized for a benchmark, in its own process. */
-export const startService = async (partitions: number, blobBytes: number, credentials: string) => {
+/**
+ * `catalog-export serve` with the demo seed sized for a benchmark, in its own process; its SQLite and
+ * blob files in `data` when given (the caller removes it), else in a temporary directory of its own.
+ */
+export const startService = async (partitions: number, blobBytes: number, credentials: string, data?: string) => {
   const child = spawn(process.execPath, [
     path.join(ROOT, "src/cli/bin.mjs"),
     "serve",
     "--port",
     "0",
+    ...(data === undefined ? [] : ["--data", data]),
     "--seed-partitions",
     String(partitions),
     "--seed-versions",
@@ -123,4 +137,63 @@ export const bearerToken = async (credentials: string) => {
     body: JSON.stringify({ grantType: "client_credentials" })
   })
   return ((await res.json()) as { accessToken: string }).accessToken
+}
+
+/** Stops a child process (SIGTERM) and waits for it to exit. */
+export const stop = (child: ChildProcess) =>
+  new Promise<void>((resolve) => {
+    if (child.exitCode !== null) return resolve()
+    child.on("exit", () => resolve())
+    child.kill("SIGTERM")
+  })
+
+/** A layer to export: where its service is and how to sign in. */
+export interface Source {
+  readonly lookupUrl: string
+  readonly credentials: string
+  readonly catalog: string
+  readonly layer: string
+}
+
+/** `export` of a layer into `out`, measured; the defaults but for `extra`. */
+export const exportLayer = (source: Source, out: string, extra: ReadonlyArray<string> = []) =>
+  measure(CLI, [
+    "export",
+    "--lookup-url",
+    source.lookupUrl,
+    "--credentials",
+    source.credentials,
+    "--catalog",
+    source.catalog,
+    "--layer",
+    source.layer,
+    "--out",
+    out,
+    "--quiet",
+    ...extra
+  ])
+
+export const DEMO_CATALOG = "hrn:local:data:::demo"
+
+/**
+ * The local service (`serve`, demo seed: `partitions` blobs of `blobBytes` in its `places` layer, one version)
+ * with its data in a temporary directory, which `f` may use too; all of it removed after.
+ */
+export const withLocalService = async <A>(
+  partitions: number,
+  blobBytes: number,
+  f: (service: { readonly lookupUrl: string; readonly credentials: string }, work: string) => Promise<A>
+): Promise<A> => {
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), "catalog-export-bench-"))
+  try {
+    const credentials = path.join(work, "credentials.properties")
+    const { child, lookupUrl } = await startService(partitions, blobBytes, credentials, path.join(work, "service"))
+    try {
+      return await f({ lookupUrl, credentials }, work)
+    } finally {
+      await stop(child)
+    }
+  } finally {
+    fs.rmSync(work, { recursive: true, force: true })
+  }
 }

@@ -1,10 +1,11 @@
 /**
  * File writer benchmark: MB/s of payload and peak RSS for each Parquet codec and for Arrow IPC,
- * at 1 KiB and 64 KiB rows, against parquetjs-lite measured in the same run (the baseline).
+ * at 1 KiB, 64 KiB and 50 MB rows, against parquetjs-lite measured in the same run (the baseline).
  *
- *   npx tsx test/bench/writers.ts            256 MiB per run, median of 3
- *   npx tsx test/bench/writers.ts --quick    64 MiB per run, 1 run
+ *   npx tsx test/bench/writers.ts            256 MiB per run (six 50 MB rows), median of 3
+ *   npx tsx test/bench/writers.ts --quick    64 MiB per run (two 50 MB rows), 1 run
  *   --only=zstd,arrow   only the writers whose name contains one of these (and the baseline)
+ *   --sizes=1024,65536  only these row sizes (bytes; default 1024,65536,50000000)
  *   --dir=/dev/shm      where the files go (default: the OS temp dir); tmpfs takes the disk out
  *
  * Every configuration runs in its own child process so peak RSS (getrusage maxrss) is its own.
@@ -37,13 +38,21 @@ const MiB = 1024 * 1024
 const ROW_GROUP_BYTES = 64 * MiB
 const ROWS_PER_WRITE = 64
 const POOL_BYTES = 16 * MiB
+const ROW_SIZES = [1024, 64 * 1024, 50_000_000]
+
+/** Rows per batch: as many as the export collects, but no more than a row group holds (one 50 MB row). */
+const rowsPerWrite = (rowSize: number) => Math.max(1, Math.min(ROWS_PER_WRITE, Math.floor(ROW_GROUP_BYTES / rowSize)))
+
+/** A row size as the table's column names say it: 1K, 64K, 50M. */
+const sizeLabel = (rowSize: number) =>
+  rowSize >= 1_000_000 ? `${Math.round(rowSize / 1_000_000)}M` : `${Math.round(rowSize / 1024)}K`
 
 // ---------------------------------------------------------------- rows
 
 /** Batches of rows as the export collects them: each blob copied into the batch, as a fetched blob is. */
 const batchSource = (rowSize: number) => {
   const pool = Array.from(
-    { length: Math.max(16, Math.floor(POOL_BYTES / rowSize)) },
+    { length: Math.max(2, Math.floor(POOL_BYTES / rowSize)) },
     (_, i) => makePayload(rowSize, i + 1)
   )
   const version = 2n ** 53n + 12345n
@@ -253,7 +262,8 @@ const runChild = async (
     nextBatch(0, 1)
     const rssBeforeBytes = process.memoryUsage().rss
     const started = performance.now()
-    for (let i = 0; i < rows; i += ROWS_PER_WRITE) await sink.add(nextBatch(i, Math.min(rows, i + ROWS_PER_WRITE)))
+    const step = rowsPerWrite(rowSize)
+    for (let i = 0; i < rows; i += step) await sink.add(nextBatch(i, Math.min(rows, i + step)))
     const files = await sink.close()
     const seconds = (performance.now() - started) / 1000
     const peakRssBytes = process.resourceUsage().maxRSS * 1024
@@ -283,6 +293,8 @@ const main = async () => {
   const quick = args.includes("--quick")
   const only = args.find((a) => a.startsWith("--only="))?.slice("--only=".length).split(",")
   const outDir = args.find((a) => a.startsWith("--dir="))?.slice("--dir=".length) ?? os.tmpdir()
+  const sizes = args.find((a) => a.startsWith("--sizes="))?.slice("--sizes=".length).split(",").map(Number) ??
+    ROW_SIZES
   const totalBytes = (quick ? 64 : 256) * MiB
   const repeats = quick ? 1 : 3
   const script = fileURLToPath(import.meta.url)
@@ -296,7 +308,7 @@ const main = async () => {
   for (const [index, config] of configs.entries()) {
     if (only && !only.some((o) => config.name.includes(o)) && index !== 0) continue
     const row: Record<string, string> = { writer: config.name }
-    for (const rowSize of [1024, 64 * 1024]) {
+    for (const rowSize of sizes) {
       const runs: Array<RunResult> = []
       for (let r = 0; r < repeats; r++) {
         const out = execFileSync(process.execPath, [
@@ -315,7 +327,7 @@ const main = async () => {
       }
       const mbps = median(runs.map((r) => r.payloadBytes / MiB / r.seconds))
       if (index === 0) baseline.set(rowSize, mbps)
-      const label = rowSize === 1024 ? "1K" : "64K"
+      const label = sizeLabel(rowSize)
       row[`MB/s ${label}`] = mbps.toFixed(0)
       row[`x base ${label}`] = (mbps / baseline.get(rowSize)!).toFixed(2)
       row[`peak RSS MB ${label}`] = (median(runs.map((r) => r.peakRssBytes)) / MiB).toFixed(0)

@@ -100,14 +100,14 @@ describe("progress on a terminal", () => {
       /% [\d,]+\/[\d,]+ {2}\d+\.\d MB {2}[\d,]+\/s {2}\d+\.\d MB\/s {2}eta (\d+s|\d+m\d\ds|\?) {2}\d+ retr/
     )
 
-    // The report: a row per layer, and what the exit code means.
+    // The report: a row per layer, and what the exit code means (one file: the small layer's two parts merged).
     const plain = screen.replace(/\r/g, "")
     expect(plain).toMatch(/LAYER\s+OUTCOME\s+PARTITIONS\s+BYTES\s+FILES\s+DURATION\s+RETRIES/)
     expect(plain).toMatch(
       new RegExp(
         `${DEMO} places\\s+exported v${places.latest}\\s+${
           places.count.toLocaleString("en-US")
-        }\\s+\\d+\\.\\d MB\\s+2\\s+\\d+\\.\\ds\\s+0`
+        }\\s+\\d+\\.\\d MB\\s+1\\s+\\d+\\.\\ds\\s+0`
       )
     )
     expect(plain).toMatch(new RegExp(`${DEMO} tiles\\s+exported v${tiles.latest}\\s+${tiles.count}`))

@@ -2,7 +2,7 @@
  * The deployment examples (deploy/, Dockerfile): the Kubernetes manifests checked against the
  * Kubernetes object schema, the AWS Batch job definitions against what Batch needs, and the exact
  * commands they hold run as local processes against the local service, with the engines' index
- * variables set: four workers at once on 20,000 partitions, one killed with SIGKILL and started
+ * variables set: four workers at once on 8,000 partitions, one killed with SIGKILL and started
  * again, then commit; the output is row for row what a single-process export writes, to a local
  * directory and to an object store.
  */
@@ -19,7 +19,7 @@ import { cleanups, readJson } from "../support/files.ts"
 import { startStore, type TestStore } from "../support/s3.ts"
 import { DEMO, startService, type TestService } from "../support/service.ts"
 
-const PARTITIONS = 20_000
+const PARTITIONS = 8_000
 const K8S = path.join(ROOT, "deploy", "kubernetes")
 const BATCH = path.join(ROOT, "deploy", "aws-batch")
 
@@ -186,7 +186,7 @@ describe.each([
         })
       // All four at once; shard 2 kills itself (SIGKILL) a third of the way through.
       const first = await Promise.all(
-        [0, 1, 2, 3].map((i) => shard(i, i === 2 ? { CATALOG_EXPORT_CRASH_AT: "fetched:1500" } : {}))
+        [0, 1, 2, 3].map((i) => shard(i, i === 2 ? { CATALOG_EXPORT_CRASH_AT: "fetched:700" } : {}))
       )
       expect(first.map((r) => r.signal)).toEqual([null, null, "SIGKILL", null])
       for (const i of [0, 1, 3]) ok(first[i]!)

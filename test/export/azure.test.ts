@@ -39,7 +39,7 @@ beforeAll(async () => {
 })
 afterAll(async () => {
   await azure?.close()
-  await service?.svc.close()
+  await service?.close()
 })
 
 const underTest = (out: (prefix: string) => string, env: () => Record<string, string>): StoreUnderTest => ({

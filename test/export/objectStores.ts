@@ -6,6 +6,7 @@
  */
 import { expect, it } from "@effect/vitest"
 import type { ChildProcess } from "node:child_process"
+import * as fs from "node:fs"
 import * as path from "node:path"
 import { expectMatchesService, serviceState } from "../reliability/support.ts"
 import { cli, failureLines } from "../support/cli.ts"
@@ -31,19 +32,46 @@ export interface StoreUnderTest {
   readonly keepsStaged: boolean
 }
 
-export interface Context {
-  readonly store: StoreUnderTest
+/** A service to export from, with what it holds in `places` at version 0. */
+export interface ExportService {
   readonly svc: TestService
   readonly credentials: string
   readonly expected: Awaited<ReturnType<typeof serviceState>>
 }
 
+export interface Context extends ExportService {
+  readonly store: StoreUnderTest
+  /** The service of the large file (`bigFile`), started once per test file when a test first needs it. */
+  readonly big: () => Promise<ExportService>
+}
+
 export const PARTITIONS = 600
 
-/** Starts the service the store tests export from (600 partitions of version 0 in `places`), with its expected state. */
+const exportService = async (svc: TestService): Promise<ExportService> => ({
+  svc,
+  credentials: await svc.credentialsFile(),
+  expected: await serviceState(svc, "places", 0)
+})
+
+/**
+ * Starts the service the store tests export from (600 partitions of version 0 in `places`), with its
+ * expected state; `big` starts the one of the large file (2,000 blobs of 16 KiB) the first time it is
+ * asked for, and `close` closes both.
+ */
 export const startExportService = async () => {
-  const svc = await startService({ seed: { partitions: PARTITIONS, versions: 2, blobBytes: 256 } })
-  return { svc, credentials: await svc.credentialsFile(), expected: await serviceState(svc, "places", 0) }
+  const service = await exportService(
+    await startService({ seed: { partitions: PARTITIONS, versions: 2, blobBytes: 256 } })
+  )
+  let big: Promise<ExportService> | undefined
+  return {
+    ...service,
+    big: () =>
+      big ??= startService({ seed: { partitions: 2000, versions: 1, blobBytes: 16 * 1024 } }).then(exportService),
+    close: async () => {
+      await service.svc.close()
+      if (big !== undefined) await (await big).svc.close()
+    }
+  }
 }
 
 /** Runs the CLI against the context's service and store. */
@@ -129,6 +157,9 @@ export const exportsToStore = (
       partitions: PARTITIONS,
       mode: "full"
     })
+    // Three parts' small files, merged in the store into one.
+    expect(manifest.files).toHaveLength(1)
+    expect(manifest.files[0]).toMatchObject({ rows: PARTITIONS, path: expect.stringMatching(/^part-s0-/) })
 
     const again = await run(exportArgs(out))
     expect(again.code, again.stderr).toBe(0)
@@ -140,51 +171,46 @@ export const exportsToStore = (
     it("streams a large file up in parts; a run killed mid-upload leaves nothing visible, and the next one completes", async () => {
       const { store } = context()
       // One file, no compression: a file of ~1.2 MB per 600 rows is not enough for an 8 MiB part, so the blobs are big here.
-      const big = await startService({ seed: { partitions: 2000, versions: 1, blobBytes: 16 * 1024 } })
-      try {
-        const bigCredentials = await big.credentialsFile()
-        const args = [
-          ...exportArgs(store.out("big"), ["--compression", "none"], 1),
-          "--lookup-url",
-          big.lookupUrl,
-          "--credentials",
-          bigCredentials,
-          "--quiet"
-        ]
-        // Killed once the first 8 MiB part of its 32 MB data file is on its way. Only the data file counts:
-        // a store's listing of pending names can catch a small file between its two listings.
-        const dataFile = /^big\/demo\/places\/version=0\/part-[^/]+\.parquet$/
-        let child: ChildProcess | undefined
-        let seen: Array<string> = []
-        let watching = true
-        const watch = (async () => {
-          while (watching && seen.length === 0) {
-            seen = (await store.pending("big/")).filter((key) => dataFile.test(key))
-            if (seen.length > 0) child?.kill("SIGKILL")
-            else await new Promise((resolve) => setTimeout(resolve, 10))
-          }
-        })()
-        const killed = await cli(args, { env: store.env, onSpawn: (c) => (child = c) }).finally(() => {
-          watching = false
-        })
-        await watch
-        expect(killed.signal).toBe("SIGKILL")
-        // Mid-upload: the data file's parts are in the store, no reader sees the file.
-        expect(seen).toHaveLength(1)
-        expect((await store.keys("big/")).filter(isExportOutput)).toEqual([])
+      const big = await context().big()
+      const args = [
+        ...exportArgs(store.out("big"), ["--compression", "none"], 1),
+        "--lookup-url",
+        big.svc.lookupUrl,
+        "--credentials",
+        big.credentials,
+        "--quiet"
+      ]
+      // Killed once the first 8 MiB part of its 32 MB data file is on its way. Only the data file counts:
+      // a store's listing of pending names can catch a small file between its two listings.
+      const dataFile = /^big\/demo\/places\/version=0\/part-[^/]+\.parquet$/
+      let child: ChildProcess | undefined
+      let seen: Array<string> = []
+      let watching = true
+      const watch = (async () => {
+        while (watching && seen.length === 0) {
+          seen = (await store.pending("big/")).filter((key) => dataFile.test(key))
+          if (seen.length > 0) child?.kill("SIGKILL")
+          else await new Promise((resolve) => setTimeout(resolve, 10))
+        }
+      })()
+      const killed = await cli(args, { env: store.env, onSpawn: (c) => (child = c) }).finally(() => {
+        watching = false
+      })
+      await watch
+      expect(killed.signal).toBe("SIGKILL")
+      // Mid-upload: the data file's parts are in the store, no reader sees the file.
+      expect(seen).toHaveLength(1)
+      expect((await store.keys("big/")).filter(isExportOutput)).toEqual([])
 
-        const rerun = await cli(args, { env: store.env })
-        expect(rerun.code, rerun.stderr).toBe(0)
-        // The killed run's file had a name of its own: its parts are never committed.
-        expect(await store.pending("big/")).toEqual(store.keepsStaged ? seen : [])
-        const dir = path.join(await store.download("big"), "demo", "places", "version=0")
-        const manifest = readJson(path.join(dir, "_manifest.json"))
-        expect(manifest.files).toHaveLength(1)
-        expect(manifest.files[0].bytes).toBeGreaterThan(8 * 1024 * 1024)
-        expectMatchesService(await readParquet(dir), await serviceState(big, "places", 0))
-      } finally {
-        await big.close()
-      }
+      const rerun = await cli(args, { env: store.env })
+      expect(rerun.code, rerun.stderr).toBe(0)
+      // The killed run's file had a name of its own: its parts are never committed.
+      expect(await store.pending("big/")).toEqual(store.keepsStaged ? seen : [])
+      const dir = path.join(await store.download("big"), "demo", "places", "version=0")
+      const manifest = readJson(path.join(dir, "_manifest.json"))
+      expect(manifest.files).toHaveLength(1)
+      expect(manifest.files[0].bytes).toBeGreaterThan(8 * 1024 * 1024)
+      expectMatchesService(await readParquet(dir), big.expected)
     })
   }
 
@@ -198,6 +224,21 @@ export const exportsToStore = (
     expect(rerun.code, rerun.stderr).toBe(0)
     expectMatchesService(await rowsIn(store, "resumed"), expected)
     await expectCommitted(store, "resumed")
+  })
+
+  it("resumes after a kill while the parts' files were merged: the first run's merged file goes, the rows are exact", async () => {
+    const { store, expected } = context()
+    const out = store.out("merging")
+    const killed = await run(exportArgs(out), { CATALOG_EXPORT_CRASH_AT: "merged:1" })
+    expect(killed.signal).toBe("SIGKILL")
+    const merged = (await store.keys("merging/")).filter((k) => /\/part-s0-[^/]+\.parquet$/.test(k))
+    expect(merged).toHaveLength(1)
+    const rerun = await run(exportArgs(out))
+    expect(rerun.code, rerun.stderr).toBe(0)
+    expectMatchesService(await rowsIn(store, "merging"), expected)
+    const manifest = await expectCommitted(store, "merging")
+    expect(manifest.files).toHaveLength(1)
+    expect(`merging/demo/places/version=0/${manifest.files[0].path}`).not.toBe(merged[0])
   })
 
   if (options.shards) {
@@ -227,12 +268,47 @@ export const exportsToStore = (
       expect(committed.code, committed.stderr).toBe(0)
       expectMatchesService(await rowsIn(store, "sharded"), expected)
       const keys = await store.keys("sharded/")
-      // The plan's bookkeeping is gone; files of both shards remain.
+      // The plan's bookkeeping is gone; each shard's parts were merged into one file of its own.
       expect(keys.filter((k) => /_plan\.json$|\/_parts\/|\/_shards\//.test(k))).toEqual([])
-      expect(keys.filter((k) => /\/part-0-[^/]+\.parquet$/.test(k)).length).toBeGreaterThan(0)
-      expect(keys.filter((k) => /\/part-1-[^/]+\.parquet$/.test(k)).length).toBeGreaterThan(0)
+      expect(keys.filter((k) => /\.parquet$/.test(k)).map((k) => /\/part-(s\d)-[^/]+$/.exec(k)?.[1]).sort()).toEqual([
+        "s0",
+        "s1"
+      ])
     })
   }
+
+  it("writes an Iceberg table (--format iceberg): absolute store URIs throughout, version-hint.text, the data files read by DuckDB; a re-run finds the tag", async () => {
+    const { expected, store } = context()
+    const first = await run([...exportArgs(store.out("table"), ["--format", "iceberg", "--json"])])
+    expect(first.code, first.stderr).toBe(0)
+    const { table } = JSON.parse(first.stdout) as { table: { location: string; metadataFile: string; tag: string } }
+    expect(table.tag).toBe("v0")
+    expect(table.location).toMatch(/^[a-z0-9]+:\/\/.+\/table\/demo\/places$/)
+    expect(table.metadataFile).toBe(`${table.location}/metadata/v1.metadata.json`)
+    const local = path.join(await store.download("table"), "demo", "places")
+    expect(fs.readFileSync(path.join(local, "metadata", "version-hint.text"), "utf8").trim()).toBe("1")
+    const metadata = readJson<{
+      location: string
+      refs: Record<string, { "snapshot-id": number }>
+      snapshots: Array<{ "snapshot-id": number; "manifest-list": string }>
+    }>(path.join(local, "metadata", "v1.metadata.json"))
+    expect(metadata.location).toBe(table.location)
+    expect(Object.keys(metadata.refs).sort()).toEqual(["main", "v0"])
+    const keys = await store.keys("table/")
+    for (const snapshot of metadata.snapshots) {
+      expect(snapshot["manifest-list"].startsWith(`${table.location}/metadata/`)).toBe(true)
+      expect(keys).toContain(`table/demo/places/${snapshot["manifest-list"].slice(table.location.length + 1)}`)
+    }
+    // A full export: its directory's data files hold the whole version.
+    expectMatchesService(await readParquet(path.join(local, "data", "version=0")), expected)
+    expect(await store.pending("table/")).toEqual([])
+    const again = await run(exportArgs(store.out("table"), ["--format", "iceberg"]))
+    expect(again.code, again.stderr).toBe(0)
+    expect(again.stdout).toContain("Already exported")
+    // Nothing of the table changed: only the run's report was added.
+    const tableKeys = (all: Array<string>) => all.filter((k) => k.startsWith("table/demo/"))
+    expect(tableKeys(await store.keys("table/"))).toEqual(tableKeys(keys))
+  })
 
   it("is what retention's export guard reads: manifests in the store prove versions exported", async () => {
     const { store } = context()

@@ -26,7 +26,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await store?.close()
   await gcsStore?.close()
-  await service?.svc.close()
+  await service?.close()
 })
 
 const underTest = (

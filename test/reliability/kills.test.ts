@@ -106,6 +106,7 @@ const points: ReadonlyArray<{ readonly at: string; readonly stage: string }> = [
   { at: "written:2", stage: "while writing .partial files" },
   { at: "renamed:1", stage: "between renaming one part's files" },
   { at: "checkpoint:2", stage: "after two of three parts are committed to checkpoints" },
+  { at: "merged:1", stage: "between the two merged files (Parquet, Arrow) and the shard manifest" },
   { at: "manifest:1", stage: "between the last rename and the manifest" },
   { at: "committed:1", stage: "after the manifest, before the cursor" }
 ]

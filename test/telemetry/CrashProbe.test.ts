@@ -31,7 +31,7 @@ afterAll(async () => {
 })
 
 describe("CrashProbe", () => {
-  it("hears every crash point of an export: each partition listed and fetched, each file renamed before its part's checkpoint, then manifest and commit", async () => {
+  it("hears every crash point of an export: each partition listed and fetched, each file renamed before its part's checkpoint, the merges, then manifest and commit", async () => {
     const passed: Array<CrashPoint> = []
     const result = await runWith(
       client,
@@ -56,9 +56,12 @@ describe("CrashProbe", () => {
     expect(count("listed")).toBe(manifest.partitions)
     expect(count("fetched")).toBe(manifest.partitions - manifest.deleted)
     expect(count("written")).toBeGreaterThanOrEqual(3)
-    expect(count("renamed")).toBe(manifest.files.length)
+    // Each part's file of each format, then the parts' small files merged into one per format.
+    expect(count("renamed")).toBe(3 * 2)
     expect(count("checkpoint")).toBe(3)
-    expect(passed.slice(-2)).toEqual(["manifest", "committed"])
+    expect(count("merged")).toBe(manifest.files.length)
+    expect(manifest.files.map((f) => f.format).sort()).toEqual(["arrow", "parquet"])
+    expect(passed.slice(-4)).toEqual(["merged", "merged", "manifest", "committed"])
     // A part's files are renamed before its checkpoint, the first file of all after the first listing and fetch.
     const firstRenamed = passed.indexOf("renamed")
     expect(passed.indexOf("listed")).toBeLessThan(passed.indexOf("fetched"))

@@ -4,9 +4,8 @@ import { pathToFileURL } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { icebird, type IcebirdReader } from "../sinks/iceberg/support.ts"
 import { cli, failureLines, serviceFlags } from "../support/cli.ts"
-import { sha1 } from "../support/files.ts"
 import { DEMO, startService, type TestService } from "../support/service.ts"
-import { expectedRows, type ExportedRow, listing, publish } from "./support.ts"
+import { expectedRows, listing, publish, readTableTag, tableMetadataJson } from "./support.ts"
 
 /**
  * `--format iceberg` through the real CLI against the local service: a full export, changes runs
@@ -42,23 +41,9 @@ const exportIceberg = (version: number, ...extra: Array<string>) =>
 const tableDir = () => path.join(out, "demo", "places")
 const tableUri = () => pathToFileURL(tableDir()).href
 
-/** A tag of the table as icebird reads it, in the shape of `expectedRows` (data's sha1: the places blobs are JSON text). */
-const readTag = async (tag: string): Promise<Array<ExportedRow>> =>
-  (await reader.read(tableUri(), tag)).map((r) => ({
-    partition: r.partition as string,
-    partition_version: Number(r.partition_version),
-    data_handle: r.data_handle as string,
-    checksum: r.checksum as string | null,
-    data_sha1: r.data === null ? null : sha1(new TextEncoder().encode(r.data as string))
-  }))
+const readTag = (tag: string) => readTableTag(reader, tableUri(), tag)
 
-const metadataJson = () => {
-  const hint = fs.readFileSync(path.join(tableDir(), "metadata", "version-hint.text"), "utf8").trim()
-  return JSON.parse(fs.readFileSync(path.join(tableDir(), "metadata", `v${hint}.metadata.json`), "utf8")) as {
-    refs: Record<string, { "snapshot-id": number; type: string }>
-    snapshots: Array<{ "snapshot-id": number; "parent-snapshot-id"?: number; summary: Record<string, string> }>
-  }
-}
+const metadataJson = () => tableMetadataJson(tableDir())
 
 const snapshotOf = (tag: string) => {
   const m = metadataJson()

@@ -1,5 +1,7 @@
+import * as fs from "node:fs"
 import * as path from "node:path"
 import { expect } from "vitest"
+import type { IcebirdReader } from "../sinks/iceberg/support.ts"
 import { readParquet } from "../support/duckdb.ts"
 import { readJson, sha1 } from "../support/files.ts"
 import { DEMO, type TestService } from "../support/service.ts"
@@ -157,3 +159,25 @@ export const expectedRows = (partitions: ReadonlyArray<ListedPartition>): Array<
     }))
 
 export const manifestOf = (dir: string) => readJson<Record<string, any>>(path.join(dir, "_manifest.json"))
+
+/** A tag of a table as icebird reads it, in the shape of `expectedRows` (data's sha1: the demo's blobs are JSON text). */
+export const readTableTag = async (reader: IcebirdReader, tableUri: string, tag: string): Promise<Array<ExportedRow>> =>
+  (await reader.read(tableUri, tag)).map((r) => ({
+    partition: r.partition as string,
+    partition_version: Number(r.partition_version),
+    data_handle: r.data_handle as string,
+    checksum: r.checksum as string | null,
+    data_sha1: r.data === null ? null : sha1(new TextEncoder().encode(r.data as string))
+  }))
+
+export interface TableMetadataJson {
+  readonly location: string
+  readonly refs: Record<string, { "snapshot-id": number; type: string }>
+  readonly snapshots: Array<{ "snapshot-id": number; "parent-snapshot-id"?: number; summary: Record<string, string> }>
+}
+
+/** A local table's newest metadata file, found through `metadata/version-hint.text`. */
+export const tableMetadataJson = (tableDir: string): TableMetadataJson => {
+  const hint = fs.readFileSync(path.join(tableDir, "metadata", "version-hint.text"), "utf8").trim()
+  return readJson<TableMetadataJson>(path.join(tableDir, "metadata", `v${hint}.metadata.json`))
+}

@@ -159,6 +159,11 @@ export const commit = <E, R>(
         return { version, metadata, metadataFile: uriOf(table, key) } satisfies Committed
       }
       yield* Effect.ignore(table.dest.remove(proposal.attemptFiles))
+      yield* Effect.logInfo(
+        `${table.uri}: another writer committed ${
+          metadataFileName(version)
+        } first; reading the table again (attempt ${attempt} of ${attempts})`
+      )
       if (attempt < attempts) yield* Effect.sleep(Duration.millis(backoff * 2 ** (attempt - 1) * (0.5 + Math.random())))
     }
     return yield* lostRace(table, attempts)
