@@ -69,13 +69,14 @@ const ownFlags = (node: Node): Array<readonly [string, boolean]> =>
     : flagsOf(Descriptor.getUsage(node as unknown as Descriptor.Command<unknown>))
 
 /**
- * The sentence for the first unknown command, subcommand or flag in `args` (without the program
- * name), or undefined when every word is known. Positional arguments of a command without
- * subcommands (a job config's path) are not judged.
+ * Walks `args` (without the program name) down the command tree: the commands it names
+ * (`["catalogs", "list"]`) and the sentence for the first unknown command, subcommand or flag, if
+ * any. Positional arguments of a command without subcommands (a job config's path) are not judged.
  */
-export const unknownWord = (root: Command.Command<any, any, any, any>, args: ReadonlyArray<string>) => {
+const walk = (root: Command.Command<any, any, any, any>, args: ReadonlyArray<string>) => {
   let node = root.descriptor as unknown as Node
-  let path = nameOf(node)
+  const words: Array<string> = []
+  const path = () => [nameOf(root.descriptor as unknown as Node), ...words].join(" ")
   let positional = true
   let skipValue = false
   for (const arg of args) {
@@ -83,15 +84,18 @@ export const unknownWord = (root: Command.Command<any, any, any, any>, args: Rea
       skipValue = false
       continue
     }
-    if (arg === "--") return undefined
+    if (arg === "--") return { words }
     if (arg.startsWith("--")) {
       const [flag, value] = arg.split("=", 2) as [string, string | undefined]
       const known = new Map([...ownFlags(node), ...BUILT_IN_FLAGS])
       const takesValue = known.get(flag)
       if (takesValue === undefined) {
-        return `unknown flag '${flag}' for '${path}'.${
-          didYouMean(nearest(flag, Array.from(known.keys())))
-        } '${path} --help' lists its flags.`
+        return {
+          words,
+          unknown: `unknown flag '${flag}' for '${path()}'.${
+            didYouMean(nearest(flag, Array.from(known.keys())))
+          } '${path()} --help' lists its flags.`
+        }
       }
       skipValue = takesValue && value === undefined
       continue
@@ -105,12 +109,25 @@ export const unknownWord = (root: Command.Command<any, any, any, any>, args: Rea
     const next = children.find((c) => nameOf(c) === arg)
     if (next === undefined) {
       const names = children.map(nameOf).sort()
-      return `unknown command '${path} ${arg}'.${didYouMean(nearest(arg, names))} The commands of '${path}' are ${
-        names.join(", ")
-      }.`
+      return {
+        words,
+        unknown: `unknown command '${path()} ${arg}'.${
+          didYouMean(nearest(arg, names))
+        } The commands of '${path()}' are ${names.join(", ")}.`
+      }
     }
     node = next
-    path = `${path} ${arg}`
+    words.push(arg)
   }
-  return undefined
+  return { words }
 }
+
+/** The sentence for the first unknown command, subcommand or flag in `args` (without the program name), if any. */
+export const unknownWord = (
+  root: Command.Command<any, any, any, any>,
+  args: ReadonlyArray<string>
+): string | undefined => walk(root, args).unknown
+
+/** The commands `args` name, from the top (`["catalogs", "list"]`): whose help `--help` asks for. */
+export const commandPath = (root: Command.Command<any, any, any, any>, args: ReadonlyArray<string>) =>
+  walk(root, args).words

@@ -10,6 +10,7 @@ import { SubscriptionsApi } from "../client/SubscriptionsApi.ts"
 import type { OperationStatus } from "../domain/Catalog.ts"
 import { UsageError } from "../domain/ExitCode.ts"
 import * as Hrn from "../domain/Hrn.ts"
+import { plural } from "../domain/Plural.ts"
 import type { StreamMessage } from "../domain/Stream.ts"
 import { type Subscription, SUBSCRIPTION_TYPES, type SubscriptionRequest } from "../domain/Subscription.ts"
 import { readJsonFile } from "../export/Json.ts"
@@ -87,7 +88,7 @@ const catalogsCreate = Command.make(
           }
           const created = o.wait ? yield* admin.awaitCatalog(hrn, { interval: POLL }) : accepted.catalog!
           return yield* Console.log(
-            o.json ? JSON.stringify(created) : `Created ${created.hrn} with ${created.layers.length} layer(s).`
+            o.json ? JSON.stringify(created) : `Created ${created.hrn} with ${plural(created.layers.length, "layer")}.`
           )
         }
         if (!o.wait) {
@@ -104,7 +105,7 @@ const catalogsCreate = Command.make(
         }
         const created = yield* admin.awaitCatalog(hrn, { interval: POLL })
         yield* Console.log(
-          o.json ? JSON.stringify(created) : `Created ${created.hrn} with ${created.layers.length} layer(s).`
+          o.json ? JSON.stringify(created) : `Created ${created.hrn} with ${plural(created.layers.length, "layer")}.`
         )
       })
     )

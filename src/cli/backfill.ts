@@ -9,6 +9,7 @@ import {
   type VersionOutcome
 } from "../../pipelines/backfill.ts"
 import { ExitCode, UsageError } from "../domain/ExitCode.ts"
+import { plural } from "../domain/Plural.ts"
 import { connectionsFor, writeSettingsOf } from "../export/Settings.ts"
 import {
   clientFor,
@@ -35,7 +36,7 @@ const versions = (
 const describeOutcome = (o: VersionOutcome) => {
   switch (o.status) {
     case "exported":
-      return `version ${o.version}: exported ${o.partitions} partitions${describeDecode(o.decode)}, ${
+      return `version ${o.version}: exported ${plural(o.partitions, "partition")}${describeDecode(o.decode)}, ${
         (o.bytes / 1e6).toFixed(1)
       } MB in ${(o.elapsedMs / 1000).toFixed(1)} s`
     case "already-exported":

@@ -19,6 +19,7 @@ import { load as loadCredentials, looseAccess, resolvePath } from "../client/Cre
 import type { DataClient } from "../client/DataClient.ts"
 import { Lookup } from "../client/Lookup.ts"
 import { ExitCode, type HasExitCode } from "../domain/ExitCode.ts"
+import { plural } from "../domain/Plural.ts"
 import type { Encoder } from "../encoder/Encoder.ts"
 import { jobKindOf, load as loadJob } from "../export/JobConfig.ts"
 import { listPart } from "../export/Listing.ts"
@@ -216,7 +217,7 @@ const checkService = (lookupUrl: string, layers: CheckTargets["layers"]) =>
         results.push(failed("catalog", `${catalog}: `, config.left))
         continue
       }
-      results.push(ok("catalog", `${catalog}: readable (${config.right.layers.length} layers)`))
+      results.push(ok("catalog", `${catalog}: readable (${plural(config.right.layers.length, "layer")})`))
       for (const layer of ids) {
         results.push(yield* checkLayer(catalog, layer))
       }
@@ -302,7 +303,7 @@ const allChecked: Renderer<{ readonly results: ReadonlyArray<CheckResult>; reado
   text: ({ exitCode, results }) => {
     const count = (s: Status) => results.filter((r) => r.status === s).length
     return [
-      `${count("ok")} ok, ${count("warn")} warning(s), ${count("fail")} failed${
+      `${count("ok")} ok, ${plural(count("warn"), "warning")}, ${count("fail")} failed${
         count("skip") > 0 ? `, ${count("skip")} skipped` : ""
       }. ` +
       `Exit ${exitCode}: ${exitMeaning(exitCode)}.`
@@ -366,7 +367,9 @@ const targetsOfConfig = (file: string) =>
               ok(
                 "decision",
                 `${job.catalog} ${job.layer} ${job.from}..${job.to}: a run would export ${
-                  versions.length === 0 ? "no version" : `version(s) ${versions.join(", ")}`
+                  versions.length === 0
+                    ? "no version"
+                    : `${versions.length === 1 ? "version" : "versions"} ${versions.join(", ")}`
                 }`
               )
             ]
@@ -427,7 +430,12 @@ export const checkCommand = Command.make(
     ...globalOptions,
     ...retryOptions,
     json: summaryJson,
-    config: Args.file({ name: "config.json", exists: "yes" }).pipe(Args.optional),
+    config: Args.file({ name: "config.json", exists: "yes" }).pipe(
+      Args.withDescription(
+        "The job config to check (nightly-export, backfill or retention); or give --catalog instead."
+      ),
+      Args.optional
+    ),
     catalog: Options.text("catalog").pipe(
       Options.optional,
       Options.withDescription("Catalog HRN to check (instead of a job config).")

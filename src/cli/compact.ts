@@ -3,6 +3,7 @@ import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { type Compacted, compactLayer, orphanAgeDefault } from "../../pipelines/tables.ts"
+import { plural } from "../domain/Plural.ts"
 import { choiceOption, durationOption, summaryJson } from "./common.ts"
 import { loggerLayer } from "./Logging.ts"
 import { render, type Renderer } from "./render.ts"
@@ -19,8 +20,10 @@ const compacted: Renderer<Compacted> = {
   text: (c) => [
     c.metadataFile === undefined
       ? `Nothing to compact in ${c.location}: no data file has enough deleted rows, and at most one delete file.`
-      : `Compacted ${c.location}: ${c.rewritten} data file(s) rewritten, delete files ${c.deleteFilesBefore} -> ${c.deleteFilesAfter}; metadata ${c.metadataFile}`,
-    ...(c.swept.length === 0 ? [] : [`  removed ${c.swept.length} file(s) no snapshot used`])
+      : `Compacted ${c.location}: ${
+        plural(c.rewritten, "data file")
+      } rewritten, delete files ${c.deleteFilesBefore} -> ${c.deleteFilesAfter}; metadata ${c.metadataFile}`,
+    ...(c.swept.length === 0 ? [] : [`  removed ${plural(c.swept.length, "file")} no snapshot used`])
   ]
 }
 

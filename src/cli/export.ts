@@ -1,12 +1,11 @@
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
-import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import { exportOne } from "../../pipelines/nightly-export.ts"
+import * as Struct from "effect/Struct"
+import { exportOne, previewLayer } from "../../pipelines/nightly-export.ts"
 import { UsageError } from "../domain/ExitCode.ts"
-import { planExport } from "../export/Incremental.ts"
 import { connectionsFor, writeSettingsOf } from "../export/Settings.ts"
 import {
   choiceOption,
@@ -20,25 +19,27 @@ import {
 } from "./common.ts"
 import { unfinishedWhenInterrupted } from "./Exit.ts"
 import { checkOutputDir, checkSettings, positive, settingFlags, versionArg, writeOptions } from "./exporting.ts"
+import { CATALOG_VERSION_FLAG } from "./help.ts"
 import { loggerLayer } from "./Logging.ts"
 import { progressLayer } from "./progress.ts"
 import { render } from "./render.ts"
-import { exported, outcomeJson, reportDocument, writeRunReport } from "./summary.ts"
+import { exported, outcomeJson, previewed, reportDocument, writeRunReport } from "./summary.ts"
 
 export const exportCommand = Command.make(
   "export",
   {
-    ...globalOptions,
-    ...writeOptions,
-    out: Options.optional(settingFlags.out),
+    // In the order help lists them: what export needs first (optional to the parser only because --plan gives them).
     catalog: Options.text("catalog").pipe(
+      Options.withPseudoName("HRN"),
       Options.optional,
-      Options.withDescription("Catalog HRN, e.g. hrn:here:data::olp-here:rib-2.")
+      Options.withDescription("Required unless --plan. Catalog HRN, e.g. hrn:here:data::olp-here:rib-2.")
     ),
     layer: Options.text("layer").pipe(
+      Options.withPseudoName("ID"),
       Options.optional,
-      Options.withDescription("Layer id (a versioned or volatile layer).")
+      Options.withDescription("Required unless --plan. Layer id (a versioned or volatile layer).")
     ),
+    out: Options.optional(settingFlags.out).pipe(Options.withDescription("Required unless --plan.")),
     plan: Options.text("plan").pipe(
       Options.optional,
       Options.withDescription(
@@ -51,14 +52,15 @@ export const exportCommand = Command.make(
         "With --plan: the shard to run (0..N-1); default from JOB_COMPLETION_INDEX, AWS_BATCH_JOB_ARRAY_INDEX, CLOUD_RUN_TASK_INDEX or BATCH_TASK_INDEX."
       )
     ),
-    version: Options.text("version").pipe(
+    version: Options.text(CATALOG_VERSION_FLAG).pipe(
+      Options.withPseudoName("N|latest"),
       Options.withDefault("latest"),
-      Options.withDescription("Catalog version to export, or 'latest'.")
+      Options.withDescription("Catalog version to export, or 'latest'. Default: latest.")
     ),
     mode: choiceOption("mode", ["full", "changes"]).pipe(
       Options.withDefault("full" as const),
       Options.withDescription(
-        "changes: only what changed since the layer's cursor (_state.json) in --out; a full export when there is none."
+        "changes: only what changed since the layer's cursor (_state.json) in --out; a full export when there is none. Default: full."
       )
     ),
     raiseMinimum: Options.boolean("raise-minimum").pipe(
@@ -74,10 +76,14 @@ export const exportCommand = Command.make(
     ),
     force: Options.boolean("force").pipe(Options.withDescription("Export again even if a manifest says it is done.")),
     dryRun: Options.boolean("dry-run").pipe(
-      Options.withDescription("Print the plan (pinned version and parts) as JSON and stop.")
+      Options.withDescription(
+        "Say what the export would do (version, mode, metadata parts, or that it is up to date or already exported) and change nothing; one JSON object with --json."
+      )
     ),
     noFailover,
-    json: summaryJson
+    json: summaryJson,
+    ...Struct.omit(writeOptions, "out"),
+    ...globalOptions
   },
   (flags) =>
     Effect.gen(function*() {
@@ -131,16 +137,11 @@ export const exportCommand = Command.make(
       })
       return yield* Effect.gen(function*() {
         if (o.dryRun) {
-          const planned = yield* planExport({
-            catalog: o.catalog,
-            layer: o.layer,
-            version,
-            mode: o.mode,
-            out: o.out,
-            parts: settings.parts,
-            format: settings.format
-          })
-          return yield* Console.log(JSON.stringify(planned, null, 2))
+          const preview = yield* previewLayer(
+            { catalog: o.catalog, layer: o.layer },
+            { out: o.out, mode: o.mode, version, parts: settings.parts, format: settings.format }
+          )
+          return yield* render(previewed, [{ catalog: o.catalog, layer: o.layer, ...preview }], o.json)
         }
         const startedAt = Date.now()
         yield* checkOutputDir(o.out)

@@ -9,7 +9,7 @@ import * as Struct from "effect/Struct"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { UsageError } from "../domain/ExitCode.ts"
-import { ExportSettings, PositiveInt } from "../export/Settings.ts"
+import { defaults, ExportSettings, PositiveInt } from "../export/Settings.ts"
 import { destination } from "../sinks/Destination.ts"
 import { isObjectStore } from "../sinks/ObjectStore.ts"
 import { choiceOption, durationOption, integerOption, retryOptions } from "./common.ts"
@@ -45,6 +45,7 @@ const SETTING_FLAGS: {
   readonly [K in keyof typeof ExportSettings.fields]: { readonly description: string; readonly pseudoName?: string }
 } = {
   out: {
+    pseudoName: "DEST",
     description:
       "Output directory or object store (s3://bucket/prefix); files go to OUT/<catalog-id>/<layer-id>/version=<V>/."
   },
@@ -57,7 +58,7 @@ const SETTING_FLAGS: {
     description:
       "Blob downloads in flight at once, pinned. Without it the export finds the number itself: it grows while the service answers as fast and backs off when it throttles (429, 503)."
   },
-  maxConcurrency: { description: "The most blob downloads in flight the export may find (default 1024)." },
+  maxConcurrency: { description: "The most blob downloads in flight the export may find." },
   bufferBytes: {
     description:
       "Blob bytes held in memory at once: downloads in flight, rows waiting to be written (default: a quarter of the memory available, at most 256 MiB). A larger blob is fetched alone."
@@ -111,10 +112,12 @@ const settingFlag = (key: keyof SettingFields): Options.Options<unknown> => {
     : Predicate.hasProperty(schema, "literals")
     ? choiceOption(name, schema.literals as ReadonlyArray<string>)
     : Options.text(name)
+  const fallback: unknown = (defaults as Record<string, unknown>)[key]
   return flag.pipe(
     (f) => (pseudoName === undefined ? f : Options.withPseudoName(f, pseudoName)),
     (f) => (optional ? Options.optional(f) : f),
-    Options.withDescription(description)
+    Options.withDescription(description),
+    (f) => (fallback === undefined ? f : Options.withDescription(f, `Default: ${String(fallback)}.`))
   )
 }
 

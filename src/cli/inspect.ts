@@ -17,6 +17,7 @@ import { NotFound } from "../export/Errors.ts"
 import { fromCause } from "../sinks/SinkError.ts"
 import { catalogAdminCommands, layerAdminCommands } from "./admin.ts"
 import { globalOptions, withClient } from "./common.ts"
+import { CATALOG_VERSION_FLAG } from "./help.ts"
 import { wantsJson } from "./render.ts"
 
 const json = Options.boolean("json").pipe(
@@ -24,7 +25,7 @@ const json = Options.boolean("json").pipe(
 )
 const catalog = Options.text("catalog").pipe(Options.withDescription("Catalog HRN."))
 const layer = Options.text("layer").pipe(Options.withDescription("Layer id."))
-const partitionsVersion = Options.integer("version").pipe(
+const partitionsVersion = Options.integer(CATALOG_VERSION_FLAG).pipe(
   Options.optional,
   Options.withDescription("Catalog version (versioned layers; default: latest).")
 )

@@ -1,6 +1,8 @@
+import * as BuiltInOptions from "@effect/cli/BuiltInOptions"
 import * as CliConfig from "@effect/cli/CliConfig"
 import * as Command from "@effect/cli/Command"
 import * as Descriptor from "@effect/cli/CommandDescriptor"
+import * as CommandDirective from "@effect/cli/CommandDirective"
 import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as ValidationError from "@effect/cli/ValidationError"
 import * as NodeContext from "@effect/platform-node/NodeContext"
@@ -19,8 +21,9 @@ import { CrashProbe } from "../telemetry/CrashProbe.ts"
 import * as Telemetry from "../telemetry/Telemetry.ts"
 import { commandsFor, type TopLevelCommand } from "./commands.ts"
 import { exitCodeOf, interruption, sentenceOf } from "./Exit.ts"
+import { CATALOG_VERSION_FLAG, forParser, helpText, versionWithoutValue } from "./help.ts"
 import { defaultLoggerLayer, plainWhenPiped } from "./Logging.ts"
-import { unknownWord } from "./Suggest.ts"
+import { commandPath, unknownWord } from "./Suggest.ts"
 
 // undici parses HTTP with WebAssembly. After a few responses V8 starts optimising the parser on a
 // background thread, and a process that is done waits for that to finish before it exits: ~80 ms of
@@ -30,7 +33,9 @@ import { unknownWord } from "./Suggest.ts"
 // and snappy throughput unchanged).
 setFlagsFromString("--wasm-tiering-budget=90000000")
 
-const subcommands = await commandsFor(process.argv.slice(2))
+// After export, plan or partitions, `--version` is the catalog version (help.ts).
+const args = forParser(process.argv.slice(2))
+const subcommands = await commandsFor(args)
 
 const base = Command.make("catalog-export").pipe(
   Command.withDescription(
@@ -53,22 +58,37 @@ process.stdout.on("error", (error: NodeJS.ErrnoException) => {
 
 // A mistyped command or flag is named with the nearest known ones, before @effect/cli's parser
 // (whose answer lists every command, or only says "unknown argument").
-const typo = unknownWord(root, process.argv.slice(2))
+const typo = unknownWord(root, args) ?? versionWithoutValue(args)
 
 /**
  * The arguments parsed as @effect/cli will parse them, so that what it would print of a bad value
  * (`--format csv`) is printed here instead, as every error is: one `catalog-export: ` line.
  */
-const parseFirst = Descriptor.parse(root.descriptor, [TOOL.name, ...process.argv.slice(2)], CliConfig.defaultConfig)
+const parseFirst = Descriptor.parse(root.descriptor, [TOOL.name, ...args], CliConfig.defaultConfig)
   .pipe(
     Effect.catchIf(
       (e) => !ValidationError.isHelpRequested(e),
-      (e) => new UsageError({ message: HelpDoc.toAnsiText(e.error).trim().replace(/\n+/g, " ") })
+      (e) =>
+        new UsageError({
+          message: HelpDoc.toAnsiText(e.error).trim().replace(/\n+/g, " ").replaceAll(
+            `--${CATALOG_VERSION_FLAG}`,
+            "--version"
+          )
+        })
     )
   )
 
+/** `--help` of a command (help.ts), or the command run by @effect/cli. */
+const runOrHelp = Effect.flatMap(
+  parseFirst,
+  (directive) =>
+    CommandDirective.isBuiltIn(directive) && BuiltInOptions.isShowHelp(directive.option)
+      ? Console.log(helpText(commandPath(root, args), directive.option.helpDoc))
+      : cli([...process.argv.slice(0, 2), ...args])
+)
+
 const program = (typo === undefined
-  ? Effect.zipRight(parseFirst, cli(process.argv))
+  ? runOrHelp
   : Effect.fail(new UsageError({ message: typo }))).pipe(
     Effect.catchAll((error) =>
       Effect.gen(function*() {

@@ -1,15 +1,24 @@
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import { type LayerPreview, type NightlyJob, previewLayer, runNightly } from "../../pipelines/nightly-export.ts"
+import { type NightlyJob, previewLayer, runNightly } from "../../pipelines/nightly-export.ts"
 import { ExitCode } from "../domain/ExitCode.ts"
+import { plural } from "../domain/Plural.ts"
 import { connectionsFor, writeSettingsOf } from "../export/Settings.ts"
 import { clientLayer, connectionOf, type GlobalOptions, lookupFromOf, lookupUrlFor, retryPolicyOf } from "./common.ts"
 import { decidingExitCode, exitCodeOf, JobFailed, sentenceOf } from "./Exit.ts"
 import { checkOutputDir, type ProgressFlags } from "./exporting.ts"
 import { progressLayer } from "./progress.ts"
-import { render, type Renderer } from "./render.ts"
-import { nightlyRun, outcomeJson, reportDocument, writeRunReport } from "./summary.ts"
+import { render } from "./render.ts"
+import {
+  describePreview,
+  nightlyRun,
+  outcomeJson,
+  type Previewed,
+  previewed,
+  reportDocument,
+  writeRunReport
+} from "./summary.ts"
 
 /**
  * Runs a nightly job and reports every layer's outcome on stdout (text, with the run report's table
@@ -17,35 +26,6 @@ import { nightlyRun, outcomeJson, reportDocument, writeRunReport } from "./summa
  * exit code is the deciding one of the failed layers (`decidingExitCode`: 5 when any failure is
  * transient), and the one sentence on stderr names that layer.
  */
-type Previewed =
-  & { readonly catalog: string; readonly layer: string }
-  & (
-    | LayerPreview
-    | { readonly action: "fail"; readonly exitCode: ExitCode; readonly error: string }
-  )
-
-const describePreview = (p: Previewed) => {
-  const name = `${p.catalog} ${p.layer}`
-  switch (p.action) {
-    case "export":
-      return `Would export ${name} version ${p.version} (${
-        p.mode === "changes" ? `the changes since version ${p.baseVersion}` : "full"
-      }, ${p.parts} metadata part${p.parts === 1 ? "" : "s"})${p.note === undefined ? "" : `: ${p.note}`}.`
-    case "up-to-date":
-      return `${name}: up to date at version ${p.version}, nothing to export.`
-    case "already-exported":
-      return `${name}: version ${p.version} is already exported, nothing to export.`
-    case "fail":
-      return `${name} would fail (exit ${p.exitCode}): ${p.error}`
-  }
-}
-
-/** A nightly job's dry run: what each layer would do; one JSON object with --json. */
-const previewed: Renderer<ReadonlyArray<Previewed>> = {
-  json: (layers) => ({ dryRun: true, layers }),
-  text: (layers) => [...layers.map(describePreview), "Dry run: nothing was changed."]
-}
-
 /** What a nightly job would do with each layer, changing nothing; fails with the deciding exit code as a run would. */
 const previewNightlyJob = (job: NightlyJob, global: GlobalOptions & { readonly json?: boolean }) =>
   Effect.gen(function*() {
@@ -138,7 +118,7 @@ export const runNightlyJob = (
       const deciding = failed.find((o) => Either.isLeft(o.result) && exitCodeOf(o.result.left) === exitCode)!
       const why = Either.isLeft(deciding.result) ? sentenceOf(deciding.result.left) : ""
       const others = failed.length > 1
-        ? ` ${failed.length} of ${outcomes.length} layers failed; every layer's outcome is in the summary.`
+        ? ` ${failed.length} of ${plural(outcomes.length, "layer")} failed; every layer's outcome is in the summary.`
         : ""
       return yield* new JobFailed({ exitCode, message: `${deciding.catalog} ${deciding.layer}: ${why}${others}` })
     }

@@ -11,6 +11,7 @@ import { ConfigApi } from "../client/ConfigApi.ts"
 import { PublishApi } from "../client/PublishApi.ts"
 import { UsageError } from "../domain/ExitCode.ts"
 import * as Hrn from "../domain/Hrn.ts"
+import { plural } from "../domain/Plural.ts"
 import { PARTITION_ID, type Publication, type PublishPartition } from "../domain/Publish.ts"
 import { globalOptions, integerOption, retryOptions, withClient } from "./common.ts"
 
@@ -164,8 +165,12 @@ export const publishCommand = Command.make(
           o.json
             ? JSON.stringify(done)
             : layer.layerType === "versioned"
-            ? `Published ${sources.length} partition(s), ${bytes} bytes, to ${hrn} layer ${o.layer} as catalog version ${done.catalogVersion}.`
-            : `Published ${sources.length} partition(s), ${bytes} bytes, to the volatile layer ${o.layer} of ${hrn}.`
+            ? `Published ${
+              plural(sources.length, "partition")
+            }, ${bytes} bytes, to ${hrn} layer ${o.layer} as catalog version ${done.catalogVersion}.`
+            : `Published ${
+              plural(sources.length, "partition")
+            }, ${bytes} bytes, to the volatile layer ${o.layer} of ${hrn}.`
         )
       })
     )

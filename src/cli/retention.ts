@@ -13,6 +13,7 @@ import {
 } from "../../pipelines/retention.ts"
 import type { ExpiredTable } from "../../pipelines/tables.ts"
 import { ExitCode, UsageError } from "../domain/ExitCode.ts"
+import { plural } from "../domain/Plural.ts"
 import { exportCheckOf } from "../retention/Guard.ts"
 import type { SharedHandle } from "../retention/HandleReuse.ts"
 import type { Policy } from "../retention/Policy.ts"
@@ -42,7 +43,7 @@ const describePlan = (plan: RetentionPlan) => {
   return `${head}\nRaising the minimum version to ${plan.target} deletes versions ${plan.minimum}..${
     plan.target - 1
   } ` +
-    `(${plan.deleted.length} version(s)${span}).\n` +
+    `(${plural(plan.deleted.length, "version")}${span}).\n` +
     `This cannot be undone: deleted versions, their partition metadata and their data are removed permanently.`
 }
 
@@ -52,7 +53,9 @@ const describeShared = (shared: ReadonlyArray<SharedHandle>) => {
     `'${h.partition}' of layer '${h.layer}' (version ${h.version}, data handle ${h.dataHandle}, published by version ${h.publishedBy.version})`
   )
   return [
-    `warning: ${shared.length} partition(s) of the versions that stay reference data handles first published in versions this deletes; ` +
+    `warning: ${
+      plural(shared.length, "partition")
+    } of the versions that stay reference data handles first published in versions this deletes; ` +
     `their data is deleted with those versions (the interface's data-handle rule 3: a handle reused across versions): ${
       shown.join(", ")
     }` +
@@ -94,9 +97,9 @@ const planned: Renderer<{ readonly plan: RetentionPlan; readonly dryRun: boolean
 const describeTable = (t: ExpiredTable, verb: string) =>
   t.failed !== undefined
     ? `  table ${t.location}: could not be expired (${t.failed}); the next retention run catches up.`
-    : `  table ${t.location}: ${verb} ${t.tags.length} tag(s)${
+    : `  table ${t.location}: ${verb} ${plural(t.tags.length, "tag")}${
       t.tags.length === 0 ? "" : ` (${t.tags.join(", ")})`
-    }, ${t.files.length} file(s) only they use`
+    }, ${plural(t.files.length, "file")} only they use`
 
 /** What retention did; with --json, the plan and the tables' expiry as applied. */
 const carriedOut: Renderer<

@@ -29,7 +29,9 @@ export const runCommand = Command.make(
       )
     ),
     yes,
-    config: Args.file({ name: "config.json" })
+    config: Args.file({ name: "config.json" }).pipe(
+      Args.withDescription("The job config to run: nightly-export, backfill or retention (config/*.example.json).")
+    )
   },
   (o) =>
     Effect.gen(function*() {

@@ -12,6 +12,7 @@ import {
   type ShardsPlanned
 } from "../../pipelines/shards.ts"
 import { UsageError } from "../domain/ExitCode.ts"
+import { plural } from "../domain/Plural.ts"
 import type { ExportResult } from "../export/Export.ts"
 import type { Manifest } from "../export/Manifest.ts"
 import { type Plan, shardsOf } from "../export/Plan.ts"
@@ -30,6 +31,7 @@ import {
 } from "./common.ts"
 import { unfinishedWhenInterrupted } from "./Exit.ts"
 import { checkOutputDir, positive, type ProgressFlags, versionArg } from "./exporting.ts"
+import { CATALOG_VERSION_FLAG } from "./help.ts"
 import { loggerLayer } from "./Logging.ts"
 import { progressLayer } from "./progress.ts"
 import { render, type Renderer } from "./render.ts"
@@ -90,7 +92,7 @@ export const planCommand = Command.make(
     ...globalOptions,
     catalog: Options.text("catalog").pipe(Options.withDescription("Catalog HRN.")),
     layer: Options.text("layer").pipe(Options.withDescription("Layer id (a versioned or volatile layer).")),
-    version: Options.text("version").pipe(
+    version: Options.text(CATALOG_VERSION_FLAG).pipe(
       Options.withDefault("latest"),
       Options.withDescription("Catalog version to export, or 'latest'.")
     ),
@@ -201,24 +203,24 @@ const shardRun: Renderer<ShardShown> = {
   text: (r) => {
     if (r._tag === "CommittedBefore") {
       return [
-        `Already committed: ${
-          committedAs(r.dir, r.table)
-        } (${r.manifest.partitions} partitions); shard ${r.shard} has nothing to do.`
+        `Already committed: ${committedAs(r.dir, r.table)} (${
+          plural(r.manifest.partitions, "partition")
+        }); shard ${r.shard} has nothing to do.`
       ]
     }
     const { plan, result, shard, shards, elapsedMs, counters } = r.outcome
     if (result._tag === "AlreadyExported") return [describeResult(result, elapsedMs, counters.retries)]
     const m = result.shard
     const reused = counters.skippedParts > 0
-      ? `, ${counters.skippedParts} part(s) reused from an interrupted run`
+      ? `, ${plural(counters.skippedParts, "part")} reused from an interrupted run`
       : ""
     return [
       `Exported shard ${shard} of ${shards} (${plan.catalogHrn} ${plan.layerId} ${
         plan.layerType === "volatile" ? `snapshot ${plan.snapshot}` : `version ${plan.version}`
       }): ` +
-      `${m.partitions} partitions (${m.deleted} deleted), ${
-        (m.bytes / 1e6).toFixed(1)
-      } MB, ${m.files.length} file(s) in ${(elapsedMs / 1000).toFixed(1)} s ` +
+      `${plural(m.partitions, "partition")} (${m.deleted} deleted), ${(m.bytes / 1e6).toFixed(1)} MB, ${
+        plural(m.files.length, "file")
+      } in ${(elapsedMs / 1000).toFixed(1)} s ` +
       `(${counters.retries} retries${reused}) -> ${result.dir}. Commit once every shard has finished: catalog-export commit --plan ${r.location}`
     ]
   }
@@ -236,7 +238,9 @@ export const runShardCommand = (s: ShardRunSettings, o: GlobalOptions & Progress
     const count = shardsOf(located.plan).length
     if (shard >= count) {
       return yield* new UsageError({
-        message: `Shard ${shard} (${from}) does not exist: ${located.location} has ${count} shard(s), 0..${count - 1}.`
+        message: `Shard ${shard} (${from}) does not exist: ${located.location} has ${plural(count, "shard")}, 0..${
+          count - 1
+        }.`
       })
     }
     yield* checkOutputDir(located.dest.name)
@@ -266,10 +270,10 @@ const committed: Renderer<{ readonly result: ExportResult; readonly shards: numb
         ? `Already committed: ${committedAs(result.dir, result.table)}; nothing to do.`
         : `Committed ${m.catalogHrn} ${m.layerId} ${
           m.layerType === "volatile" ? `snapshot ${m.snapshot}` : `version ${m.version}`
-        } from ${shards} shard(s): ` +
-          `${m.partitions} partitions (${m.deleted} deleted), ${
-            (m.bytes / 1e6).toFixed(1)
-          } MB, ${m.files.length} file(s) in ${(elapsedMs / 1000).toFixed(1)} s -> ${result.dir}`,
+        } from ${plural(shards, "shard")}: ` +
+          `${plural(m.partitions, "partition")} (${m.deleted} deleted), ${(m.bytes / 1e6).toFixed(1)} MB, ${
+            plural(m.files.length, "file")
+          } in ${(elapsedMs / 1000).toFixed(1)} s -> ${result.dir}`,
       ...(result.table === undefined
         ? []
         : [`  table ${result.table.location}, tag ${result.table.tag}, metadata ${result.table.metadataFile}`])

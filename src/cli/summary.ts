@@ -4,8 +4,9 @@ import * as Option from "effect/Option"
 import * as Predicate from "effect/Predicate"
 import { fileURLToPath } from "node:url"
 import { decodeCounts } from "../../pipelines/backfill.ts"
-import type { LayerOutcome, LayerResult, MinimumRaised } from "../../pipelines/nightly-export.ts"
+import type { LayerOutcome, LayerPreview, LayerResult, MinimumRaised } from "../../pipelines/nightly-export.ts"
 import { ExitCode } from "../domain/ExitCode.ts"
+import { plural } from "../domain/Plural.ts"
 import { TOOL } from "../domain/Tool.ts"
 import type { Failover } from "../export/Failover.ts"
 import { writeJson } from "../export/Json.ts"
@@ -55,20 +56,20 @@ export const describeResult = (result: LayerResult, elapsedMs: number, retries: 
     return `Already exported ${what(m)} (${record}); nothing to do. Use --force to export again.`
   }
   const reused = result.counters.skippedParts > 0
-    ? `, ${result.counters.skippedParts} part(s) reused from an interrupted run`
+    ? `, ${plural(result.counters.skippedParts, "part")} reused from an interrupted run`
     : ""
   const files = result.table === undefined
-    ? `${m.files.length} file(s)`
-    : `${result.table.dataFiles} data and ${result.table.deleteFiles} delete file(s)`
+    ? plural(m.files.length, "file")
+    : `${result.table.dataFiles} data and ${plural(result.table.deleteFiles, "delete file")}`
   const fetching = result.counters.fetching
   const limit = fetching === undefined
     ? ""
     : `, ${fetching.adaptive ? "found" : "pinned"} ${fetching.current} in flight${
       fetching.throttled === 0 ? "" : `, ${fetching.throttled} throttled`
     }`
-  return `Exported ${what(m)}: ${m.partitions} partitions (${m.deleted} deleted)${describeDecode(m.decode)}, ${
-    mb(m.bytes)
-  }, ${files} ` +
+  return `Exported ${what(m)}: ${plural(m.partitions, "partition")} (${m.deleted} deleted)${
+    describeDecode(m.decode)
+  }, ${mb(m.bytes)}, ${files} ` +
     `in ${(elapsedMs / 1000).toFixed(1)} s (${rate(m.partitions, elapsedMs).toFixed(0)} partitions/s, ` +
     `${
       (m.bytes / 1e6 / Math.max(elapsedMs / 1000, 0.001)).toFixed(1)
@@ -196,11 +197,13 @@ export const outcomeLines = (o: LayerOutcome, showHints: boolean): ReadonlyArray
     ...(hint === undefined ? [] : [`  query it: ${hint}`]),
     ...(o.pruned.length === 0
       ? []
-      : [`  removed ${o.pruned.length} older snapshot(s) (keeping the newest): ${o.pruned.join(", ")}`]),
+      : [`  removed ${plural(o.pruned.length, "older snapshot")} (keeping the newest): ${o.pruned.join(", ")}`]),
     ...(o.compacted === undefined
       ? []
       : [
-        `  compacted the table: ${o.compacted.rewritten} data file(s) rewritten, delete files ${o.compacted.deleteFilesBefore} -> ${o.compacted.deleteFilesAfter}`
+        `  compacted the table: ${
+          plural(o.compacted.rewritten, "data file")
+        } rewritten, delete files ${o.compacted.deleteFilesBefore} -> ${o.compacted.deleteFilesAfter}`
       ])
   ]
 }
@@ -321,3 +324,33 @@ export const writeRunReport = (
   }).pipe(
     Effect.catchAll((e) => Effect.logWarning(`could not write the run report ${RUN_REPORT} in ${out}: ${e.message}`))
   )
+
+/** What a run would do with a layer (a dry run), or how it would fail. */
+export type Previewed =
+  & { readonly catalog: string; readonly layer: string }
+  & (
+    | LayerPreview
+    | { readonly action: "fail"; readonly exitCode: ExitCode; readonly error: string }
+  )
+
+export const describePreview = (p: Previewed) => {
+  const name = `${p.catalog} ${p.layer}`
+  switch (p.action) {
+    case "export":
+      return `Would export ${name} version ${p.version} (${
+        p.mode === "changes" ? `the changes since version ${p.baseVersion}` : "full"
+      }, ${plural(p.parts, "metadata part")})${p.note === undefined ? "" : `: ${p.note}`}.`
+    case "up-to-date":
+      return `${name}: up to date at version ${p.version}, nothing to export.`
+    case "already-exported":
+      return `${name}: version ${p.version} is already exported, nothing to export.`
+    case "fail":
+      return `${name} would fail (exit ${p.exitCode}): ${p.error}`
+  }
+}
+
+/** A nightly job's dry run: what each layer would do; one JSON object with --json. */
+export const previewed: Renderer<ReadonlyArray<Previewed>> = {
+  json: (layers) => ({ dryRun: true, layers }),
+  text: (layers) => [...layers.map(describePreview), "Dry run: nothing was changed."]
+}

@@ -1,6 +1,7 @@
 import * as Duration from "effect/Duration"
 import * as Schema from "effect/Schema"
 import { ExitCode } from "../domain/ExitCode.ts"
+import { plural } from "../domain/Plural.ts"
 
 /** How far to raise a catalog's minimum version. */
 export type Policy =
@@ -10,7 +11,7 @@ export type Policy =
 
 export const describePolicy = (policy: Policy): string =>
   policy._tag === "KeepLast"
-    ? `keep the last ${policy.count} version(s)`
+    ? `keep the last ${plural(policy.count, "version")}`
     : policy._tag === "OlderThan"
     ? `delete versions older than ${Duration.format(policy.age)}`
     : `minimum version ${policy.version}`

@@ -72,7 +72,7 @@ describe("catalogs and layers commands", () => {
       catalogBody("cli-made", [layer("places", "versioned"), layer("events", "stream")], { region: "US West" })
     )
     expect(ok(await cli(["catalogs", "create", "--file", file, "--wait"])).trim()).toBe(
-      `Created ${hrnOf("cli-made")} with 2 layer(s).`
+      `Created ${hrnOf("cli-made")} with 2 layers.`
     )
     const catalog = await expectJson<any>(await svc.get(`/config/v1/catalogs/${hrnOf("cli-made")}`), 200)
     expect(catalog.replication).toEqual({ regions: [{ id: "us-oregon", role: "primary" }] })

@@ -55,15 +55,15 @@ describe("the command registry", () => {
 
     const help = await cli(["--help"])
     expect(help.code).toBe(0)
-    const listed = allNames.map((name) => help.stdout.search(new RegExp(`^  - ${name} `, "m")))
+    const listed = allNames.map((name) => help.stdout.search(new RegExp(`^${name}  `, "m")))
     expect(listed.every((at) => at >= 0), help.stdout).toBe(true)
     expect(listed).toEqual([...listed].sort((a, b) => a - b))
     // One line per command, with its summary and no flags (those are under `<command> --help`).
-    const lines = help.stdout.split("\n").filter((l) => l.startsWith("  - "))
+    const lines = help.stdout.split("\n").filter((l) => /^[a-z]+ {2,}/.test(l))
     expect(lines).toHaveLength(allNames.length)
     const summaries = Object.fromEntries(commandModules.flatMap((m) => Object.entries(m.commands)))
     for (const line of lines) {
-      const [, name, summary] = /^ {2}- (\S+) +(.+)$/.exec(line)!
+      const [, name, summary] = /^(\S+) {2,}(.+)$/.exec(line)!
       expect(summary, line).toBe(summaries[name!])
       expect(line, line).not.toMatch(/--|\[/)
       expect(line.length, line).toBeLessThanOrEqual(100)

@@ -174,7 +174,7 @@ describe("the interface's wording", () => {
         const id = `interface-answer-${wait.length}`
         const created = await cli(["catalogs", "create", "--file", body(id), ...wait, ...via(proxy)])
         expect(created.code, created.stderr).toBe(0)
-        expect(created.stdout.trim()).toBe(`Created hrn:local:data:::${id} with 1 layer(s).`)
+        expect(created.stdout.trim()).toBe(`Created hrn:local:data:::${id} with 1 layer.`)
         expect((await catalogConfig(`hrn:local:data:::${id}`)).layers.map((l: { id: string }) => l.id)).toEqual(["v"])
       }
     } finally {
@@ -182,7 +182,7 @@ describe("the interface's wording", () => {
     }
     const linked = await cli(["catalogs", "create", "--file", body("interface-link"), "--wait", ...via(proxy)])
     expect(linked.code, linked.stderr).toBe(0)
-    expect(linked.stdout.trim()).toBe("Created hrn:local:data:::interface-link with 1 layer(s).")
+    expect(linked.stdout.trim()).toBe("Created hrn:local:data:::interface-link with 1 layer.")
   })
 
   it("PUT and DELETE automaticVersionDeletion answering 202 with no body: retention auto waits until the configuration shows it", async () => {

@@ -142,7 +142,7 @@ describe("the retention guard", () => {
     const warnings = dry.stderr.split("\n").filter((l) => l.startsWith("warning: "))
     expect(warnings).toHaveLength(1)
     expect(warnings[0]).toContain(
-      "1 partition(s) of the versions that stay reference data handles first published in versions this deletes"
+      "1 partition of the versions that stay reference data handles first published in versions this deletes"
     )
     expect(warnings[0]).toContain(
       "'reuser' of layer 'places' (version 5, data handle shared-handle-1, published by version 4)"

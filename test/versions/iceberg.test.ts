@@ -221,7 +221,7 @@ describe("export --format iceberg", () => {
 
     const r = await retention()
     expect(r.code, r.stderr).toBe(0)
-    expect(r.stdout).toContain(`table ${tableUri()}: expired 2 tag(s)`)
+    expect(r.stdout).toContain(`table ${tableUri()}: expired 2 tags`)
     const m = metadataJson()
     expect(Object.keys(m.refs).filter((t) => t === "v0" || t === "v1")).toEqual([])
     for (const uri of doomed) expect(fs.existsSync(new URL(uri.replace(/\/$/, ""))), uri).toBe(false)

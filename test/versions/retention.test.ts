@@ -151,9 +151,9 @@ describe("retention", () => {
     const result = await retention("--keep-last", "5", "--dry-run", "--skip-export-check")
     expect(result.code, result.stderr).toBe(0)
     const iso = (v: number) => new Date(before.find((i) => i.version === v)!.timestamp).toISOString()
-    expect(result.stdout).toContain(`Catalog ${DEMO}: minimum version 0, latest 7. Policy: keep the last 5 version(s).`)
+    expect(result.stdout).toContain(`Catalog ${DEMO}: minimum version 0, latest 7. Policy: keep the last 5 versions.`)
     expect(result.stdout).toContain(
-      `Raising the minimum version to 3 deletes versions 0..2 (3 version(s), created ${iso(0)} to ${iso(2)}).`
+      `Raising the minimum version to 3 deletes versions 0..2 (3 versions, created ${iso(0)} to ${iso(2)}).`
     )
     expect(result.stdout).toContain(
       "This cannot be undone: deleted versions, their partition metadata and their data are removed permanently."
@@ -255,7 +255,7 @@ describe("retention", () => {
     }
     expect(target).toBe(8)
     const iso = (v: number) => new Date(infos.find((i) => i.version === v)!.timestamp).toISOString()
-    expect(dry.stdout).toContain(`deletes versions 3..7 (5 version(s), created ${iso(3)} to ${iso(7)})`)
+    expect(dry.stdout).toContain(`deletes versions 3..7 (5 versions, created ${iso(3)} to ${iso(7)})`)
     expect(await minimumVersion(svc)).toBe(3)
 
     const real = await plan({ _tag: "OlderThan", age: Duration.seconds(8) })
