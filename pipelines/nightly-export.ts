@@ -19,7 +19,7 @@ import { planExport, type Planned } from "../src/export/Incremental.ts"
 import { ConnectionFields } from "../src/export/JobConfig.ts"
 import { runExport } from "../src/export/Lazy.ts"
 import { versionBounds } from "../src/export/Plan.ts"
-import { Counters, tracking } from "../src/export/Progress.ts"
+import { Counters, expectedPartitions, tracking } from "../src/export/Progress.ts"
 import {
   DecodeOverrides,
   decodeRequest,
@@ -370,6 +370,8 @@ export type LayerPreview =
     readonly baseVersion?: number | undefined
     /** Metadata parts the listing is split into. */
     readonly parts: number
+    /** Partitions a full export of a versioned layer lists (the versions answer's count), when the service counts them. */
+    readonly partitions?: number | undefined
     /** Why the plan is not what was asked (e.g. a full export instead of changes). */
     readonly note?: string | undefined
   }
@@ -393,6 +395,7 @@ export const previewLayer = (
       mode: plan.mode,
       baseVersion: plan.baseVersion,
       parts: Math.max(1, plan.parts.length),
+      partitions: yield* expectedPartitions(plan),
       note: planned.note
     } satisfies LayerPreview
   })

@@ -339,7 +339,9 @@ export const describePreview = (p: Previewed) => {
     case "export":
       return `Would export ${name} version ${p.version} (${
         p.mode === "changes" ? `the changes since version ${p.baseVersion}` : "full"
-      }, ${plural(p.parts, "metadata part")})${p.note === undefined ? "" : `: ${p.note}`}.`
+      }, ${p.partitions === undefined ? "" : `${plural(p.partitions, "partition")} in `}${
+        plural(p.parts, "metadata part")
+      })${p.note === undefined ? "" : `: ${p.note}`}.`
     case "up-to-date":
       return `${name}: up to date at version ${p.version}, nothing to export.`
     case "already-exported":

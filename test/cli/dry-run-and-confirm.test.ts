@@ -7,6 +7,7 @@ import { execFile } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { beforeAll, describe, expect, it } from "vitest"
+import { serviceState } from "../reliability/support.ts"
 import { BIN, cli } from "../support/cli.ts"
 import { cleanups, filesBelow } from "../support/files.ts"
 import { DEMO, startService, type TestService } from "../support/service.ts"
@@ -121,8 +122,9 @@ describe("run CONFIG --dry-run", () => {
     })
     const text = await cli(["run", job, "--dry-run"])
     expect(text.code, text.stderr).toBe(4)
+    const partitions = (await serviceState(svc, "places", 7)).size
     expect(text.stdout.trim().split("\n")).toEqual([
-      `Would export ${DEMO} places version 7 (full, 2 metadata parts).`,
+      `Would export ${DEMO} places version 7 (full, ${partitions} partitions in 2 metadata parts).`,
       expect.stringMatching(new RegExp(`^${DEMO} no-such-layer would fail \\(exit 4\\): .*no layer 'no-such-layer'`)),
       "Dry run: nothing was changed."
     ])
@@ -136,7 +138,8 @@ describe("run CONFIG --dry-run", () => {
       action: "export",
       version: 7,
       mode: "full",
-      parts: 2
+      parts: 2,
+      partitions
     })
     expect(document.layers[1]).toMatchObject({ layer: "no-such-layer", action: "fail", exitCode: 4 })
     expect(fs.existsSync(out), `${out} was created`).toBe(false)

@@ -12,6 +12,7 @@ import { EXIT_MEANINGS } from "../../src/cli/Exit.ts"
 import { ExitCode } from "../../src/domain/ExitCode.ts"
 import { TOOL } from "../../src/domain/Tool.ts"
 import { defaults } from "../../src/export/Settings.ts"
+import { serviceState } from "../reliability/support.ts"
 import { cli, failureLines } from "../support/cli.ts"
 import { cleanups } from "../support/files.ts"
 import { DEMO, startService, type TestService } from "../support/service.ts"
@@ -174,15 +175,17 @@ describe("--version after export is the catalog version", () => {
     expect(r.code, r.stderr).toBe(0)
     expect(r.stdout).not.toContain(TOOL.version)
     const document = JSON.parse(r.stdout) as { dryRun: boolean; layers: Array<Record<string, unknown>> }
+    const planned = version === "latest" ? 3 : Number(version)
     expect(document).toEqual({
       dryRun: true,
       layers: [{
         catalog: DEMO,
         layer: "places",
         action: "export",
-        version: version === "latest" ? 3 : Number(version),
+        version: planned,
         mode: "full",
-        parts: defaults.parts
+        parts: defaults.parts,
+        partitions: (await serviceState(svc, "places", planned)).size
       }]
     })
     expect(r.stdout).not.toMatch(/_tag|Planned/)
@@ -208,7 +211,9 @@ describe("--version after export is the catalog version", () => {
     const r = await dryRun("--parts", "1")
     expect(r.code, r.stderr).toBe(0)
     expect(r.stdout.trim().split("\n")).toEqual([
-      `Would export ${DEMO} places version 3 (full, 1 metadata part).`,
+      `Would export ${DEMO} places version 3 (full, ${
+        (await serviceState(svc, "places", 3)).size
+      } partitions in 1 metadata part).`,
       "Dry run: nothing was changed."
     ])
   })
