@@ -39,7 +39,8 @@ export const forParser = (args: ReadonlyArray<string>): Array<string> =>
 export const versionWithoutValue = (args: ReadonlyArray<string>): string | undefined => {
   const at = args.indexOf(`--${CATALOG_VERSION_FLAG}`)
   const value = args[at + 1]
-  return at === -1 || (value !== undefined && !value.startsWith("-"))
+  // A value may be negative (`--version -1` is refused by the flag's own check, naming the value).
+  return at === -1 || (value !== undefined && !value.startsWith("--"))
     ? undefined
     : `--version of '${TOOL.name} ${
       args[0]

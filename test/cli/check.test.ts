@@ -78,7 +78,7 @@ describe("check", () => {
     expect(run.stdout).toMatch(
       /^ok {4}output {10}.*\/out: does not exist yet; .* is writable, so it can be created \(\d+\.\d GB free\)$/m
     )
-    expect(linesOf(run.stdout).at(-1)).toBe("9 ok, 0 warning(s), 0 failed. Exit 0: done, or nothing to do.")
+    expect(linesOf(run.stdout).at(-1)).toBe("9 ok, 0 warnings, 0 failed. Exit 0: done, or nothing to do.")
     // Nothing was created, nothing was left behind by the write probe.
     expect(fs.readdirSync(dir)).toEqual(["job.json"])
   })
@@ -102,7 +102,7 @@ describe("check", () => {
     expect(statusOf(run.stdout)).toEqual([["FAIL", "credentials"], ["skip", "token"], ["ok", "output"]])
     expect(run.stdout).toMatch(/^FAIL {2}credentials .*missing\.properties.*the file does not exist.* \[exit 3\]$/m)
     expect(linesOf(run.stdout).at(-1)).toMatch(
-      /^1 ok, 0 warning\(s\), 1 failed, 1 skipped\. Exit 3: authentication or permission/
+      /^1 ok, 0 warnings, 1 failed, 1 skipped\. Exit 3: authentication or permission/
     )
   })
 
@@ -271,7 +271,7 @@ describe("check", () => {
       "output"
     ])
     expect(checked.stdout).toMatch(
-      new RegExp(`^ok {4}decision {8}${DEMO} roads 0\\.\\.1: a run would export version\\(s\\) 0`, "m")
+      new RegExp(`^ok {4}decision {8}${DEMO} roads 0\\.\\.1: a run would export versions 0, 1$`, "m")
     )
     expect(checked.stdout).toMatch(/^ok {4}output {10}\S+: writable \(/m)
   })

@@ -398,6 +398,6 @@ describe("export --plan without a shard", () => {
       credentials
     ], { env: { ...env, CLOUD_RUN_TASK_INDEX: "2" } })
     expect(outOfRange.code).toBe(2)
-    expect(outOfRange.stderr).toMatch(/Shard 2 \(CLOUD_RUN_TASK_INDEX\) does not exist: .* has 2 shard\(s\), 0\.\.1\./)
+    expect(outOfRange.stderr).toMatch(/Shard 2 \(CLOUD_RUN_TASK_INDEX\) does not exist: .* has 2 shards, 0\.\.1\./)
   })
 })
