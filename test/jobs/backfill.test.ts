@@ -152,7 +152,7 @@ describe("backfill", () => {
     expect(result.code, result.stderr).toBe(0)
     const lines = result.stdout.trim().split("\n")
     expect(lines[0]).toBe("versions 0..6: the layer has no data yet, skipped")
-    expect(lines[1]).toMatch(/^version 7: exported 1 partitions/)
+    expect(lines[1]).toMatch(/^version 7: exported 1 partition,/)
     expect(committed(out, "fresh")).toEqual([7])
   })
 
