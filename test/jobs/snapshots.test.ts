@@ -46,7 +46,7 @@ describe("--keep-snapshots", () => {
     const kept = committed(out)
     expect(kept).toHaveLength(2)
     expect(kept[0]).toBe(second)
-    expect(third.stdout).toMatch(/removed 2 older snapshot\(s\) \(keeping the newest\): /)
+    expect(third.stdout).toMatch(/removed 2 older snapshots \(keeping the newest\): /)
     expect(fs.existsSync(path.join(out, "demo", "traffic", first!))).toBe(false)
     expect(fs.existsSync(killed)).toBe(false)
     expect(fs.existsSync(future)).toBe(true)
