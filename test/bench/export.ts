@@ -326,10 +326,12 @@ const main = async () => {
   }
 
   if (wanted(3)) {
+    // Issue 23, target 3, as the issue measures it: the whole export's wall time minus a dry run's.
     const n = scale(20_000)
     const latency = 50
     const concurrency = 256
     await withServer(startFastServer(n, 1024, 2048, latency), async (server) => {
+      const dry = ours(server, out, concurrency, ["--dry-run"])
       const ourRun = ours(server, out, concurrency)
       await verify(out, n, true)
       const ideal = (concurrency * 1000) / latency
@@ -338,16 +340,14 @@ const main = async () => {
         first: number
         last: number
       }
-      const rate = (stats.blobs * 1000) / (stats.last - stats.first)
+      const window = (stats.blobs * 1000) / (stats.last - stats.first)
+      const rate = n / (ourRun.wallSeconds - dry.wallSeconds)
       say(`### 3. Latency-bound (${n} partitions, blobs answered after ${latency} ms, concurrency ${concurrency})`)
       say()
       say(
-        `catalog-export: ${
-          fmt(rate)
-        } partitions/s in the fetch phase (first blob request to last answer, as the server saw them; ` +
-          `${fmt(reportedRate(ourRun.stdout))}/s over the whole export, ${
-            fmt(ourRun.wallSeconds, 1)
-          } s wall with start-up); ` +
+        `catalog-export: ${fmt(rate)} partitions/s (${fmt(ourRun.wallSeconds, 1)} s wall minus ${
+          fmt(dry.wallSeconds, 1)
+        } s of a dry run; ${fmt(window)}/s from the first blob request to the last answer, as the server saw them); ` +
           `concurrency / latency = ${fmt(ideal)}/s; ratio ${fmt(rate / ideal, 2)} (target >= 0.9: ${
             verdict(rate >= 0.9 * ideal)
           })`
