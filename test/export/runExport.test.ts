@@ -9,7 +9,7 @@ import { makePlan, type PlanRequest } from "../../src/export/Plan.ts"
 import { TestCatalog } from "../support/catalog.ts"
 import { literal, query, readParquet, withDuckDB } from "../support/duckdb.ts"
 import { filesBelow, readJson, sha1, sha256File } from "../support/files.ts"
-import { expectedRows, HRN, stagesLayer, tempDir } from "./support.ts"
+import { expectedRows, filesOpenedAfterFirstBlobLayer, HRN, stagesLayer, tempDir } from "./support.ts"
 
 /**
  * runExport in this process: plan, list, fetch, write, checkpoint and commit, over the in-memory
@@ -236,6 +236,17 @@ describe("runExport", () => {
         }
       ])
     }).pipe(Effect.provide(stagesLayer())))
+
+  it.scoped("asks for the first blobs without waiting for the part's files to open", () =>
+    Effect.gen(function*() {
+      const catalog = yield* TestCatalog
+      const out = yield* tempDir
+      const result = yield* exportLayer(out, { layer: "places" })
+      expect(result._tag).toBe("Exported")
+      expect(yield* Effect.promise(() => readParquet(placesDir(out, 3)))).toEqual(
+        expectedRows(catalog, "places", catalog.partitionsAt("places", 3))
+      )
+    }).pipe(Effect.provide(filesOpenedAfterFirstBlobLayer())))
 })
 
 describe("runExport after a failure", () => {

@@ -10,7 +10,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import type { Partition } from "../../src/domain/Partition.ts"
 import { Encoder } from "../../src/encoder/Encoder.ts"
-import { InMemoryCatalog, layerTest } from "../support/catalog.ts"
+import { InMemoryCatalog, layerTest, TestCatalog } from "../support/catalog.ts"
 import type { ReadRow } from "../support/duckdb.ts"
 import { sha1 } from "../support/files.ts"
 
@@ -89,6 +89,35 @@ export const makeCatalog = (): InMemoryCatalog => {
 /** The client's test layers over `makeCatalog()` (or another), and the encoder on this thread. */
 export const stagesLayer = (catalog: () => InMemoryCatalog = makeCatalog) =>
   Layer.merge(layerTest(catalog), Encoder.inline)
+
+/**
+ * As `stagesLayer`, with an encoder that opens a writer's files only once the catalog has been asked
+ * for a blob (and dies after 5 s without one): an export completes only if its first blob requests
+ * do not wait for its files to open.
+ */
+export const filesOpenedAfterFirstBlobLayer = (catalog: () => InMemoryCatalog = makeCatalog) =>
+  Layer.provideMerge(
+    Layer.effect(
+      Encoder,
+      Effect.gen(function*() {
+        const test = yield* TestCatalog
+        const inline = yield* Effect.provide(Encoder, Encoder.inline)
+        // Real timers: the test clock of `it.scoped` would never move.
+        const firstBlobAsked = Effect.flatMap(
+          Effect.promise(async () => {
+            for (const end = Date.now() + 5000; Date.now() < end;) {
+              if (test.blobRequests.length > 0) return true
+              await new Promise((resolve) => setTimeout(resolve, 5))
+            }
+            return false
+          }),
+          (asked) => (asked ? Effect.void : Effect.dieMessage("no blob was asked for within 5 s of opening the files"))
+        )
+        return { open: (settings, workload) => Effect.zipRight(firstBlobAsked, inline.open(settings, workload)) }
+      })
+    ),
+    layerTest(catalog)
+  )
 
 /** A directory removed with the test's scope. */
 export const tempDir = Effect.acquireRelease(
