@@ -156,7 +156,12 @@ export interface Source {
 }
 
 /** `export` of a layer into `out`, measured; the defaults but for `extra`. */
-export const exportLayer = (source: Source, out: string, extra: ReadonlyArray<string> = []) =>
+export const exportLayer = (
+  source: Source,
+  out: string,
+  extra: ReadonlyArray<string> = [],
+  nodeArgs: ReadonlyArray<string> = []
+) =>
   measure(CLI, [
     "export",
     "--lookup-url",
@@ -171,7 +176,7 @@ export const exportLayer = (source: Source, out: string, extra: ReadonlyArray<st
     out,
     "--quiet",
     ...extra
-  ])
+  ], nodeArgs)
 
 export const DEMO_CATALOG = "hrn:local:data:::demo"
 
