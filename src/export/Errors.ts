@@ -84,10 +84,13 @@ export class ShardsUnfinished extends Schema.TaggedError<ShardsUnfinished>()("Sh
   }
 
   override get message() {
-    const missing = this.missing.length === 0 ? [] : [`shard(s) ${this.missing.join(", ")} have not finished`]
+    const shards = (ids: ReadonlyArray<number>) => `${ids.length === 1 ? "shard" : "shards"} ${ids.join(", ")}`
+    const missing = this.missing.length === 0
+      ? []
+      : [`${shards(this.missing)} ${this.missing.length === 1 ? "has" : "have"} not finished`]
     const broken = this.broken.map((b) => `shard ${b.shard} is damaged (${b.reason})`)
     const run = [...this.missing, ...this.broken.map((b) => b.shard)].sort((a, b) => a - b)
     return `Not committing ${this.plan}: ${[...missing, ...broken].join("; ")}. Nothing was committed. Run ` +
-      `catalog-export export --plan ${this.plan} --shard I for shard(s) ${run.join(", ")}, then commit again.`
+      `catalog-export export --plan ${this.plan} --shard I for ${shards(run)}, then commit again.`
   }
 }

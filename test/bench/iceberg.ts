@@ -22,6 +22,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { pathToFileURL } from "node:url"
 import { type Dispatcher, request } from "undici"
+import { plural } from "../../src/domain/Plural.ts"
 import { icebird } from "../support/icebird.ts"
 import { bearerToken, CLI, DEMO_CATALOG, exportLayer, measure, type Source, withLocalService } from "./support.ts"
 
@@ -264,7 +265,7 @@ const main = async () => {
       )
       console.log("")
       console.log(
-        `the exports compacted the table ${compactedByExports} time(s) on their own; \`compact\` took ${
+        `the exports compacted the table ${plural(compactedByExports, "time")} on their own; \`compact\` took ${
           fmt(compact.wallSeconds, 1)
         } s (${compactions(tableOut) - compactedByExports} compaction); ` +
           `the table holds ${bytesUnder(tableDir(tableOut))} bytes, a fresh full export of ${tag} ${

@@ -203,7 +203,7 @@ describe.each([
       const commit = () => run(podCommand(job("commit.yaml"), config, { PLAN: line.plan }))
       const early = await commit()
       expect(early.code).toBe(7)
-      expect(early.stderr).toMatch(/shard\(s\) 2 have not finished\. Nothing was committed\./)
+      expect(early.stderr).toMatch(/shard 2 has not finished\. Nothing was committed\./)
       const manifestKey = "demo/places/version=0/_manifest.json"
       if (isLocal) expect(fs.existsSync(path.join(out, manifestKey))).toBe(false)
       else expect(await store.keys(`k8s/${manifestKey}`)).toEqual([])

@@ -50,10 +50,10 @@ describe("commit", () => {
       const early = yield* Effect.flip(commitPlan(dest, plan))
       expect(early).toMatchObject({ _tag: "ShardsUnfinished", missing: [1], broken: [] })
       expect(early.message).toBe(
-        `Not committing ${path.join(out, DIR, "_plan.json")}: shard(s) 1 have not finished. Nothing was committed. ` +
+        `Not committing ${path.join(out, DIR, "_plan.json")}: shard 1 has not finished. Nothing was committed. ` +
           `Run catalog-export export --plan ${
             path.join(out, DIR, "_plan.json")
-          } --shard I for shard(s) 1, then commit again.`
+          } --shard I for shard 1, then commit again.`
       )
       expect(fs.existsSync(path.join(out, DIR, "_manifest.json"))).toBe(false)
       expect(fs.existsSync(path.join(out, "roads", "places", "_state.json"))).toBe(false)
