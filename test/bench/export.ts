@@ -255,7 +255,7 @@ const withServer = async <A>(server: Promise<FastServer>, f: (server: FastServer
 
 const main = async () => {
   fs.mkdirSync(TMP, { recursive: true })
-  // The CLI as users run it: the bundle (built by `prepare`, or on first start in a checkout).
+  // Builds the bundle when a source is newer (the checkout's own command), before anything is measured.
   execFileSync(process.execPath, [path.join(ROOT, "src", "cli", "bin.mjs"), "--version"], { stdio: "ignore" })
   await bundleNaive()
   const load = os.loadavg()[0]!
