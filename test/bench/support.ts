@@ -28,10 +28,11 @@ const INSTALLED = path.join(
  */
 export const CLI = path.join(INSTALLED, "src", "cli", "bin.mjs")
 
+/** Lays out (again: the build's bin.mjs may have changed) the installed copy CLI runs. */
 const installCli = () => {
-  if (fs.existsSync(CLI)) return
   fs.mkdirSync(path.dirname(CLI), { recursive: true })
   fs.copyFileSync(path.join(path.dirname(path.dirname(BUNDLE)), "src", "cli", "bin.mjs"), CLI)
+  fs.rmSync(path.join(INSTALLED, "dist"), { force: true })
   fs.symlinkSync(path.dirname(BUNDLE), path.join(INSTALLED, "dist"))
 }
 export const TSX = path.join(ROOT, "node_modules", "tsx", "dist", "cli.mjs")
