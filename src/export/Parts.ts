@@ -58,7 +58,7 @@ export class PartWriter {
 
   /**
    * `run` names this run's files apart from any other run's. Returns at once: the files are opened
-   * meanwhile (on the encoder thread, starting it takes ~150 ms), so the part's first blob requests do
+   * meanwhile (on the encoder thread, starting it takes ~175 ms), so the part's first blob requests do
    * not wait for them; an error opening them fails the first `write` or `finish`.
    */
   static open = (
