@@ -1,13 +1,44 @@
 import { fileURLToPath } from "node:url"
 import { defineConfig } from "vitest/config"
 
+/**
+ * Files whose assertions read the machine's timing or memory (an adaptive limit that grows while latency
+ * stays flat, peak RSS, memory growth, progress intervals, a service's latency under attack): they run one
+ * at a time after the others, with nothing else beside them.
+ */
+const quiet = [
+  "test/export/concurrency.test.ts",
+  "test/export/large-blobs.test.ts",
+  "test/server/large-listing.test.ts",
+  "test/reliability/security.test.ts",
+  "test/cli/progress.test.ts"
+]
+
 export default defineConfig({
   root: fileURLToPath(new URL("..", import.meta.url)),
   test: {
-    include: ["test/**/*.test.ts"],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: "forks",
-    globalSetup: ["test/globalSetup.ts"]
+    // Two files at a time: most of a file's time is child processes (the CLI, the local service, object
+    // stores) and waiting on them, so two fill two cores (vitest's default is one worker on two cores).
+    maxWorkers: 2,
+    minWorkers: 1,
+    globalSetup: ["test/globalSetup.ts"],
+    projects: [
+      {
+        extends: true,
+        test: { name: "shared", include: ["test/**/*.test.ts"], exclude: quiet, sequence: { groupOrder: 0 } }
+      },
+      {
+        extends: true,
+        test: {
+          name: "quiet",
+          include: quiet,
+          poolOptions: { forks: { singleFork: true } },
+          sequence: { groupOrder: 1 }
+        }
+      }
+    ]
   }
 })
