@@ -155,8 +155,7 @@ const ours = (
   server: FastServer,
   out: string,
   concurrency: number | undefined,
-  extra: ReadonlyArray<string> = [],
-  nodeArgs: ReadonlyArray<string> = []
+  extra: ReadonlyArray<string> = []
 ) => {
   fs.rmSync(out, { recursive: true, force: true })
   return exportLayer(server, out, [
@@ -166,7 +165,7 @@ const ours = (
     "zstd",
     ...(concurrency === undefined ? [] : ["--concurrency", String(concurrency)]),
     ...extra
-  ], nodeArgs)
+  ])
 }
 
 /** The standalone Parquet writer (test/bench/writers.ts) writing `total` bytes of `rowBytes` rows into `dir`. */
@@ -516,42 +515,22 @@ const main = async () => {
   if (wanted(5)) {
     const small = scale(20_000)
     const large = scale(200_000)
-    // As installed (Node's defaults), and as the Docker image runs it (docs/exporting.md, "Memory").
-    const variants = [
-      { name: "Node's defaults", nodeArgs: [] },
-      { name: "--max-semi-space-size=16 (the Docker image)", nodeArgs: ["--max-semi-space-size=16"] }
-    ]
-    const runs = new Map<string, Map<number, { rss: number; cpu: number }>>()
+    const runs = new Map<number, { rss: number; cpu: number }>()
     for (const n of [small, large]) {
       await withServer(startFastServer(n, 1536, 2048), async (server) => {
-        for (const variant of variants) {
-          const ourRun = ours(server, out, 32, [], variant.nodeArgs)
-          await verify(out, n, true)
-          const byCount = runs.get(variant.name) ?? new Map()
-          runs.set(variant.name, byCount)
-          byCount.set(n, { rss: ourRun.maxRssMb, cpu: ourRun.cpuSeconds })
-        }
+        const ourRun = ours(server, out, 32)
+        await verify(out, n, true)
+        runs.set(n, { rss: ourRun.maxRssMb, cpu: ourRun.cpuSeconds })
       })
     }
+    const growth = runs.get(large)!.rss / runs.get(small)!.rss
     say(`### 5. Flat memory (~1.7 KiB, concurrency 32)`)
     say()
-    say(`| Node options | peak RSS MB at ${small} | at ${large} | ratio | CPU s at ${large} |`)
-    say("|---|---|---|---|---|")
-    for (const variant of variants) {
-      const byCount = runs.get(variant.name)!
-      say(
-        `| ${variant.name} | ${fmt(byCount.get(small)!.rss)} | ${fmt(byCount.get(large)!.rss)} | ${
-          fmt(byCount.get(large)!.rss / byCount.get(small)!.rss, 2)
-        } | ${fmt(byCount.get(large)!.cpu, 1)} |`
-      )
-    }
-    say()
-    const installed = runs.get(variants[0]!.name)!
-    const growth = installed.get(large)!.rss / installed.get(small)!.rss
     say(
-      `Node's defaults: ratio ${fmt(growth, 2)} (target <= 1.2: ${verdict(growth <= 1.2)}; <= 250 MB: ${
-        verdict(installed.get(large)!.rss <= 250)
-      })`
+      `peak RSS: ${fmt(runs.get(small)!.rss)} MB at ${small} partitions, ${fmt(runs.get(large)!.rss)} MB at ${large} ` +
+        `(${fmt(runs.get(large)!.cpu, 1)} s CPU); ratio ${fmt(growth, 2)} (target <= 1.2: ${
+          verdict(growth <= 1.2)
+        }; <= 250 MB: ${verdict(runs.get(large)!.rss <= 250)})`
     )
     say()
   }

@@ -176,12 +176,7 @@ export interface Source {
 }
 
 /** `export` of a layer into `out`, measured; the defaults but for `extra`. */
-export const exportLayer = (
-  source: Source,
-  out: string,
-  extra: ReadonlyArray<string> = [],
-  nodeArgs: ReadonlyArray<string> = []
-) =>
+export const exportLayer = (source: Source, out: string, extra: ReadonlyArray<string> = []) =>
   measure(CLI, [
     "export",
     "--lookup-url",
@@ -196,7 +191,7 @@ export const exportLayer = (
     out,
     "--quiet",
     ...extra
-  ], nodeArgs)
+  ])
 
 export const DEMO_CATALOG = "hrn:local:data:::demo"
 

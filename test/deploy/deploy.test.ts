@@ -123,15 +123,6 @@ describe("the Dockerfile", () => {
     expect(dockerfile).toMatch(/^USER node$/m)
     expect(dockerfile).toMatch(/^ENTRYPOINT \["catalog-export"\]$/m)
   })
-
-  it("keeps V8's young generation small (flat memory over long exports, docs/exporting.md), as Node accepts", async () => {
-    const dockerfile = fs.readFileSync(path.join(ROOT, "Dockerfile"), "utf8")
-    const options = /^ENV NODE_OPTIONS=(.+)$/m.exec(dockerfile)?.[1]
-    expect(options).toBe("--max-semi-space-size=16")
-    // Node refuses to start (exit 9) with an option NODE_OPTIONS may not carry.
-    const run = await cli(["--version"], { env: { NODE_OPTIONS: options } })
-    expect(run.code, run.stderr).toBe(0)
-  })
 })
 
 /** Rows of an export directory (DuckDB, per-row sha1 of the data), sorted by partition. */
