@@ -2,7 +2,8 @@
  * An export's memory stays flat over a long run (docs/exporting.md, "Memory"): the command keeps V8's
  * young generation at the size it starts with (src/cli/main.ts), where V8 would grow it, run by run,
  * to 64 MiB of collected garbage. Measured in the real CLI by a module Node preloads (NODE_OPTIONS
- * --import) that samples the young generation's size through node:v8 and writes the largest at exit.
+ * --import) that samples the young generation's size through node:v8 and writes the largest at exit:
+ * a line per thread (the encoder thread loads it too).
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -38,20 +39,21 @@ beforeAll(async () => {
 }, 120_000)
 afterAll(() => svc?.close())
 
-/** `catalog-export ARGS` with the probe: the largest size of its young generation, in bytes. */
+/** `catalog-export ARGS` with the probe: the largest size of a young generation of its threads, in bytes. */
 const youngGeneration = async (name: string, args: ReadonlyArray<string>) => {
   const out = path.join(svc.dir, `${name}.size`)
   const r = await cli(args, {
     env: { NODE_OPTIONS: `--import=${pathToFileURL(probe).href}`, YOUNG_GENERATION_OUT: out }
   })
   expect(r.code, r.stderr).toBe(0)
-  return { run: r, bytes: Number(fs.readFileSync(out, "utf8").trim()) }
+  const sizes = fs.readFileSync(out, "utf8").trim().split("\n").map(Number)
+  expect(sizes.every((n) => n > 0), sizes.join(", ")).toBe(true)
+  return { run: r, bytes: Math.max(...sizes) }
 }
 
 describe("the young generation", () => {
   it(`stays at its starting size through an export of ${PARTITIONS} partitions`, async () => {
     const start = await youngGeneration("version", ["--version"])
-    expect(start.bytes).toBeGreaterThan(0)
 
     const dir = path.join(svc.dir, "out")
     const exported = await youngGeneration("export", [
