@@ -9,7 +9,8 @@
  * `--limit M` is the app's limit of a platform: a blob read arriving while M reads are in flight is
  * answered 429 with `Retry-After: 1`. Prints one JSON line once listening: {"url", "lookupUrl",
  * "catalog", "layer"}. GET /bench/stats says how many blobs were asked for (and of them throttled),
- * the most in flight at once, when the first request came and when the last answer went (ms).
+ * the most in flight at once, when the first request came and when the last answer went (ms);
+ * GET /bench/stats?reset=1 says so and starts counting afresh (for the next client).
  * Tokens are not checked: any signed token request gets one, any bearer token is accepted.
  */
 import { createHash } from "node:crypto"
@@ -69,6 +70,10 @@ let inFlight = 0
 
 const server = createServer((req, res) => {
   if (req.url === "/bench/stats") return send(res, 200, stats)
+  if (req.url === "/bench/stats?reset=1") {
+    send(res, 200, stats)
+    return void Object.assign(stats, { blobs: 0, throttled: 0, peakInFlight: 0, first: 0, last: 0 })
+  }
   const url = new URL(req.url ?? "/", "http://x")
   const path = decodeURIComponent(url.pathname)
   const origin = `http://${req.headers.host}`
