@@ -118,7 +118,7 @@ export const s3Sdk = async (): Promise<Sdk> => {
 /** The S3 API's two users: S3 itself (and S3-compatible stores), and Google Cloud Storage's XML API. */
 export type S3Flavour = "s3" | "gs"
 
-const clients: Partial<Record<S3Flavour, Promise<S3Client>>> = {}
+const clients = new Map<string, Promise<S3Client>>()
 
 /** Where Google Cloud Storage's XML API answers. */
 export const GCS_ENDPOINT = "https://storage.googleapis.com"
@@ -161,15 +161,26 @@ const s3Options = () => {
   }
 }
 
-/** The S3 client of this thread for S3 or for GCS, configured from the environment (loaded on first use: the SDK is large). */
-export const s3Client = (flavour: S3Flavour = "s3"): Promise<S3Client> =>
-  clients[flavour] ??= (async () => {
-    const { S3Client } = await s3Sdk()
-    return new S3Client({ ...(flavour === "gs" ? gcsOptions() : s3Options()), maxAttempts: 5 })
-  })().catch((e: unknown) => {
-    delete clients[flavour]
-    throw e
-  })
+/**
+ * The S3 client of this thread for S3 or for GCS as the environment configures it (loaded on first use: the SDK is
+ * large); one per configuration, so a program that changes the environment gets a client that follows it.
+ */
+export const s3Client = (flavour: S3Flavour = "s3"): Promise<S3Client> => {
+  let options: ReturnType<typeof gcsOptions | typeof s3Options>
+  try {
+    options = flavour === "gs" ? gcsOptions() : s3Options()
+  } catch (e) {
+    return Promise.reject(e)
+  }
+  const key = JSON.stringify([flavour, options, process.env.AWS_ACCESS_KEY_ID])
+  let client = clients.get(key)
+  if (client === undefined) {
+    client = s3Sdk().then(({ S3Client }) => new S3Client({ ...options, maxAttempts: 5 }))
+    client.catch(() => clients.delete(key))
+    clients.set(key, client)
+  }
+  return client
+}
 
 const AUTH_CODES = new Set([
   "AccessDenied",

@@ -12,9 +12,10 @@ import { Encoder } from "../../src/encoder/Encoder.ts"
 import * as RollingWriter from "../../src/encoder/RollingWriter.ts"
 import { RowBatchBuilder } from "../../src/sinks/RowBatch.ts"
 import { literal, query, withDuckDB } from "../support/duckdb.ts"
-import { ACCESS_KEY, SECRET_KEY, startStore, type TestStore } from "../support/s3.ts"
+import { ACCESS_KEY, restoreEnvironmentAfterAll, SECRET_KEY, startStore, type TestStore } from "../support/s3.ts"
 import { type Context, expectRefused, exportsToStore, startExportService, type StoreUnderTest } from "./objectStores.ts"
 
+restoreEnvironmentAfterAll()
 let store: TestStore
 /** The S3-protocol server behind gs:// (a bucket of its own). */
 let gcsStore: TestStore

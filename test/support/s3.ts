@@ -11,6 +11,7 @@ import type { AddressInfo } from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import S3rver from "s3rver"
+import { afterAll } from "vitest"
 
 export interface TestStore {
   readonly endpoint: string
@@ -179,5 +180,17 @@ export const startStore = async (bucket = "exports"): Promise<TestStore> => {
       await server.close()
       fs.rmSync(directory, { recursive: true, force: true })
     }
+  })
+}
+
+/**
+ * Puts `process.env` back as it was once the file's tests are done: a file that sets a store's environment for the
+ * library's clients in its own process leaves none of it to the files that share its worker after it.
+ */
+export const restoreEnvironmentAfterAll = () => {
+  const saved = { ...process.env }
+  afterAll(() => {
+    for (const key of Object.keys(process.env)) if (!(key in saved)) delete process.env[key]
+    Object.assign(process.env, saved)
   })
 }

@@ -15,7 +15,7 @@ import { readCurrent } from "../../../src/sinks/iceberg/Commit.ts"
 import { tableAt, type TableLocation } from "../../../src/sinks/iceberg/Location.ts"
 import { commitVersion, loadTable, schemaFor, taggedVersions } from "../../../src/sinks/iceberg/Table.ts"
 import { startAzurite, type TestAzure } from "../../support/azurite.ts"
-import { ACCESS_KEY, SECRET_KEY, startStore, type TestStore } from "../../support/s3.ts"
+import { ACCESS_KEY, restoreEnvironmentAfterAll, SECRET_KEY, startStore, type TestStore } from "../../support/s3.ts"
 import {
   expectedRows,
   exportVersion,
@@ -30,6 +30,7 @@ import {
   writeDataFiles
 } from "./support.ts"
 
+restoreEnvironmentAfterAll()
 let store: TestStore
 /** The S3-protocol server behind gs:// (GCS's XML API, the endpoint overridden). */
 let gcsStore: TestStore
