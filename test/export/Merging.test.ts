@@ -20,14 +20,15 @@ const file = (path: string, bytes: number, rows = 10): RecordedFile => ({
 })
 
 describe("mergeSmallFiles", () => {
-  it.scoped("files of 32 MiB or more stay as their parts wrote them, though below half of --max-file-bytes", () =>
+  it.scoped("files of 4 MiB or more stay as their parts wrote them, though below half of --max-file-bytes", () =>
     Effect.gen(function*() {
       const dir = yield* tempDir
       const dest = yield* destination(dir)
-      // Four parts' files of 62 MiB (bench section 4's shape), a 32 MiB one, a small tail and an empty file.
+      // Parts' files of 62 MiB (bench section 4's shape) and 8.5 MB (section 2's), one of 4 MiB, a small tail and an
+      // empty file.
       const files = [
         file("part-0-r-00000.parquet", 62 * MiB),
-        file("part-1-r-00000.parquet", 62 * MiB),
+        file("part-1-r-00000.parquet", 8_500_000),
         file("part-2-r-00000.parquet", MERGE_BELOW_BYTES),
         file("part-3-r-00000.parquet", 2 * MiB),
         file("part-3-r-00001.parquet", 400, 0)
