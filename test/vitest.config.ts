@@ -18,8 +18,8 @@ const quiet = [
 /**
  * Files that move Effect's test clock. The others share their worker's process and loaded modules one after another
  * (`isolate: false`: Effect, the client and the sinks are imported once per worker, not once per file); these run
- * after them in fresh workers, each file with its modules loaded afresh, as a file that shares a worker saw its test
- * clock replaced by a live one.
+ * after them in fresh workers, each file with its modules loaded afresh: in a shared worker, Auth.test.ts once found
+ * a live clock where its test clock should be ("testClock.adjust is not a function").
  */
 const isolated = [
   "test/client/Auth.test.ts",
