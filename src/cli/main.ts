@@ -1,13 +1,9 @@
 import * as BuiltInOptions from "@effect/cli/BuiltInOptions"
-import * as CliConfig from "@effect/cli/CliConfig"
 import * as Command from "@effect/cli/Command"
-import * as Descriptor from "@effect/cli/CommandDescriptor"
 import * as CommandDirective from "@effect/cli/CommandDirective"
-import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as ValidationError from "@effect/cli/ValidationError"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import * as Arr from "effect/Array"
 import * as Cause from "effect/Cause"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
@@ -19,11 +15,12 @@ import { TOOL } from "../domain/Tool.ts"
 import { Encoder } from "../encoder/Encoder.ts"
 import { CrashProbe } from "../telemetry/CrashProbe.ts"
 import * as Telemetry from "../telemetry/Telemetry.ts"
-import { commandsFor, type TopLevelCommand } from "./commands.ts"
+import { commandsFor } from "./commands.ts"
 import { exitCodeOf, interruption, sentenceOf } from "./Exit.ts"
-import { CATALOG_VERSION_FLAG, forParser, helpText, versionWithoutValue } from "./help.ts"
+import { forParser, helpText } from "./help.ts"
 import { defaultLoggerLayer, plainWhenPiped } from "./Logging.ts"
-import { commandPath, unknownWord } from "./Suggest.ts"
+import { mistakeIn, parseArgs, rootCommand } from "./parse.ts"
+import { commandPath } from "./Suggest.ts"
 
 // undici parses HTTP with WebAssembly. After a few responses V8 starts optimising the parser on a
 // background thread, and a process that is done waits for that to finish before it exits: ~80 ms of
@@ -46,16 +43,7 @@ const args = forParser(process.argv.slice(2))
 // per blob GET and per listed partition rose with it (bench section 6, three alternating runs).
 if (args[0] !== "serve") setFlagsFromString("--semi-space-growth-factor=1")
 
-const subcommands = await commandsFor(args)
-
-const base = Command.make("catalog-export").pipe(
-  Command.withDescription(
-    "Export data catalogs to Parquet and Arrow, and run a local catalog service to develop against."
-  )
-)
-const root: TopLevelCommand = Arr.isNonEmptyReadonlyArray(subcommands)
-  ? Command.withSubcommands(base, subcommands)
-  : base
+const root = rootCommand(await commandsFor(args))
 
 const cli = Command.run(root, { name: TOOL.name, version: TOOL.version })
 
@@ -67,40 +55,20 @@ process.stdout.on("error", (error: NodeJS.ErrnoException) => {
   throw error
 })
 
-// A mistyped command or flag is named with the nearest known ones, before @effect/cli's parser
-// (whose answer lists every command, or only says "unknown argument").
-const typo = unknownWord(root, args) ?? versionWithoutValue(args)
-
-/**
- * The arguments parsed as @effect/cli will parse them, so that what it would print of a bad value
- * (`--format csv`) is printed here instead, as every error is: one `catalog-export: ` line.
- */
-const parseFirst = Descriptor.parse(root.descriptor, [TOOL.name, ...args], CliConfig.defaultConfig)
-  .pipe(
-    Effect.catchIf(
-      (e) => !ValidationError.isHelpRequested(e),
-      (e) =>
-        new UsageError({
-          message: HelpDoc.toAnsiText(e.error).trim().replace(/\n+/g, " ").replaceAll(
-            `--${CATALOG_VERSION_FLAG}`,
-            "--version"
-          )
-        })
-    )
-  )
+const mistake = mistakeIn(root, args)
 
 /** `--help` of a command (help.ts), or the command run by @effect/cli. */
 const runOrHelp = Effect.flatMap(
-  parseFirst,
+  parseArgs(root, args),
   (directive) =>
     CommandDirective.isBuiltIn(directive) && BuiltInOptions.isShowHelp(directive.option)
       ? Console.log(helpText(commandPath(root, args), directive.option.helpDoc))
       : cli([...process.argv.slice(0, 2), ...args])
 )
 
-const program = (typo === undefined
+const program = (mistake === undefined
   ? runOrHelp
-  : Effect.fail(new UsageError({ message: typo }))).pipe(
+  : Effect.fail(new UsageError({ message: mistake }))).pipe(
     Effect.catchAll((error) =>
       Effect.gen(function*() {
         exitCode = exitCodeOf(error)

@@ -4,11 +4,16 @@
  * settings' defaults as Settings.ts declares them, examples that parse, the exit codes, and none of
  * @effect/cli's type notes. Also: `--version` after export is the catalog version, never the app's.
  */
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { commandModules, namesOf } from "../../src/cli/commands.ts"
+import { commandModules, commandsFor, namesOf } from "../../src/cli/commands.ts"
 import { EXIT_MEANINGS } from "../../src/cli/Exit.ts"
+import { forParser } from "../../src/cli/help.ts"
+import { mistakeIn, parseArgs, rootCommand } from "../../src/cli/parse.ts"
 import { ExitCode } from "../../src/domain/ExitCode.ts"
 import { TOOL } from "../../src/domain/Tool.ts"
 import { defaults } from "../../src/export/Settings.ts"
@@ -111,14 +116,21 @@ describe("every command's --help", () => {
     for (const words of paths) {
       for (const line of sectionsOf(await help(words)).get("EXAMPLES") ?? []) examples.add(line)
     }
+    expect(examples.size).toBeGreaterThan(30)
+    // Checked as main.ts checks arguments (one process, not one per example): the typo check reads every
+    // word; the parser, given --help before the first flag, only the commands.
     for (const example of examples) {
-      const args = example.replace(`$ ${TOOL.name} `, "").split(" ")
-      // Before the first flag: the typo check reads every word, the parser stops at --help.
-      const at = args.findIndex((a) => a.startsWith("-"))
-      const r = await cli(at === -1 ? [...args, "--help"] : [...args.slice(0, at), "--help", ...args.slice(at)])
-      expect(r.code, `${example}: ${r.stderr}`).toBe(0)
+      const words = example.replace(`$ ${TOOL.name} `, "").split(" ")
+      const at = words.findIndex((a) => a.startsWith("-"))
+      const args = forParser(at === -1 ? [...words, "--help"] : [...words.slice(0, at), "--help", ...words.slice(at)])
+      const root = rootCommand(await commandsFor(args))
+      expect(mistakeIn(root, args), example).toBeUndefined()
+      const parsed = await Effect.runPromise(
+        parseArgs(root, args).pipe(Effect.either, Effect.provide(NodeContext.layer))
+      )
+      expect(Either.isRight(parsed) ? "parsed" : JSON.stringify(parsed.left), example).toBe("parsed")
     }
-  }, 300_000)
+  })
 })
 
 describe("export --help", () => {
