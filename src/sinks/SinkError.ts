@@ -28,6 +28,7 @@ const EXIT_CODES: Record<SinkErrorReason, ExitCode> = {
   InvalidRow: ExitCode.failure,
   Encode: ExitCode.failure,
   Io: ExitCode.failure,
+  Installation: ExitCode.failure,
   NoSuchBucket: ExitCode.usage,
   AccessDenied: ExitCode.auth,
   Unavailable: ExitCode.transient

@@ -13,6 +13,8 @@ export const SINK_FAILURE_REASONS = [
   "InvalidRow",
   "Encode",
   "Io",
+  /** A module the writers need (zstd-napi, the native one) did not load: the installation is incomplete. */
+  "Installation",
   /** Object stores: the bucket does not exist (bad input). */
   "NoSuchBucket",
   /** Object stores: credentials refused or a permission missing. */
@@ -95,6 +97,17 @@ export const describeSinkFailure = (path: string, doing: string, cause: unknown)
       return make(
         "TooManyOpenFiles",
         `Cannot ${doing} ${path}: too many open files (${code}). Raise the open-file limit (ulimit -n) or lower the export's concurrency.`
+      )
+    case "MODULE_NOT_FOUND":
+    case "ERR_MODULE_NOT_FOUND":
+    case "ERR_DLOPEN_FAILED":
+      // Not the volume's fault: e.g. installed with --ignore-scripts, or the native zstd-napi failed to build.
+      return make(
+        "Installation",
+        `Cannot ${doing} ${path}: a module catalog-export needs did not load (${code}: ${
+          causeText(cause).split("\n")[0]
+        }). The installation is incomplete or was made for another platform: install catalog-export again, ` +
+          "with its install scripts, using the Node.js that runs it."
       )
     case undefined:
       return cause instanceof RangeError

@@ -70,7 +70,8 @@ const DOCUMENTED: Record<ExitCode, ReadonlyArray<readonly [string, HasExitCode &
       "TooManyOpenFiles",
       "InvalidRow",
       "Encode",
-      "Io"
+      "Io",
+      "Installation"
     ]
       .map((reason) => ["SinkError", sink(reason as SinkErrorReason)] as const))
   ],

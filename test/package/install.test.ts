@@ -172,6 +172,30 @@ const exportWith = async (bin: string) => {
   )
 }
 
+/** An export before zstd-napi is built (as `npm install --ignore-scripts` leaves it): exit 1, the fix named, no files. */
+const exportWithoutNatives = async (bin: string) => {
+  const service = await serveFrom(bin)
+  const out = scratch(`out-no-natives-${Date.now()}`)
+  const result = await run(bin, [
+    "export",
+    "--catalog",
+    DEMO,
+    "--layer",
+    "places",
+    "--out",
+    out,
+    "--lookup-url",
+    service.lookupUrl,
+    "--credentials",
+    service.credentials
+  ], out)
+  expect(result.code, result.stderr).toBe(1)
+  expect(result.stderr).toContain("a module catalog-export needs did not load (MODULE_NOT_FOUND")
+  expect(result.stderr).toContain("install catalog-export again")
+  expect(result.stderr).not.toContain("output volume")
+  expect(filesBelow(out).filter((f) => f.endsWith(".parquet") || f.endsWith(".partial"))).toEqual([])
+}
+
 beforeAll(() => {
   work = tempDir("package-")
   fs.chmodSync(work, 0o755)
@@ -228,13 +252,15 @@ describe("the packed package", () => {
   }
 
   it(
-    "installed into an empty directory made read-only, runs --version, serve and a real export without writing there",
+    "installed into an empty directory made read-only, runs --version, serve and a real export without writing there; before its native module is built, an export says to install again",
     async () => {
       const app = path.join(work, "app")
       fs.mkdirSync(app)
       npm(["install", "--ignore-scripts", "--prefer-offline", tarball], app)
+      const bin = path.join(app, "node_modules", ".bin", "catalog-export")
+      await exportWithoutNatives(bin)
       provideNatives(path.join(app, "node_modules"))
-      await checkInstalled(app, path.join(app, "node_modules", ".bin", "catalog-export"))
+      await checkInstalled(app, bin)
     },
     300_000
   )

@@ -1,3 +1,4 @@
+import { createRequire } from "node:module"
 import { describe, expect, it } from "vitest"
 import { fromCause, SinkError } from "../../src/sinks/SinkError.ts"
 
@@ -29,6 +30,24 @@ describe("SinkError.fromCause", () => {
   it("maps a value that does not fit a column to InvalidRow and other errors to Encode", () => {
     expect(fromCause(file, "write", new RangeError("column version: 1.5 is not an integer")).reason).toBe("InvalidRow")
     expect(fromCause(file, "write", new Error("parquet expected bigint value")).reason).toBe("Encode")
+  })
+
+  it("maps a module that does not load to Installation, not to the output volume", () => {
+    // What Node throws for zstd-napi installed without its build (npm install --ignore-scripts).
+    let missing: unknown
+    try {
+      createRequire(import.meta.url)("./no-such-native-build/binding.node")
+    } catch (error) {
+      missing = error
+    }
+    const error = fromCause(file, "create", missing)
+    expect(error.reason).toBe("Installation")
+    expect(error.message).toContain(
+      `Cannot create ${file}: a module catalog-export needs did not load (MODULE_NOT_FOUND`
+    )
+    expect(error.message).toContain("install catalog-export again")
+    expect(error.message).not.toContain("output volume")
+    expect(error.message).not.toContain("Require stack")
   })
 
   it("passes a SinkError through unchanged", () => {
