@@ -127,10 +127,10 @@ const serveFrom = async (bin: string) => {
   return { ...(JSON.parse(line) as { url: string; lookupUrl: string }), credentials }
 }
 
-/** A real export with the installed CLI, read back by DuckDB and compared with the service's own listing. */
-const exportWith = async (bin: string) => {
+/** `export` of the demo layer by the installed CLI, from a `serve` of the same install, into a fresh directory. */
+const exportFromServe = async (bin: string, name: string) => {
   const service = await serveFrom(bin)
-  const out = scratch(`out-${Date.now()}`)
+  const out = scratch(`${name}-${Date.now()}`)
   const result = await run(bin, [
     "export",
     "--catalog",
@@ -144,6 +144,12 @@ const exportWith = async (bin: string) => {
     "--credentials",
     service.credentials
   ], out)
+  return { service, out, result }
+}
+
+/** A real export with the installed CLI, read back by DuckDB and compared with the service's own listing. */
+const exportWith = async (bin: string) => {
+  const { out, result, service } = await exportFromServe(bin, "out")
   expect(result.code, result.stderr).toBe(0)
   expect(result.stdout).toMatch(/^Exported hrn:local:data:::demo places version 1: /)
   const token =
@@ -174,21 +180,7 @@ const exportWith = async (bin: string) => {
 
 /** An export before zstd-napi is built (as `npm install --ignore-scripts` leaves it): exit 1, the fix named, no files. */
 const exportWithoutNatives = async (bin: string) => {
-  const service = await serveFrom(bin)
-  const out = scratch(`out-no-natives-${Date.now()}`)
-  const result = await run(bin, [
-    "export",
-    "--catalog",
-    DEMO,
-    "--layer",
-    "places",
-    "--out",
-    out,
-    "--lookup-url",
-    service.lookupUrl,
-    "--credentials",
-    service.credentials
-  ], out)
+  const { out, result } = await exportFromServe(bin, "out-no-natives")
   expect(result.code, result.stderr).toBe(1)
   expect(result.stderr).toContain("a module catalog-export needs did not load (MODULE_NOT_FOUND")
   expect(result.stderr).toContain("install catalog-export again")
