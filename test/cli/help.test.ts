@@ -2,7 +2,8 @@
  * `--help` of every command and subcommand through the real CLI, as a person reads it: the purpose
  * first, a usage line with the program's name, required flags before optional ones, the export
  * settings' defaults as Settings.ts declares them, examples that parse (checked by the CLI's own
- * parse, src/cli/parse.ts, in this process), the exit codes, and none of @effect/cli's type notes. Also: `--version` after export is the catalog version, never the app's.
+ * parse, src/cli/parse.ts, in this process), the exit codes, and none of @effect/cli's type notes.
+ * Also: `--version` after export is the catalog version, never the app's.
  */
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as Effect from "effect/Effect"
