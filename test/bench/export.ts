@@ -251,6 +251,7 @@ const withServer = async <A>(server: Promise<FastServer>, f: (server: FastServer
     return await f(s)
   } finally {
     await stop(s.child)
+    fs.rmSync(s.credentials, { force: true })
   }
 }
 
