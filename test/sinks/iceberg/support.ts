@@ -10,7 +10,7 @@ import * as RollingWriter from "../../../src/encoder/RollingWriter.ts"
 import { rawColumns } from "../../../src/sinks/Columns.ts"
 import { type Destination } from "../../../src/sinks/Destination.ts"
 import { readCurrent } from "../../../src/sinks/iceberg/Commit.ts"
-import { keyIn, type TableLocation, uriOf } from "../../../src/sinks/iceberg/Location.ts"
+import { fileId, keyIn, type TableLocation, uriOf } from "../../../src/sinks/iceberg/Location.ts"
 import {
   commitVersion,
   dataFileMetadata,
@@ -158,7 +158,9 @@ export const exportVersion = (
   Effect.gen(function*() {
     const current = yield* loadTable(table, IDENTITY)
     const schema = yield* schemaFor(table, current, raw)
-    const files = yield* writeDataFiles(table, schema, options.rows, `v${options.version ?? "volatile"}-${Date.now()}`)
+    // A directory of its own per writer: with `Date.now()`, two writers of one version started in the same
+    // millisecond wrote the same files (CI, stop 32).
+    const files = yield* writeDataFiles(table, schema, options.rows, `v${options.version ?? "volatile"}-${fileId()}`)
     return yield* commitVersion(table, {
       identity: IDENTITY,
       version: options.version,
