@@ -9,7 +9,9 @@
  * `--limit M` is the app's limit of a platform: a blob read arriving while M reads are in flight is
  * answered 429 with `Retry-After: 1`. Prints one JSON line once listening: {"url", "lookupUrl",
  * "catalog", "layer"}. GET /bench/stats says how many blobs were asked for (and of them throttled),
- * the most in flight at once, when the first request came and when the last answer went (ms);
+ * the most in flight at once, when the first request came and when the last answer went (ms), and
+ * how many blobs were answered, and when the answers ending the first and the ninth tenth of them
+ * went (`answered`, `tenth`, `ninthTenth`);
  * GET /bench/stats?reset=1 says so and starts counting afresh (for the next client).
  * Tokens are not checked: any signed token request gets one, any bearer token is accepted.
  */
@@ -66,12 +68,26 @@ const listing = (from: number, to: number) => Buffer.from(`{"partitions":[${list
 
 /** When the blob requests came: the export's fetch phase as the server saw it (GET /bench/stats). */
 const stats = { blobs: 0, throttled: 0, peakInFlight: 0, first: 0, last: 0 }
+/** When each blob answer went, in order. */
+let answeredAt: Array<number> = []
 let inFlight = 0
 
+/** `stats`, and when the answers that end the first and the ninth tenth went (ms): the steady middle of the fetch. */
+const report = () => {
+  const n = answeredAt.length
+  return {
+    ...stats,
+    answered: n,
+    tenth: answeredAt[Math.floor(n / 10)] ?? 0,
+    ninthTenth: answeredAt[Math.ceil((n * 9) / 10) - 1] ?? 0
+  }
+}
+
 const server = createServer((req, res) => {
-  if (req.url === "/bench/stats") return send(res, 200, stats)
+  if (req.url === "/bench/stats") return send(res, 200, report())
   if (req.url === "/bench/stats?reset=1") {
-    send(res, 200, stats)
+    send(res, 200, report())
+    answeredAt = []
     return void Object.assign(stats, { blobs: 0, throttled: 0, peakInFlight: 0, first: 0, last: 0 })
   }
   const url = new URL(req.url ?? "/", "http://x")
@@ -119,6 +135,7 @@ const server = createServer((req, res) => {
     const reply = () => {
       inFlight--
       stats.last = performance.now()
+      answeredAt.push(stats.last)
       res.writeHead(200, { "content-type": "application/octet-stream", "content-length": data.byteLength })
       res.end(data)
     }
