@@ -158,8 +158,8 @@ export const exportVersion = (
   Effect.gen(function*() {
     const current = yield* loadTable(table, IDENTITY)
     const schema = yield* schemaFor(table, current, raw)
-    // A directory of its own per writer: with `Date.now()`, two writers of one version started in the same
-    // millisecond wrote the same files (CI, stop 32).
+    // A directory of its own per writer: named by the time alone, two writers of one version started in the
+    // same millisecond wrote the same files.
     const files = yield* writeDataFiles(table, schema, options.rows, `v${options.version ?? "volatile"}-${fileId()}`)
     return yield* commitVersion(table, {
       identity: IDENTITY,
