@@ -74,6 +74,7 @@ export const measure = (
     maxRssKb: number
     exitCode: number
   }
+  fs.rmSync(usageFile)
   if (usage.exitCode !== 0) throw new Error(`${program} exited with ${usage.exitCode}`)
   return { cpuSeconds: (usage.userUs + usage.systemUs) / 1e6, maxRssMb: usage.maxRssKb / 1024, wallSeconds, stdout }
 }
