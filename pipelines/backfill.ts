@@ -13,7 +13,7 @@ import { planTableVersion } from "../src/export/Incremental.ts"
 import { ConnectionFields } from "../src/export/JobConfig.ts"
 import { runExport } from "../src/export/Lazy.ts"
 import { type Manifest, readManifest } from "../src/export/Manifest.ts"
-import { exportDir, makePlan, type Plan, versionBounds } from "../src/export/Plan.ts"
+import { exportDir, type Plan, resolvePlan, splitPlan, versionBounds } from "../src/export/Plan.ts"
 import { Counters, tracking } from "../src/export/Progress.ts"
 import { ExportSettings, PositiveInt, sharedBy, writeSettingsOf } from "../src/export/Settings.ts"
 import { identityOf, refuseTable, tableOf } from "../src/export/Tables.ts"
@@ -329,17 +329,16 @@ export const runBackfill = (request: BackfillRequest, report: (outcome: VersionO
         const started = Date.now()
         const counters = new Counters()
         const exported = yield* Effect.gen(function*() {
-          const full = yield* makePlan({
+          const resolved = yield* resolvePlan({
             catalog: catalogHrn,
             layer: layer.id,
             version,
-            parts: request.parts,
             ...(intoTable ? { format: "iceberg" as const } : {})
           })
           // A table's version: the changes from the nearest older tag where the catalog still has them.
           const planned: Option.Option<Plan> = intoTable
-            ? Option.map(yield* planTableVersion(dest, full, request.parts), (p) => p.plan)
-            : Option.some(full)
+            ? Option.map(yield* planTableVersion(dest, resolved, request.parts), (p) => p.plan)
+            : Option.some(yield* splitPlan(resolved.plan, request.parts))
           if (Option.isNone(planned)) return "tagged" as const
           const plan = planned.value
           return yield* tracking(

@@ -3,7 +3,7 @@ import * as Option from "effect/Option"
 import { type Destination, destination } from "../sinks/Destination.ts"
 import { committed } from "./Commit.ts"
 import { readState } from "./Manifest.ts"
-import { makePlan, type Plan, versionBounds } from "./Plan.ts"
+import { type Plan, type ResolvedPlan, resolvePlan, splitPlan } from "./Plan.ts"
 import type { ExportFormat } from "./Settings.ts"
 import { refuseTable, tableState } from "./Tables.ts"
 
@@ -42,17 +42,19 @@ export interface PlannedExport {
 export const planExport = (request: ExportRequest) =>
   Effect.gen(function*() {
     const table = request.format === "iceberg"
-    const full = yield* makePlan({
+    const { bounds, plan: full } = yield* resolvePlan({
       catalog: request.catalog,
       layer: request.layer,
       version: request.version,
-      parts: request.parts,
       ...(table ? { format: "iceberg" as const } : {})
     })
+    // Only the plan chosen is split into parts: a full plan's parts are of no use to a delta.
+    const split = (choice: PlannedExport) =>
+      Effect.map(splitPlan(choice.plan, request.parts), (plan): Planned => ({ ...choice, plan }))
     const dest = yield* destination(request.out)
     if (table) {
       const state = yield* tableState(dest, full)
-      if (request.mode === "full" || full.layerType === "volatile") return plannedFull(request, full)
+      if (request.mode === "full" || full.layerType === "volatile") return yield* split(plannedFull(request, full))
       if (state.tagged) {
         // A run stopped after its commit left its bookkeeping: tidied here, as a re-run of it would.
         yield* committed(dest, full)
@@ -63,21 +65,21 @@ export const planExport = (request: ExportRequest) =>
           version: full.version
         } satisfies Planned
       }
-      return yield* tableDelta(full, state.base, request.parts)
+      return yield* split(tableDelta(full, bounds, state.base))
     }
     yield* refuseTable(dest, full)
-    if (request.mode === "full" || full.layerType === "volatile") return plannedFull(request, full)
+    if (request.mode === "full" || full.layerType === "volatile") return yield* split(plannedFull(request, full))
     const state = yield* readState(dest, `${full.catalogId}/${full.layerId}`).pipe(
       Effect.orElseSucceed(() => Option.none())
     )
     if (Option.isNone(state)) {
-      return { _tag: "Planned", plan: full, note: "no cursor (_state.json) yet: full export" } satisfies Planned
+      return yield* split({ _tag: "Planned", plan: full, note: "no cursor (_state.json) yet: full export" })
     }
     const cursor = state.value.lastVersion
     if (cursor >= full.version) {
       return { _tag: "UpToDate", catalogHrn: full.catalogHrn, layerId: full.layerId, version: cursor } satisfies Planned
     }
-    return yield* delta(full, cursor, request.parts, `the cursor (version ${cursor})`)
+    return yield* split(delta(full, bounds, cursor, `the cursor (version ${cursor})`))
   })
 
 const plannedFull = (request: ExportRequest, full: Plan): PlannedExport => ({
@@ -88,46 +90,40 @@ const plannedFull = (request: ExportRequest, full: Plan): PlannedExport => ({
     : undefined
 })
 
-/** The changes from `base` (`subject` in notes) to the full plan's version while the catalog still has them; else the full plan, and why. */
-const delta = (full: Plan, base: number, parts: number, subject: string) =>
-  Effect.gen(function*() {
-    const { minimum } = yield* versionBounds(full.catalogHrn)
-    if (base < minimum - 1) {
-      return {
-        _tag: "Planned",
-        plan: full,
-        note: `${subject} is below the minimum version ${minimum}, so its changes are gone: full export`
-      } satisfies PlannedExport
+/**
+ * The changes from `base` (`subject` in notes) to the full plan's version while the catalog still has them (its
+ * `bounds`, read with the full plan); else the full plan, and why. Either is still to be split into parts.
+ */
+const delta = (full: Plan, bounds: ResolvedPlan["bounds"], base: number, subject: string): PlannedExport =>
+  bounds !== undefined && base < bounds.minimum - 1
+    ? {
+      _tag: "Planned",
+      plan: full,
+      note: `${subject} is below the minimum version ${bounds.minimum}, so its changes are gone: full export`
     }
-    const plan = yield* makePlan({
-      catalog: full.catalogHrn,
-      layer: full.layerId,
-      version: full.version,
-      parts,
-      mode: "changes",
-      baseVersion: base,
-      ...(full.format === undefined ? {} : { format: full.format })
-    })
-    return { _tag: "Planned", plan } satisfies PlannedExport as PlannedExport
-  })
+    : { _tag: "Planned", plan: { ...full, mode: "changes", baseVersion: base } }
 
 /**
  * A version of a layer's Iceberg table: the changes from the newest version tagged below it (`base`,
- * from tableState), else a full snapshot, and why.
+ * from tableState), else a full snapshot, and why; still to be split into parts.
  */
-export const tableDelta = (full: Plan, base: number | undefined, parts: number) =>
+const tableDelta = (full: Plan, bounds: ResolvedPlan["bounds"], base: number | undefined): PlannedExport =>
   base === undefined
-    ? Effect.succeed<PlannedExport>({
+    ? {
       _tag: "Planned",
       plan: full,
       note: `the table has no snapshot of a version below ${full.version} yet: full export`
-    })
-    : delta(full, base, parts, `the table's newest version below ${full.version} (tag v${base})`)
+    }
+    : delta(full, bounds, base, `the table's newest version below ${full.version} (tag v${base})`)
 
-/** A table's version for a backfill: already tagged (nothing to do), or its plan (changes from the nearest older tag where possible). */
-export const planTableVersion = (dest: Destination, full: Plan, parts: number) =>
+/**
+ * A table's version for a backfill: already tagged (nothing to do), or its plan, split into parts (changes from the
+ * nearest older tag where possible).
+ */
+export const planTableVersion = (dest: Destination, { bounds, plan: full }: ResolvedPlan, parts: number) =>
   Effect.gen(function*() {
     const state = yield* tableState(dest, full)
     if (state.tagged) return Option.none<PlannedExport>()
-    return Option.some(yield* tableDelta(full, state.base, parts))
+    const chosen = tableDelta(full, bounds, state.base)
+    return Option.some({ ...chosen, plan: yield* splitPlan(chosen.plan, parts) })
   })

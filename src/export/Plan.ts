@@ -1,4 +1,5 @@
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Fiber from "effect/Fiber"
 import * as Schema from "effect/Schema"
 import { ConfigApi } from "../client/ConfigApi.ts"
@@ -129,14 +130,27 @@ export const checkVersion = (catalog: string, version: number, bounds: { latest:
     )
     : Effect.succeed(version)
 
-export const makePlan = Effect.fn("Plan.make")(function*(request: PlanRequest) {
+/** A plan with its listing not yet split into parts (`splitPlan`), and the catalog's readable versions read with it. */
+export interface ResolvedPlan {
+  readonly plan: Plan
+  /** Absent for a volatile layer of a catalog that has no versions yet. */
+  readonly bounds: { readonly latest: number; readonly minimum: number } | undefined
+}
+
+/**
+ * The plan of a layer at a version, from the layer's configuration and the catalog's readable versions, which
+ * are asked for at once (a round trip less before the listing); its listing is one part until `splitPlan`.
+ */
+export const resolvePlan = Effect.fn("Plan.resolve")(function*(request: Omit<PlanRequest, "parts">) {
   const parsed = yield* Hrn.parseCatalog(request.catalog)
   const hrn = Hrn.format(parsed)
   // The layer id names a directory of the output: nothing but a valid id may get there.
   if (!Hrn.isLayerId(request.layer)) return yield* new InvalidLayerId({ layerId: request.layer })
   const config = yield* ConfigApi
-  const metadata = yield* MetadataApi
-  const catalog = yield* config.getCatalog(hrn)
+  // A missing catalog or layer is reported before anything the versions answered.
+  const [catalog, bounds] = yield* Effect.all([config.getCatalog(hrn), Effect.either(versionBounds(hrn))], {
+    concurrency: 2
+  })
   const layer = catalog.layers.find((l) => l.id === request.layer)
   if (layer === undefined) {
     const known = catalog.layers.map((l) => l.id).join(", ") || "none"
@@ -149,20 +163,14 @@ export const makePlan = Effect.fn("Plan.make")(function*(request: PlanRequest) {
     return yield* new LayerNotExportable({ catalogHrn: hrn, layerId: layer.id, layerType: layer.layerType })
   }
   const layerType = layer.layerType as "versioned" | "volatile"
-  const mode = request.mode ?? "full"
   // A volatile snapshot records the catalog's latest version for reference; a catalog may have none.
-  const version = layerType === "volatile"
-    ? yield* Effect.map(versionBounds(hrn), (b) => b.latest).pipe(Effect.catchTag("NotFound", () => Effect.succeed(-1)))
-    : request.version === "latest"
-    ? (yield* versionBounds(hrn)).latest
-    : yield* checkVersion(hrn, request.version, yield* versionBounds(hrn))
+  const version = layerType === "volatile" && Either.isLeft(bounds) && bounds.left._tag === "NotFound"
+    ? -1
+    : layerType === "volatile" || request.version === "latest"
+    ? (yield* bounds).latest
+    : yield* checkVersion(hrn, request.version, yield* bounds)
   const now = new Date()
-  const parts = layerType === "volatile" || request.parts <= 1
-    ? []
-    : mode === "changes"
-    ? yield* metadata.changesParts(hrn, layer.id, { numRequestedParts: request.parts })
-    : yield* metadata.partitionParts(hrn, layer.id, { numRequestedParts: request.parts })
-  return {
+  const plan = {
     formatVersion: 1,
     catalogHrn: hrn,
     // From the validated HRN, not the service's answer: it names a directory of the output.
@@ -175,10 +183,24 @@ export const makePlan = Effect.fn("Plan.make")(function*(request: PlanRequest) {
     heretile: isHereTile(layer),
     version,
     ...(layerType === "volatile" ? { snapshot: snapshotName(now) } : {}),
-    mode,
+    mode: request.mode ?? "full",
     ...(request.baseVersion !== undefined ? { baseVersion: request.baseVersion } : {}),
-    parts: [...parts],
+    parts: [],
     ...(request.format === undefined ? {} : { format: request.format }),
     createdAt: now.toISOString()
   } satisfies Plan
+  return { plan, bounds: Either.getOrUndefined(bounds) } satisfies ResolvedPlan
 })
+
+/** The plan with its listing split into up to `parts` metadata parts of its mode, as the service splits it. */
+export const splitPlan = Effect.fn("Plan.split")(function*(plan: Plan, parts: number) {
+  if (plan.layerType === "volatile" || parts <= 1) return plan
+  const metadata = yield* MetadataApi
+  const ids = plan.mode === "changes"
+    ? yield* metadata.changesParts(plan.catalogHrn, plan.layerId, { numRequestedParts: parts })
+    : yield* metadata.partitionParts(plan.catalogHrn, plan.layerId, { numRequestedParts: parts })
+  return { ...plan, parts: [...ids] } satisfies Plan
+})
+
+export const makePlan = (request: PlanRequest) =>
+  Effect.flatMap(resolvePlan(request), ({ plan }) => splitPlan(plan, request.parts))

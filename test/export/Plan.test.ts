@@ -176,6 +176,27 @@ describe("planExport", () => {
       expect((yield* request(out, { mode: "full" }))._tag).toBe("Planned")
     }).pipe(Effect.provide(stagesLayer())))
 
+  it.scoped("reads the configuration and the versions once, and asks only for the chosen plan's parts", () =>
+    Effect.gen(function*() {
+      const catalog = yield* TestCatalog
+      const asked = (from: number) => catalog.requests.slice(from).sort()
+      const out = yield* tempDir
+      yield* cursorAt(out, 1)
+      let before = catalog.requests.length
+      expect(yield* request(out)).toMatchObject({ plan: { mode: "changes", baseVersion: 1 } })
+      expect(asked(before)).toEqual(
+        ["config.getCatalog", "metadata.changesParts", "metadata.latestVersion", "metadata.minimumVersion"]
+      )
+      catalog.minimum = 2
+      const below = yield* tempDir
+      yield* cursorAt(below, 0)
+      before = catalog.requests.length
+      expect(yield* request(below)).toMatchObject({ plan: { mode: "full" } })
+      expect(asked(before)).toEqual(
+        ["config.getCatalog", "metadata.latestVersion", "metadata.minimumVersion", "metadata.partitionParts"]
+      )
+    }).pipe(Effect.provide(stagesLayer())))
+
   it.scoped("falls back to a full export, saying why, when the versions after the cursor are deleted", () =>
     Effect.gen(function*() {
       const catalog = yield* TestCatalog
