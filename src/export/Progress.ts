@@ -163,8 +163,13 @@ export const tracking = <A, E, R>(
 ) =>
   Effect.scoped(
     Effect.gen(function*() {
-      const total = wholeLayer ? yield* expectedPartitions(plan) : undefined
-      if (total !== undefined) counters.expect(total)
+      // The total comes with the versions answer; the export does not wait for it (a round trip before the listing).
+      if (wholeLayer) {
+        yield* Effect.forkScoped(Effect.flatMap(expectedPartitions(plan), (total) =>
+          Effect.sync(() => {
+            if (total !== undefined) counters.expect(total)
+          })))
+      }
       const tracked: Tracked = { label, catalog: plan.catalogHrn, layer: plan.layerId, counters }
       yield* (yield* Progress).track(tracked)
       yield* Metrics.observe(tracked)

@@ -171,7 +171,13 @@ describe("progress lines when not on a terminal", () => {
       expect(line.limit === null || line.limit >= 1).toBe(true)
       expect(line.throttled).toBe(0)
     }
-    for (const line of of("places")) {
+    // The export does not wait for the versions answer: a line before it has no total yet.
+    const counted = of("places").findIndex((l) => l.total !== null)
+    expect(counted).toBeGreaterThanOrEqual(0)
+    for (const line of of("places").slice(0, counted)) {
+      expect(line).toMatchObject({ total: null, totalFrom: null, percent: null })
+    }
+    for (const line of of("places").slice(counted)) {
       expect(line).toMatchObject({ total: places.count, totalFrom: "versions" })
       expect(line.percent).toBeCloseTo(Math.floor((line.partitions * 1000) / places.count) / 10, 5)
     }
