@@ -30,6 +30,8 @@ const apis = (await (await fetch(`${lookupUrl}/resources/${catalog}/apis`, { hea
 const base = (api: string) => apis.find((a) => a.api === api)!.baseURL
 const version =
   ((await (await fetch(`${base("metadata")}/versions/latest`, { headers })).json()) as { version: number }).version
+// When the listing was asked for (ms since this process started): what follows is what a dry run leaves out.
+const listingAt = performance.now()
 const listing = (await (await fetch(
   `${base("metadata")}/layers/${layer}/partitions?version=${version}&additionalFields=dataSize,checksum`,
   { headers }
@@ -90,5 +92,6 @@ if (fetchOnly) {
   ))
   await writer.close()
 }
+const doneAt = performance.now()
 await pool.close()
-console.log(JSON.stringify({ partitions, bytes }))
+console.log(JSON.stringify({ partitions, bytes, listingAt, doneAt }))
