@@ -1,11 +1,13 @@
 import * as Command from "@effect/cli/Command"
-import type * as NodeContext from "@effect/platform-node/NodeContext"
+import type { FileSystem } from "@effect/platform/FileSystem"
+import type { Path } from "@effect/platform/Path"
+import type { Terminal } from "@effect/platform/Terminal"
 import type { HasExitCode } from "../domain/ExitCode.ts"
 import type { Encoder } from "../encoder/Encoder.ts"
 import type { CrashProbe } from "../telemetry/CrashProbe.ts"
 
 /** What main.ts provides to every command. */
-export type CommandContext = NodeContext.NodeContext | Encoder | CrashProbe
+export type CommandContext = FileSystem | Path | Terminal | Encoder | CrashProbe
 
 // The name and arguments differ from command to command (the name is a literal type, which makes it
 // invariant); what a command may require is checked, and that every error it can fail with says

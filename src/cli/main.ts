@@ -2,8 +2,10 @@ import * as BuiltInOptions from "@effect/cli/BuiltInOptions"
 import * as Command from "@effect/cli/Command"
 import * as CommandDirective from "@effect/cli/CommandDirective"
 import * as ValidationError from "@effect/cli/ValidationError"
-import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import * as NodePath from "@effect/platform-node/NodePath"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import * as NodeTerminal from "@effect/platform-node/NodeTerminal"
 import * as Cause from "effect/Cause"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
@@ -85,7 +87,9 @@ const program = (mistake === undefined
     ),
     plainWhenPiped,
     // The encoder thread of exports starts with the first file written there, not with every command.
-    Effect.provide(Layer.merge(NodeContext.layer, Encoder.auto)),
+    // Only the platform services the commands use: NodeContext.layer would load node:child_process and a worker pool
+    // at every start too (~15 ms of a dry run).
+    Effect.provide(Layer.mergeAll(NodeFileSystem.layer, NodePath.layer, NodeTerminal.layer, Encoder.auto)),
     // OTLP traces and metrics when OTEL_EXPORTER_OTLP_ENDPOINT asks (loaded only then), flushed at the end.
     Effect.provide(Telemetry.layer),
     // The kill tests' crash points (CATALOG_EXPORT_CRASH_AT); a no-op otherwise.

@@ -2,10 +2,11 @@ import * as CliConfig from "@effect/cli/CliConfig"
 import * as Command from "@effect/cli/Command"
 import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as HashSet from "effect/HashSet"
+import { spawnSync } from "node:child_process"
 import { describe, expect, it } from "vitest"
 import { commandModules, commandsFor, namesOf as moduleNames, type TopLevelCommand } from "../../src/cli/commands.ts"
 import { TOOL } from "../../src/domain/Tool.ts"
-import { cli } from "../support/cli.ts"
+import { BIN, cli } from "../support/cli.ts"
 
 /**
  * main.ts loads only the module of the command the arguments name (start-up time); the registry in
@@ -68,6 +69,17 @@ describe("the command registry", () => {
       expect(line, line).not.toMatch(/--|\[/)
       expect(line.length, line).toBeLessThanOrEqual(100)
     }
+
+    // Start-up loads no Node module that no command uses (NodeContext.layer's command executor: node:child_process).
+    const { stderr } = spawnSync(process.execPath, [
+      "--import",
+      "data:text/javascript,process.on('exit',()=>console.error(JSON.stringify(process.moduleLoadList)))",
+      BIN,
+      "--version"
+    ], { encoding: "utf8" })
+    const loaded = JSON.parse(stderr.trim().split("\n").at(-1)!) as Array<string>
+    expect(loaded).toContain("NativeModule fs")
+    expect(loaded).not.toContain("NativeModule child_process")
 
     const typo = await cli(["exprot"])
     expect(typo.code).toBe(2)
