@@ -42,11 +42,23 @@ const writeAtomic = (file, contents) => {
   renameSync(temp, file)
 }
 
-/** `undici` (ours and @effect/platform-node's) bundled as the part of it the CLI uses: undici-slim.cjs. */
+/**
+ * `undici` (ours and @effect/platform-node's) bundled as the part of it the CLI uses: undici-slim.cjs.
+ * Its HTTP/2 client is left out too: every agent of ours sets `allowH2: false` (src/net/Agent.ts), so
+ * undici never negotiates HTTP/2, and the client would load node:http2 at every start (~12 ms).
+ */
 const slimUndici = {
   name: "slim-undici",
   setup(build) {
     build.onResolve({ filter: /^undici$/ }, () => ({ path: join(root, "scripts", "undici-slim.cjs") }))
+    build.onResolve(
+      { filter: /^\.\/client-h2\.js$/ },
+      (args) => (/[\\/]undici[\\/]/.test(args.importer) ? { path: "client-h2", namespace: "undici-no-h2" } : undefined)
+    )
+    build.onLoad({ filter: /.*/, namespace: "undici-no-h2" }, () => ({
+      contents: "module.exports = () => { throw new Error('HTTP/2 is not bundled: catalog-export speaks HTTP/1.1') }",
+      loader: "js"
+    }))
   }
 }
 
